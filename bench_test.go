@@ -1,0 +1,53 @@
+package seqsched_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/seqsched/seqsched"
+)
+
+// These benchmarks guard the hot path's cost; the comparative suite lives in
+// the bench module.
+
+func noop(context.Context) error { return nil }
+
+// BenchmarkStream: one session, tasks submitted back to back, the last awaited.
+func BenchmarkStream(b *testing.B) {
+	s, _ := seqsched.New[int]()
+	defer s.Shutdown(context.Background())
+	ctx := context.Background()
+	b.ReportAllocs()
+	var last *seqsched.Future[struct{}]
+	for b.Loop() {
+		last, _ = s.Go(ctx, 1, noop)
+	}
+	last.Await(ctx)
+}
+
+// BenchmarkRoundTrip: submit and await on an idle session.
+func BenchmarkRoundTrip(b *testing.B) {
+	s, _ := seqsched.New[int]()
+	defer s.Shutdown(context.Background())
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		f, _ := s.Go(ctx, 1, noop)
+		f.Await(ctx)
+	}
+}
+
+// BenchmarkManySessions: tasks spread over 1,000 sessions by parallel producers.
+func BenchmarkManySessions(b *testing.B) {
+	s, _ := seqsched.New[int]()
+	defer s.Shutdown(context.Background())
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			i++
+			s.Go(ctx, i%1000, noop)
+		}
+	})
+}

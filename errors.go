@@ -1,0 +1,74 @@
+package seqsched
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error the package returns wraps one of these (or is a
+// context error returned unchanged), so callers can test with [errors.Is].
+var (
+	// ErrClosed is returned by Submit after [Scheduler.Shutdown] has begun,
+	// and resolves every future that a forced shutdown skipped.
+	ErrClosed = errors.New("seqsched: scheduler closed")
+
+	// ErrSessionClosing is returned by Submit for a key that is being
+	// drained by [Scheduler.Remove].
+	ErrSessionClosing = errors.New("seqsched: session closing")
+
+	// ErrQueueFull is returned by Submit when the session's queue for the
+	// task's priority already holds the WithMaxQueue limit.
+	ErrQueueFull = errors.New("seqsched: queue full")
+
+	// ErrWouldDeadlock is returned by [Future.Await] and [Scheduler.Remove]
+	// when called from a running task of the very session they would wait
+	// for: that wait could never end.
+	ErrWouldDeadlock = errors.New("seqsched: would deadlock")
+
+	// ErrInvalidOption is wrapped by the [*OptionError] that New and Submit
+	// return for an out-of-range option.
+	ErrInvalidOption = errors.New("seqsched: invalid option")
+
+	// ErrNilFunc is returned by Submit and Go when fn is nil.
+	ErrNilFunc = errors.New("seqsched: nil func")
+
+	// ErrNilContext is returned when a nil context.Context is passed where
+	// one is required.
+	ErrNilContext = errors.New("seqsched: nil context")
+
+	// ErrGoexit resolves the future of a task that called runtime.Goexit
+	// (for example through t.FailNow in a test). The session continues.
+	ErrGoexit = errors.New("seqsched: task called runtime.Goexit")
+)
+
+// OptionError reports an option whose value is out of range. It wraps
+// [ErrInvalidOption].
+type OptionError struct {
+	Option string // the option as written, e.g. "WithYieldAfter(5)"
+	Reason string // what the value must be, e.g. "must be 10..50"
+}
+
+func (e *OptionError) Error() string {
+	return "seqsched: " + e.Option + ": " + e.Reason + ": invalid option"
+}
+
+// Unwrap returns [ErrInvalidOption].
+func (e *OptionError) Unwrap() error { return ErrInvalidOption }
+
+// PanicError is the error a future resolves with when its task panicked. The
+// panic is recovered, logged, and the session goes on with its next task.
+type PanicError struct {
+	Value any    // the value passed to panic
+	Stack []byte // the panicking goroutine's stack, as runtime/debug.Stack
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("seqsched: task panicked: %v", e.Value)
+}
+
+// Unwrap returns Value when it is an error, so errors.Is and errors.As see
+// through a panic(err).
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}

@@ -1,0 +1,85 @@
+package seqsched_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/seqsched/seqsched"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// newScheduler returns a scheduler that is shut down, and waited for, when
+// the test ends.
+func newScheduler[K comparable](t testing.TB, opts ...seqsched.Option) *seqsched.Scheduler[K] {
+	t.Helper()
+	s, err := seqsched.New[K](opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, s.Shutdown(context.Background()))
+	})
+	return s
+}
+
+// recorder collects events from tasks in the order they happen.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) add(format string, args ...any) {
+	r.mu.Lock()
+	r.events = append(r.events, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+}
+
+func (r *recorder) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// gate submits a task on key that blocks until the returned release is
+// called, and waits until it is running, so that later submissions to key
+// queue up behind it.
+func gate[K comparable](t testing.TB, s *seqsched.Scheduler[K], key K, opts ...seqsched.TaskOption) (release func(), f *seqsched.Future[struct{}]) {
+	t.Helper()
+	started := make(chan struct{})
+	open := make(chan struct{})
+	f, err := s.Go(context.Background(), key, func(context.Context) error {
+		close(started)
+		<-open
+		return nil
+	}, opts...)
+	require.NoError(t, err)
+	<-started
+	var once sync.Once
+	return func() { once.Do(func() { close(open) }) }, f
+}
+
+// record submits a task on key that appends name to r.
+func record[K comparable](t testing.TB, s *seqsched.Scheduler[K], r *recorder, key K, name string, opts ...seqsched.TaskOption) *seqsched.Future[struct{}] {
+	t.Helper()
+	f, err := s.Go(context.Background(), key, func(context.Context) error {
+		r.add("%s", name)
+		return nil
+	}, opts...)
+	require.NoError(t, err)
+	return f
+}
+
+// awaitAll waits for every future and fails on the first error.
+func awaitAll[T any](t testing.TB, fs ...*seqsched.Future[T]) {
+	t.Helper()
+	for i, f := range fs {
+		_, err := f.Await(context.Background())
+		require.NoError(t, err, "future %d", i)
+	}
+}

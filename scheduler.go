@@ -1,0 +1,397 @@
+// Package seqsched runs tasks in order per session, with a priority lane,
+// fairly across sessions, and with no goroutine for an idle session.
+//
+// Servers that talk to many clients need each client's work to run one task
+// at a time in the order it was submitted (a WebSocket connection's
+// outbound messages, a bank account's operations), urgent work to jump the
+// queue, and one chatty client to never starve the rest. A [Scheduler] keys
+// tasks by session: each session has a High and a Normal FIFO, gets a
+// goroutine only while it has work, and gives way to waiting sessions after
+// a bounded number of tasks.
+//
+//	s, err := seqsched.New[string]()
+//	if err != nil { ... }
+//	defer s.Shutdown(context.Background())
+//
+//	f, err := seqsched.Submit(ctx, s, "alice", func(ctx context.Context) (int, error) {
+//		return withdraw(ctx, "alice", 50)
+//	})
+//	if err != nil { ... } // not accepted: ErrClosed, ErrSessionClosing, ErrQueueFull
+//	balance, err := f.Await(ctx)
+//
+//	s.Go(ctx, "alice", freezeAccount, seqsched.High) // runs before alice's queued work
+//
+// Costs: one allocation per task (the task and its future together), no
+// goroutine per task, no channel unless a future is awaited, and nothing at
+// all for a session once its queues are empty.
+package seqsched
+
+import (
+	"context"
+	"hash/maphash"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Scheduler runs tasks keyed by session (K, for example a connection ID or an
+// account number), under these rules:
+//
+//   - Tasks of one session never overlap and start in submission order
+//     within a priority; each task happens-before the next of its session.
+//   - When a session picks its next task it takes the oldest High task, else
+//     the oldest Normal one. A running task is never interrupted. High
+//     tasks can starve Normal ones of their own session if they keep coming.
+//   - A session gets a goroutine only when it has work, at most one at a
+//     time, and is forgotten when its queues are empty. New starts no
+//     goroutine; there are no timers and no polling.
+//   - After every WithYieldAfter tasks a session checks for waiting
+//     sessions. Under WithMaxConcurrency it goes to the back of the FIFO ready
+//     queue and hands its slot to the head; without a limit it calls
+//     runtime.Gosched. A lone session drains without yielding.
+//
+// Create one with [New]; the zero value is not usable. All methods are safe
+// for concurrent use, including from inside tasks. Stop it with
+// [Scheduler.Shutdown], which waits for the goroutines it started.
+type Scheduler[K comparable] struct {
+	opts   options
+	seed   maphash.Seed
+	shards []shard[K]
+	mask   uint64
+	slots  slots[K]
+	pool   sync.Pool // of *session[K]
+
+	// live counts the scheduler's goroutines plus the sessions waiting in
+	// the ready queue: Shutdown is done when it reaches zero.
+	live      atomic.Int64
+	closed    atomic.Bool // Shutdown began: Submit fails
+	forced    atomic.Bool // Shutdown gave up: no task starts
+	quiet     chan struct{}
+	quietOnce sync.Once
+	closeOnce sync.Once
+	force     context.Context // canceled when Shutdown gives up
+	cancel    context.CancelFunc
+
+	yields atomic.Uint64
+	panics atomic.Uint64
+}
+
+// New returns a scheduler configured by opts. It starts no goroutine. An
+// out-of-range option makes it return an [*OptionError] wrapping
+// [ErrInvalidOption] that names the option and its value.
+func New[K comparable](opts ...Option) (*Scheduler[K], error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	n := 8
+	for n < 4*runtime.GOMAXPROCS(0) && n < 256 {
+		n *= 2
+	}
+	s := &Scheduler[K]{
+		opts:   o,
+		seed:   maphash.MakeSeed(),
+		shards: make([]shard[K], n),
+		mask:   uint64(n - 1),
+		quiet:  make(chan struct{}),
+	}
+	s.force, s.cancel = context.WithCancel(context.Background())
+	s.pool.New = func() any {
+		sess := &session[K]{}
+		sess.run = func() { s.work(sess, nil) }
+		return sess
+	}
+	return s, nil
+}
+
+// Submit queues fn as a task on session key and returns its future.
+//
+// The error is non-nil only when the task was not accepted: [ErrClosed] once
+// Shutdown has begun, [ErrSessionClosing] while key is being removed,
+// [ErrQueueFull] past WithMaxQueue, [ErrNilFunc], [ErrNilContext], or an
+// [*OptionError] for a bad [TaskOption]. Submit never blocks.
+//
+// fn runs on a goroutine of the scheduler with a ctx that carries ctx's
+// values and deadline and is canceled when ctx is or when Shutdown gives up;
+// use it only while fn runs. If ctx is done before the task starts, fn never
+// runs and the future resolves with ctx.Err(). A panic in fn is recovered and
+// resolves the future with a [*PanicError]; the session goes on.
+func Submit[K comparable, T any](ctx context.Context, s *Scheduler[K], key K,
+	fn func(context.Context) (T, error), opts ...TaskOption) (*Future[T], error) {
+	if fn == nil {
+		return nil, ErrNilFunc
+	}
+	prio, err := s.check(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	f := &Future[T]{fn: fn}
+	f.t.parent, f.t.prio, f.t.job = ctx, prio, f
+	f.wg.Add(1)
+	if err := s.enqueue(key, &f.t); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Go is Submit for a task with no result. It follows Submit's rules.
+func (s *Scheduler[K]) Go(ctx context.Context, key K, fn func(context.Context) error,
+	opts ...TaskOption) (*Future[struct{}], error) {
+	if fn == nil {
+		return nil, ErrNilFunc
+	}
+	prio, err := s.check(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	f := &Future[struct{}]{fn0: fn}
+	f.t.parent, f.t.prio, f.t.job = ctx, prio, f
+	f.wg.Add(1)
+	if err := s.enqueue(key, &f.t); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// check validates what Submit can check before it allocates.
+func (s *Scheduler[K]) check(ctx context.Context, opts []TaskOption) (Priority, error) {
+	if s == nil || s.shards == nil {
+		return 0, notNew
+	}
+	if ctx == nil {
+		return 0, ErrNilContext
+	}
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	return taskPriority(opts)
+}
+
+// notNew is returned for a nil or zero Scheduler.
+var notNew = &OptionError{Option: "Scheduler", Reason: "must be created by New"}
+
+func (s *Scheduler[K]) shard(key K) *shard[K] {
+	return &s.shards[maphash.Comparable(s.seed, key)&s.mask]
+}
+
+// enqueue appends t to key's session, creating the session if it is idle,
+// and schedules the session if it has no goroutine.
+func (s *Scheduler[K]) enqueue(key K, t *task) error {
+	t.force = s.force
+	sh := s.shard(key)
+	sh.mu.Lock()
+	if s.closed.Load() {
+		sh.mu.Unlock()
+		return ErrClosed
+	}
+	sess := sh.sessions[key]
+	switch {
+	case sess == nil:
+		sess = s.pool.Get().(*session[K])
+		sess.key, sess.sh = key, sh
+		if sh.sessions == nil {
+			sh.sessions = make(map[K]*session[K])
+		}
+		sh.sessions[key] = sess
+	case sess.drain != nil:
+		sh.mu.Unlock()
+		return ErrSessionClosing
+	}
+	q := &sess.normal
+	if t.prio == High {
+		q = &sess.high
+	}
+	if max := s.opts.maxQueue; max > 0 && q.n >= max { // never true of a just-made session
+		sh.mu.Unlock()
+		return ErrQueueFull
+	}
+	t.lanes = &sess.lanes
+	q.push(t)
+	sh.queued++
+	sh.submitted++
+	start := !sess.scheduled
+	if start {
+		sess.scheduled = true
+		s.live.Add(1) // taken under the lock, so Shutdown's barrier sees it
+	}
+	sh.mu.Unlock()
+	if start {
+		s.schedule(sess)
+	}
+	return nil
+}
+
+// Remove drains session key and forgets it. At once, further submissions to
+// key fail with [ErrSessionClosing]; every task already accepted still runs
+// (High first, as usual); then the session is forgotten and Remove returns
+// nil. The key can then be used again as a fresh session.
+//
+// If ctx ends first, Remove returns ctx.Err() and the drain still completes.
+// If ctx belongs to a running task of this very session, Remove cannot wait
+// for it: it starts the drain and returns [ErrWouldDeadlock]. If a forced
+// Shutdown cuts the drain short, Remove returns [ErrClosed]. Removing an
+// unknown or idle key returns nil. Remove is safe for concurrent use; any
+// number of callers may remove the same key.
+func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
+	if s == nil || s.shards == nil {
+		return notNew
+	}
+	if ctx == nil {
+		return ErrNilContext
+	}
+	sh := s.shard(key)
+	sh.mu.Lock()
+	sess := sh.sessions[key]
+	if sess == nil {
+		sh.mu.Unlock()
+		return nil
+	}
+	if sess.drain == nil {
+		sess.drain = &drain{done: make(chan struct{})}
+	}
+	d := sess.drain
+	self := runningTask(ctx)
+	selfWait := self != nil && self.lanes == &sess.lanes
+	sh.mu.Unlock()
+	if selfWait {
+		return ErrWouldDeadlock
+	}
+	select {
+	case <-d.done:
+		return d.err
+	case <-ctx.Done():
+		select {
+		case <-d.done:
+			return d.err
+		default:
+			return ctx.Err()
+		}
+	}
+}
+
+// Shutdown stops the scheduler gracefully, like http.Server.Shutdown. At once,
+// every Submit fails with [ErrClosed]; every accepted task still runs (tasks
+// cannot add new ones); Shutdown returns nil when every goroutine the
+// scheduler started has returned.
+//
+// If ctx ends first, Shutdown gives up: no further task starts, running
+// tasks' contexts are canceled, every task not yet started resolves with
+// [ErrClosed], and Shutdown returns ctx.Err() without waiting for running
+// tasks. Shutdown is safe to call again and concurrently: a later call
+// waits again, and returns nil once the goroutines are gone.
+func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
+	if s == nil || s.shards == nil {
+		return notNew
+	}
+	if ctx == nil {
+		return ErrNilContext
+	}
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		// Barrier: a Submit that saw closed unset has finished enqueueing.
+		for i := range s.shards {
+			s.shards[i].mu.Lock()
+			s.shards[i].mu.Unlock() //nolint:staticcheck // empty critical section is the point
+		}
+		s.release(0)
+	})
+	select {
+	case <-s.quiet:
+		return nil
+	default:
+	}
+	select {
+	case <-s.quiet:
+		return nil
+	case <-ctx.Done():
+	}
+	s.abort()
+	return ctx.Err()
+}
+
+// abort is Shutdown giving up: cancel running tasks, empty the ready queue and
+// every session's queues, and resolve what was dropped with ErrClosed.
+func (s *Scheduler[K]) abort() {
+	s.forced.Store(true)
+	s.cancel()
+	// Sessions waiting for a slot have no goroutine: forget them here.
+	var waiting []*session[K]
+	s.slots.mu.Lock()
+	for sess := s.slots.pop(); sess != nil; sess = s.slots.pop() {
+		waiting = append(waiting, sess)
+	}
+	s.slots.mu.Unlock()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		var dropped *task
+		sh.mu.Lock()
+		for _, sess := range sh.sessions {
+			for t := sess.pop(); t != nil; t = sess.pop() {
+				t.skip = ErrClosed
+				t.next = dropped
+				dropped = t
+				sh.queued--
+				sh.completed++
+				sh.skipped++
+			}
+			if sess.drain != nil {
+				sess.drain.err = ErrClosed
+			}
+		}
+		for _, sess := range waiting {
+			if sess.sh == sh {
+				sh.retire(sess)
+			}
+		}
+		sh.mu.Unlock()
+		s.resolveAll(dropped)
+	}
+	s.release(int64(len(waiting)))
+}
+
+// release gives back n live tokens and reports the scheduler quiet if that
+// was the last after Shutdown began.
+func (s *Scheduler[K]) release(n int64) {
+	if s.live.Add(-n) == 0 && s.closed.Load() {
+		s.quietOnce.Do(func() { close(s.quiet) })
+	}
+}
+
+// Stats is a snapshot of a scheduler's state. When the scheduler is quiet
+// (every future resolved), Sessions, Running and Queued are 0 and Submitted
+// equals Completed.
+type Stats struct {
+	Sessions  int    // sessions with queued or running work (idle ones are not kept)
+	Running   int    // sessions running a task right now
+	Queued    int    // tasks waiting, all sessions
+	Submitted uint64 // tasks accepted since New
+	Completed uint64 // tasks whose future resolved, for any reason
+	Skipped   uint64 // of Completed, tasks that never ran (ctx ended first, or forced Shutdown)
+	Panics    uint64 // of Completed, tasks that panicked or called runtime.Goexit
+	Yields    uint64 // times a session gave up its turn to another
+}
+
+// Stats returns a snapshot of the scheduler's counters. Each shard of
+// sessions is read under its lock, so the figures are exact when the
+// scheduler is quiet and approximate while tasks move. Safe for concurrent
+// use.
+func (s *Scheduler[K]) Stats() Stats {
+	var st Stats
+	if s == nil || s.shards == nil {
+		return st
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		st.Sessions += len(sh.sessions)
+		st.Running += sh.running
+		st.Queued += sh.queued
+		st.Submitted += sh.submitted
+		st.Completed += sh.completed
+		st.Skipped += sh.skipped
+		sh.mu.Unlock()
+	}
+	st.Panics = s.panics.Load()
+	st.Yields = s.yields.Load()
+	return st
+}

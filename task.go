@@ -1,0 +1,273 @@
+package seqsched
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Priority selects the queue a task waits in. It is a [TaskOption]: pass
+// [High] to Submit to use the priority lane.
+type Priority uint8
+
+const (
+	// Normal tasks run in submission order after every queued High task.
+	Normal Priority = iota
+	// High tasks run before every queued Normal task of their session, in
+	// submission order among themselves. They never interrupt a running task.
+	High
+)
+
+func (p Priority) String() string {
+	switch p {
+	case Normal:
+		return "Normal"
+	case High:
+		return "High"
+	}
+	return fmt.Sprintf("Priority(%d)", uint8(p))
+}
+
+// A TaskOption configures one task at Submit. [Priority] is the only one.
+type TaskOption interface {
+	isTaskOption()
+}
+
+func (Priority) isTaskOption() {}
+
+// taskPriority reads the task options. A type switch, not an interface
+// method, keeps the variadic slice on the caller's stack.
+func taskPriority(opts []TaskOption) (Priority, error) {
+	prio := Normal
+	for _, opt := range opts {
+		p, ok := opt.(Priority)
+		if !ok {
+			return 0, &OptionError{Option: fmt.Sprintf("%T", opt), Reason: "must be a Priority"}
+		}
+		if p > High {
+			return 0, &OptionError{Option: p.String(), Reason: "must be Normal or High"}
+		}
+		prio = p
+	}
+	return prio, nil
+}
+
+// task is the untyped part of a submitted task: the node in its session's
+// queue and the context its fn receives. It is embedded in [Future], so a
+// task and its future are one allocation.
+type task struct {
+	next   *task           // next in the session's queue, or in a list to resolve
+	parent context.Context // the submitter's ctx: values, deadline, cancellation
+	force  context.Context // canceled when Shutdown gives up
+	lanes  *lanes          // the session it was queued on (deadlock guard)
+	job    job             // the *Future[T] this task belongs to
+	skip   error           // when set, resolve with this error instead of running
+
+	merged  atomic.Pointer[mergedCtx] // built on the first Done when parent can be canceled
+	running atomic.Bool               // fn is executing
+	prio    Priority
+}
+
+// job is the typed half of a task, implemented by *Future[T].
+type job interface {
+	// exec runs fn on the calling goroutine and records its outcome. It
+	// returns the recovered panic, if any. If fn calls runtime.Goexit, exec
+	// records ErrGoexit and does not return.
+	exec(*task) *PanicError
+	// resolve publishes the outcome (or t.skip) to waiters.
+	resolve(*task)
+}
+
+// runningKey is the context key under which a task's ctx answers with the
+// task itself; Await and Remove use it to spot waits that cannot end.
+type runningKey struct{}
+
+// runningTask returns the task whose fn ctx (or a ctx derived from it) is
+// ctx, if that task is running now.
+func runningTask(ctx context.Context) *task {
+	t, _ := ctx.Value(runningKey{}).(*task)
+	if t == nil || !t.running.Load() {
+		return nil
+	}
+	return t
+}
+
+// mergedCtx is a ctx canceled by either the submitter's ctx or a forced
+// shutdown. It is only built when fn asks for Done and parent can be
+// canceled; most tasks never pay for it.
+type mergedCtx struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	stop   func() bool
+}
+
+// A *task is the context.Context passed to fn: it carries the submitter's
+// values and deadline, and is done when the submitter's ctx is done or when
+// Shutdown gives up. Building it costs no allocation.
+
+func (t *task) Deadline() (time.Time, bool) { return t.parent.Deadline() }
+
+func (t *task) Done() <-chan struct{} { return t.doneCtx().Done() }
+
+func (t *task) Err() error {
+	if err := t.parent.Err(); err != nil {
+		return err
+	}
+	return t.force.Err()
+}
+
+func (t *task) Value(key any) any {
+	if key == (runningKey{}) {
+		return t
+	}
+	return t.parent.Value(key)
+}
+
+// AfterFunc lets context.WithCancel and friends derive from a task's ctx
+// without starting a goroutine to watch it.
+func (t *task) AfterFunc(f func()) func() bool { return context.AfterFunc(t.doneCtx(), f) }
+
+func (t *task) String() string { return fmt.Sprintf("%v.WithValue(seqsched task)", t.parent) }
+
+// doneCtx returns a context that is done exactly when t is.
+func (t *task) doneCtx() context.Context {
+	if t.parent.Done() == nil {
+		return t.force // the common case: only a forced shutdown cancels
+	}
+	if m := t.merged.Load(); m != nil {
+		return m.ctx
+	}
+	ctx, cancel := context.WithCancel(t.parent)
+	m := &mergedCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(t.force, cancel)}
+	if !t.merged.CompareAndSwap(nil, m) {
+		m.stop()
+		cancel()
+		m = t.merged.Load()
+	}
+	return m.ctx
+}
+
+// release drops what the merged ctx registered on the submitter's and the
+// scheduler's contexts, once fn has returned.
+func (t *task) release() {
+	if m := t.merged.Load(); m != nil {
+		m.stop()
+		m.cancel()
+	}
+}
+
+// Future is the pending result of a submitted task. It resolves exactly once:
+// with fn's result, with a [*PanicError], with [ErrGoexit], or, when the task
+// never ran, with its submit ctx's error or [ErrClosed]. A Future is safe for
+// concurrent use by any number of goroutines.
+type Future[T any] struct {
+	t   task
+	fn  func(context.Context) (T, error)
+	fn0 func(context.Context) error // Scheduler.Go's fn, kept apart to avoid a wrapper closure
+	val T
+	err error
+	// signal is nil while nobody waits, a chan struct{} once Done was
+	// called, and resolvedCh after resolution (the old channel is closed).
+	signal atomic.Value
+	// wg is done at resolution. Await with a ctx that cannot be canceled
+	// blocks on it instead of making a channel.
+	wg sync.WaitGroup
+}
+
+// resolvedCh is stored in every resolved future's signal.
+var resolvedCh = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// Done returns a channel that is closed when the future resolves. The
+// channel is made on the first call; futures nobody waits on never make one.
+func (f *Future[T]) Done() <-chan struct{} {
+	v := f.signal.Load()
+	if v == nil {
+		ch := make(chan struct{})
+		if f.signal.CompareAndSwap(nil, ch) {
+			return ch
+		}
+		v = f.signal.Load()
+	}
+	return v.(chan struct{})
+}
+
+// Await waits until the task has run and returns its result. ctx bounds only
+// the wait: when ctx ends first, Await returns ctx.Err() unchanged and the
+// task still runs. Once the future is resolved, Await returns at once
+// whatever ctx's state.
+//
+// When ctx is (derived from) the ctx of a running task of the session this
+// future's task is queued on, the wait could never end: Await returns
+// [ErrWouldDeadlock] at once. Awaiting other sessions' futures from a task
+// works normally (mind WithMaxConcurrency's note).
+func (f *Future[T]) Await(ctx context.Context) (T, error) {
+	if f.resolved() {
+		return f.val, f.err
+	}
+	var zero T
+	if ctx == nil {
+		return zero, ErrNilContext
+	}
+	if rt := runningTask(ctx); rt != nil && rt.lanes == f.t.lanes {
+		return zero, ErrWouldDeadlock
+	}
+	if ctx.Done() == nil {
+		f.wg.Wait()
+		return f.val, f.err
+	}
+	select {
+	case <-f.Done():
+		return f.val, f.err
+	case <-ctx.Done():
+		if f.resolved() {
+			return f.val, f.err
+		}
+		return zero, ctx.Err()
+	}
+}
+
+func (f *Future[T]) resolved() bool { return f.signal.Load() == any(resolvedCh) }
+
+func (f *Future[T]) exec(t *task) (perr *PanicError) {
+	normal := false
+	defer func() {
+		t.running.Store(false)
+		t.release()
+		f.fn, f.fn0 = nil, nil // let go of what fn captured
+		if normal {
+			return
+		}
+		if r := recover(); r != nil {
+			perr = &PanicError{Value: r, Stack: debug.Stack()}
+			f.err = perr
+			return
+		}
+		f.err = ErrGoexit // runtime.Goexit: the worker's own defer takes over
+	}()
+	t.running.Store(true)
+	if f.fn0 != nil {
+		f.err = f.fn0(t)
+	} else {
+		f.val, f.err = f.fn(t)
+	}
+	normal = true
+	return nil
+}
+
+func (f *Future[T]) resolve(t *task) {
+	if t.skip != nil {
+		f.err = t.skip
+		f.fn, f.fn0 = nil, nil
+	}
+	if old, ok := f.signal.Swap(resolvedCh).(chan struct{}); ok && old != resolvedCh {
+		close(old)
+	}
+	f.wg.Done()
+}
