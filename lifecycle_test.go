@@ -220,7 +220,8 @@ func TestShutdownGivesUpWhenContextEnds(t *testing.T) {
 	require.ErrorIs(t, <-removed, seqsched.ErrClosed)
 	st := s.Stats()
 	n := uint64(len(queued))
-	assert.Equal(t, seqsched.Stats{Submitted: 2 + n, Completed: 2 + n, Skipped: n}, st)
+	assert.Equal(t, seqsched.Stats{Submitted: 2 + n, Completed: 2 + n, Skipped: n,
+		Normal: seqsched.PriorityStats{Completed: 2 + n}}, st)
 }
 
 func TestShutdownConcurrentCallsAllReturn(t *testing.T) {

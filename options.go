@@ -3,6 +3,7 @@ package seqsched
 import (
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // Defaults and bounds of the scheduler's options.
@@ -26,11 +27,22 @@ type options struct {
 	maxConcurrency int
 	maxQueue       int
 	logger         *slog.Logger
+	yieldInterval  time.Duration
+	weight         any // func(K) int, checked against K by newOptions
+	highBurst      int
+	slowTask       time.Duration
+	waitHistogram  bool
 }
+
+// Bounds of WithWeight's weights.
+const (
+	MinWeight = 1
+	MaxWeight = 100
+)
 
 // newOptions applies opts over the defaults and validates the result. It is
 // the one place where option values are checked.
-func newOptions(opts []Option) (options, error) {
+func newOptions[K comparable](opts []Option) (options, error) {
 	o := options{
 		yieldAfter: DefaultYieldAfter,
 		logger:     slog.New(slog.DiscardHandler),
@@ -54,6 +66,26 @@ func newOptions(opts []Option) (options, error) {
 	case o.logger == nil:
 		return o, &OptionError{Option: "WithLogger(nil)",
 			Reason: "must not be nil (leave the option out to discard logs)"}
+	case o.yieldInterval < 0:
+		return o, &OptionError{Option: yieldIntervalOption(o.yieldInterval).String(),
+			Reason: "must be >= 0 (0 means off)"}
+	case o.highBurst < 0:
+		return o, &OptionError{Option: highBurstOption(o.highBurst).String(),
+			Reason: "must be >= 0 (0 means strict High-first)"}
+	case o.slowTask < 0:
+		return o, &OptionError{Option: slowTaskOption(o.slowTask).String(),
+			Reason: "must be >= 0 (0 means off)"}
+	}
+	if o.weight != nil {
+		w, ok := o.weight.(func(K) int)
+		switch {
+		case !ok:
+			var key K
+			return o, &OptionError{Option: fmt.Sprintf("WithWeight(%T)", o.weight),
+				Reason: fmt.Sprintf("must take the scheduler's key type %T", key)}
+		case w == nil:
+			return o, &OptionError{Option: "WithWeight(nil)", Reason: "must not be nil"}
+		}
 	}
 	return o, nil
 }
@@ -83,12 +115,66 @@ func WithMaxQueue(n int) Option { return maxQueueOption(n) }
 // logged. l must not be nil; without this option logs are discarded.
 func WithLogger(l *slog.Logger) Option { return loggerOption{l} }
 
+// WithYieldInterval adds a time quantum to turns: a session's turn also ends
+// once it has lasted d, whichever of WithYieldAfter's count and d comes
+// first; what happens at the end of a turn is unchanged. The clock is read
+// between tasks only — a running task is never preempted — and only when
+// this option is set (one time.Now per task). d must be >= 0; 0 (the
+// default) means off.
+func WithYieldInterval(d time.Duration) Option { return yieldIntervalOption(d) }
+
+// WithWeight gives sessions different service levels: when a session starts
+// a turn, the turn lasts yieldAfter × weight(key) tasks. Weights must be
+// MinWeight..MaxWeight; a weight out of range (or a panicking weight) is
+// logged at Error, once per scheduler, and counts as 1. weight is called once
+// per turn, on the scheduler's goroutine, and nothing is stored for idle
+// sessions. Its key type must be the scheduler's: New returns an
+// [*OptionError] otherwise.
+func WithWeight[K comparable](weight func(key K) int) Option { return &weightOption{weight} }
+
+// WithHighBurst caps the High lane's lead: after n consecutive High tasks in
+// a session, if a Normal task of that session is waiting, one Normal task
+// runs before the next High one. n must be >= 0; 0 (the default) keeps High
+// strictly first, so a stream of High tasks can starve the Normal lane.
+func WithHighBurst(n int) Option { return highBurstOption(n) }
+
+// WithSlowTask reports tasks that ran longer than d: each is logged at Warn
+// (session, priority, duration) once it returns, and counted in
+// [Stats].SlowTasks. No timer runs; the clock is read around each task only
+// when this option is set. d must be >= 0; 0 (the default) means off.
+func WithSlowTask(d time.Duration) Option { return slowTaskOption(d) }
+
+// WithWaitHistogram records each task's queue wait (submit to start) in a
+// fixed-bucket histogram per priority, reported as p50/p99/max in
+// [Stats].High.Wait and [Stats].Normal.Wait. It costs two clock reads and a
+// few atomic adds per task; without it the hot path reads no clock.
+func WithWaitHistogram() Option { return waitHistogramOption{} }
+
 type (
 	yieldAfterOption     int
 	maxConcurrencyOption int
 	maxQueueOption       int
 	loggerOption         struct{ l *slog.Logger }
+	yieldIntervalOption  time.Duration
+	weightOption         struct{ fn any }
+	highBurstOption      int
+	slowTaskOption       time.Duration
+	waitHistogramOption  struct{}
 )
+
+func (o yieldIntervalOption) apply(opts *options) { opts.yieldInterval = time.Duration(o) }
+func (o *weightOption) apply(opts *options)       { opts.weight = o.fn }
+func (o highBurstOption) apply(opts *options)     { opts.highBurst = int(o) }
+func (o slowTaskOption) apply(opts *options)      { opts.slowTask = time.Duration(o) }
+func (waitHistogramOption) apply(opts *options)   { opts.waitHistogram = true }
+
+func (o yieldIntervalOption) String() string {
+	return fmt.Sprintf("WithYieldInterval(%v)", time.Duration(o))
+}
+func (o *weightOption) String() string     { return fmt.Sprintf("WithWeight(%T)", o.fn) }
+func (o highBurstOption) String() string   { return fmt.Sprintf("WithHighBurst(%d)", int(o)) }
+func (o slowTaskOption) String() string    { return fmt.Sprintf("WithSlowTask(%v)", time.Duration(o)) }
+func (waitHistogramOption) String() string { return "WithWaitHistogram()" }
 
 func (o yieldAfterOption) apply(opts *options)     { opts.yieldAfter = int(o) }
 func (o maxConcurrencyOption) apply(opts *options) { opts.maxConcurrency = int(o) }

@@ -32,6 +32,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Scheduler runs tasks keyed by session (K, for example a connection ID or an
@@ -72,15 +73,21 @@ type Scheduler[K comparable] struct {
 	force     context.Context // canceled when Shutdown gives up
 	cancel    context.CancelFunc
 
-	yields atomic.Uint64
-	panics atomic.Uint64
+	yields    atomic.Uint64
+	panics    atomic.Uint64
+	slowTasks atomic.Uint64
+
+	weight       func(K) int   // WithWeight, or nil
+	weightLogged atomic.Bool   // a bad weight was logged
+	hist         *[2]histogram // queue waits by priority; nil without WithWaitHistogram
+	epoch        time.Time     // time origin of task.at
 }
 
 // New returns a scheduler configured by opts. It starts no goroutine. An
 // out-of-range option makes it return an [*OptionError] wrapping
 // [ErrInvalidOption] that names the option and its value.
 func New[K comparable](opts ...Option) (*Scheduler[K], error) {
-	o, err := newOptions(opts)
+	o, err := newOptions[K](opts)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +103,11 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 		quiet:  make(chan struct{}),
 	}
 	s.force, s.cancel = context.WithCancel(context.Background())
+	s.weight, _ = o.weight.(func(K) int)
+	if o.waitHistogram {
+		s.hist = new([2]histogram)
+		s.epoch = time.Now()
+	}
 	s.pool.New = func() any {
 		sess := &session[K]{}
 		sess.run = func() { s.work(sess, nil) }
@@ -177,7 +189,10 @@ func (s *Scheduler[K]) shard(key K) *shard[K] {
 // enqueue appends t to key's session, creating the session if it is idle,
 // and schedules the session if it has no goroutine.
 func (s *Scheduler[K]) enqueue(key K, t *task) error {
-	t.force = s.force
+	t.force, t.slots = s.force, s
+	if s.hist != nil {
+		t.at = time.Since(s.epoch).Nanoseconds()
+	}
 	sh := s.shard(key)
 	sh.mu.Lock()
 	if s.closed.Load() {
@@ -207,7 +222,7 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 	}
 	t.lanes = &sess.lanes
 	q.push(t)
-	sh.queued++
+	sh.queued[t.prio]++
 	sh.submitted++
 	start := !sess.scheduled
 	if start {
@@ -315,23 +330,18 @@ func (s *Scheduler[K]) abort() {
 	s.forced.Store(true)
 	s.cancel()
 	// Sessions waiting for a slot have no goroutine: forget them here.
-	var waiting []*session[K]
-	s.slots.mu.Lock()
-	for sess := s.slots.pop(); sess != nil; sess = s.slots.pop() {
-		waiting = append(waiting, sess)
-	}
-	s.slots.mu.Unlock()
+	waiting := s.abortSlots()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		var dropped *task
 		sh.mu.Lock()
 		for _, sess := range sh.sessions {
-			for t := sess.pop(); t != nil; t = sess.pop() {
+			for t := sess.pop(0); t != nil; t = sess.pop(0) {
 				t.skip = ErrClosed
 				t.next = dropped
 				dropped = t
-				sh.queued--
-				sh.completed++
+				sh.queued[t.prio]--
+				sh.completed[t.prio]++
 				sh.skipped++
 			}
 			if sess.drain != nil {
@@ -369,6 +379,16 @@ type Stats struct {
 	Skipped   uint64 // of Completed, tasks that never ran (ctx ended first, or forced Shutdown)
 	Panics    uint64 // of Completed, tasks that panicked or called runtime.Goexit
 	Yields    uint64 // times a session gave up its turn to another
+	SlowTasks uint64 // tasks that ran longer than WithSlowTask's limit
+
+	High, Normal PriorityStats // the figures above split by priority, and queue waits
+}
+
+// PriorityStats are the figures of one priority lane, over all sessions.
+type PriorityStats struct {
+	Queued    int       // tasks waiting
+	Completed uint64    // tasks whose future resolved, for any reason
+	Wait      WaitStats // queue waits of started tasks; only with WithWaitHistogram
 }
 
 // Stats returns a snapshot of the scheduler's counters. Each shard of
@@ -385,13 +405,22 @@ func (s *Scheduler[K]) Stats() Stats {
 		sh.mu.Lock()
 		st.Sessions += len(sh.sessions)
 		st.Running += sh.running
-		st.Queued += sh.queued
+		st.Normal.Queued += sh.queued[Normal]
+		st.High.Queued += sh.queued[High]
+		st.Normal.Completed += sh.completed[Normal]
+		st.High.Completed += sh.completed[High]
 		st.Submitted += sh.submitted
-		st.Completed += sh.completed
 		st.Skipped += sh.skipped
 		sh.mu.Unlock()
 	}
+	st.Queued = st.Normal.Queued + st.High.Queued
+	st.Completed = st.Normal.Completed + st.High.Completed
 	st.Panics = s.panics.Load()
 	st.Yields = s.yields.Load()
+	st.SlowTasks = s.slowTasks.Load()
+	if s.hist != nil {
+		st.Normal.Wait = s.hist[Normal].snapshot()
+		st.High.Wait = s.hist[High].snapshot()
+	}
 	return st
 }

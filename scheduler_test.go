@@ -208,7 +208,8 @@ func TestManyDistinctKeysLeaveNothingBehind(t *testing.T) {
 		synctest.Wait()
 		require.Equal(t, before, runtime.NumGoroutine())
 		st := s.Stats()
-		require.Equal(t, seqsched.Stats{Submitted: keys, Completed: keys}, st)
+		require.Equal(t, seqsched.Stats{Submitted: keys, Completed: keys,
+			Normal: seqsched.PriorityStats{Completed: keys}}, st)
 		require.NoError(t, s.Shutdown(context.Background()))
 	})
 }

@@ -2,9 +2,10 @@ package seqsched
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
+	"time"
 )
 
 // queue is an intrusive FIFO of tasks.
@@ -42,13 +43,22 @@ func (q *queue) pop() *task {
 // the deadlock guard.
 type lanes struct {
 	high, normal queue
+	highRun      int // High tasks popped in a row (for WithHighBurst)
 }
 
-// pop takes the oldest High task, else the oldest Normal one.
-func (l *lanes) pop() *task {
+// pop takes the oldest High task, else the oldest Normal one. With a burst
+// cap (burst > 0), after burst High tasks in a row one waiting Normal task
+// goes first.
+func (l *lanes) pop(burst int) *task {
+	if burst > 0 && l.highRun >= burst && l.normal.n > 0 {
+		l.highRun = 0
+		return l.normal.pop()
+	}
 	if t := l.high.pop(); t != nil {
+		l.highRun++
 		return t
 	}
+	l.highRun = 0
 	return l.normal.pop()
 }
 
@@ -81,11 +91,11 @@ type drain struct {
 type shard[K comparable] struct {
 	mu        sync.Mutex
 	sessions  map[K]*session[K]
-	queued    int    // tasks waiting in this shard's sessions
-	running   int    // sessions of this shard executing a task
-	submitted uint64 // tasks accepted
-	completed uint64 // futures resolved (counted before they resolve)
-	skipped   uint64 // tasks resolved without running
+	queued    [2]int    // tasks waiting in this shard's sessions, by priority
+	completed [2]uint64 // futures resolved (counted before they resolve), by priority
+	running   int       // sessions of this shard executing a task
+	submitted uint64    // tasks accepted
+	skipped   uint64    // tasks resolved without running
 	_         [64]byte
 }
 
@@ -95,60 +105,11 @@ func (sh *shard[K]) retire(sess *session[K]) {
 		delete(sh.sessions, sess.key)
 	}
 	sess.scheduled = false
+	sess.highRun = 0
 	if sess.drain != nil {
 		close(sess.drain.done)
 		sess.drain = nil
 	}
-}
-
-// slots is the concurrency limit: how many sessions hold a slot, and the
-// FIFO of sessions waiting for one. Only used with WithMaxConcurrency.
-type slots[K comparable] struct {
-	mu         sync.Mutex
-	running    int
-	head, tail *session[K]
-}
-
-func (q *slots[K]) push(sess *session[K]) {
-	sess.nextReady = nil
-	if q.tail == nil {
-		q.head = sess
-	} else {
-		q.tail.nextReady = sess
-	}
-	q.tail = sess
-}
-
-func (q *slots[K]) pop() *session[K] {
-	sess := q.head
-	if sess == nil {
-		return nil
-	}
-	q.head = sess.nextReady
-	if q.head == nil {
-		q.tail = nil
-	}
-	sess.nextReady = nil
-	return sess
-}
-
-// schedule gives sess, just marked scheduled by Submit, a goroutine, or
-// queues it for a slot. The live token Submit took moves to the goroutine
-// or stays with the waiting session.
-func (s *Scheduler[K]) schedule(sess *session[K]) {
-	if max := s.opts.maxConcurrency; max > 0 {
-		s.slots.mu.Lock()
-		// After a forced shutdown nobody serves the ready queue: start the
-		// session anyway, it finds its queues emptied and retires.
-		if s.slots.running >= max && !s.forced.Load() {
-			s.slots.push(sess)
-			s.slots.mu.Unlock()
-			return
-		}
-		s.slots.running++
-		s.slots.mu.Unlock()
-	}
-	go sess.run()
 }
 
 // work runs turns on the calling goroutine, starting with sess and moving
@@ -160,37 +121,111 @@ func (s *Scheduler[K]) work(sess *session[K], done *task) {
 			s.goexit(sess, t)
 		}
 	}()
-	n := 0 // tasks run in this turn
+	var tn turn
+	s.startTurn(&tn, sess)
 	for {
 		var spill *task
 		var more bool
-		t, spill, more = s.step(sess, done, n >= s.opts.yieldAfter)
+		t, spill, more = s.step(sess, done, s.turnOver(&tn))
 		s.resolveAll(spill)
 		switch {
 		case t != nil:
-			n++
-			if s.forced.Load() {
-				t.skip = ErrClosed // no task starts after Shutdown gave up
-				done, t = t, nil
-				continue
-			}
-			if perr := t.job.exec(t); perr != nil {
-				s.panics.Add(1)
-				s.log(slog.LevelError, "seqsched: task panicked", sess.key, slog.Any("panic", perr.Value), slog.String("stack", string(perr.Stack)))
-			}
+			tn.n++
+			s.run(sess, t)
 			done, t = t, nil
 		case more: // the turn is over and the session still has work
-			n = 0
-			sess = s.yield(sess)
 			done = nil
+			if sess = s.yield(sess); sess == nil {
+				s.release(1) // a resumer took the slot: the goroutine's last act
+				return
+			}
+			s.startTurn(&tn, sess)
 		default: // the session went idle and was forgotten
 			s.pool.Put(sess)
-			n = 0
 			done = nil
 			if sess = s.nextReady(); sess == nil {
 				s.release(1) // the goroutine's last act
 				return
 			}
+			s.startTurn(&tn, sess)
+		}
+	}
+}
+
+// turn is the state of a session's turn on a worker goroutine.
+type turn struct {
+	n     int       // tasks run in this turn
+	limit int       // tasks the turn may run: yieldAfter × weight
+	start time.Time // when it began; only with WithYieldInterval
+}
+
+func (s *Scheduler[K]) startTurn(tn *turn, sess *session[K]) {
+	tn.n, tn.limit = 0, s.opts.yieldAfter
+	if s.weight != nil {
+		tn.limit *= s.weightOf(sess.key)
+	}
+	if s.opts.yieldInterval > 0 {
+		tn.start = time.Now()
+	}
+}
+
+// turnOver reports whether the turn has run its count of tasks or, with
+// WithYieldInterval, its time (after at least one task).
+func (s *Scheduler[K]) turnOver(tn *turn) bool {
+	if tn.n >= tn.limit {
+		return true
+	}
+	return s.opts.yieldInterval > 0 && tn.n > 0 && time.Since(tn.start) >= s.opts.yieldInterval
+}
+
+// weightOf calls the WithWeight function. A weight out of range, or a panic,
+// is logged once per scheduler and counts as 1.
+func (s *Scheduler[K]) weightOf(key K) (w int) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.badWeight(key, fmt.Sprintf("panic: %v", r))
+			w = 1
+		}
+	}()
+	w = s.weight(key)
+	if w < MinWeight || w > MaxWeight {
+		s.badWeight(key, fmt.Sprintf("weight %d out of range %d..%d", w, MinWeight, MaxWeight))
+		return 1
+	}
+	return w
+}
+
+func (s *Scheduler[K]) badWeight(key K, why string) {
+	if s.weightLogged.CompareAndSwap(false, true) {
+		s.log(slog.LevelError, "seqsched: WithWeight: "+why+"; using weight 1 (logged once)", key)
+	}
+}
+
+// run starts task t of sess on the calling goroutine, unless Shutdown gave
+// up, and does the bookkeeping its options ask for.
+func (s *Scheduler[K]) run(sess *session[K], t *task) {
+	if s.forced.Load() {
+		t.skip = ErrClosed // no task starts after Shutdown gave up
+		return
+	}
+	var start time.Time
+	if s.opts.slowTask > 0 || s.hist != nil {
+		start = time.Now()
+		if s.hist != nil {
+			s.hist[t.prio].record(time.Duration(start.Sub(s.epoch).Nanoseconds() - t.at))
+		}
+	}
+	if perr := t.job.exec(t); perr != nil {
+		s.panics.Add(1)
+		s.log(slog.LevelError, "seqsched: task panicked", sess.key, slog.Any("panic", perr.Value), slog.String("stack", string(perr.Stack)))
+	}
+	if t.lentEver.Load() {
+		s.settle(t)
+	}
+	if s.opts.slowTask > 0 {
+		if d := time.Since(start); d > s.opts.slowTask {
+			s.slowTasks.Add(1)
+			s.log(slog.LevelWarn, "seqsched: slow task", sess.key, slog.String("priority", t.prio.String()), slog.Duration("duration", d))
 		}
 	}
 }
@@ -206,7 +241,7 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next, 
 	var tail *task
 	if done != nil {
 		sh.running--
-		sh.completed++
+		sh.completed[done.prio]++
 		if done.skip != nil {
 			sh.skipped++
 		}
@@ -217,15 +252,15 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next, 
 		sh.mu.Unlock()
 		return nil, spill, true
 	}
-	for next = sess.pop(); next != nil; next = sess.pop() {
-		sh.queued--
+	for next = sess.pop(s.opts.highBurst); next != nil; next = sess.pop(s.opts.highBurst) {
+		sh.queued[next.prio]--
 		if err := next.parent.Err(); err == nil {
 			sh.running++
 			break
 		} else {
 			next.skip = err
 		}
-		sh.completed++
+		sh.completed[next.prio]++
 		sh.skipped++
 		if tail == nil {
 			spill = next
@@ -251,56 +286,13 @@ func (s *Scheduler[K]) resolveAll(t *task) {
 	}
 }
 
-// yield ends sess's turn. With a concurrency limit, if another session waits
-// for a slot, sess goes to the back of the ready queue and the head takes
-// over this goroutine and slot. Without one, the goroutine yields the
-// processor when other sessions have work. It returns the session to run.
-func (s *Scheduler[K]) yield(sess *session[K]) *session[K] {
-	if s.opts.maxConcurrency == 0 {
-		if s.live.Load() > 1 {
-			s.yields.Add(1)
-			runtime.Gosched()
-		}
-		return sess
-	}
-	s.slots.mu.Lock()
-	var head *session[K]
-	if !s.forced.Load() {
-		if head = s.slots.pop(); head != nil {
-			s.slots.push(sess)
-		}
-	}
-	s.slots.mu.Unlock()
-	if head == nil {
-		return sess
-	}
-	s.yields.Add(1)
-	s.log(slog.LevelDebug, "seqsched: session yielded", sess.key)
-	return head
-}
-
-// nextReady hands the calling goroutine's slot to the next waiting session
-// and returns it, or releases the slot and returns nil.
-func (s *Scheduler[K]) nextReady() *session[K] {
-	if s.opts.maxConcurrency == 0 {
-		return nil
-	}
-	s.slots.mu.Lock()
-	sess := s.slots.pop()
-	if sess == nil {
-		s.slots.running--
-	}
-	s.slots.mu.Unlock()
-	if sess != nil {
-		s.live.Add(-1) // its token merges into this goroutine's
-	}
-	return sess
-}
-
 // goexit runs on a goroutine that runtime.Goexit is unwinding, after fn of t
 // called it. The goroutine cannot be saved; a fresh one finishes t and
 // carries on with the session's turn, keeping its slot and live token.
 func (s *Scheduler[K]) goexit(sess *session[K], t *task) {
+	if t.lentEver.Load() {
+		s.settle(t)
+	}
 	s.panics.Add(1)
 	s.log(slog.LevelError, "seqsched: task called runtime.Goexit", sess.key)
 	go s.work(sess, t)

@@ -69,6 +69,23 @@ type task struct {
 	merged  atomic.Pointer[mergedCtx] // built on the first Done when parent can be canceled
 	running atomic.Bool               // fn is executing
 	prio    Priority
+
+	// Concurrency-limit bookkeeping for Awaits made from this task's fn:
+	// slots is the scheduler's, the rest is guarded by its slots.mu.
+	slots    lender
+	awaiting int32       // Awaits in progress that lent the slot
+	lent     bool        // the slot is given away while fn awaits
+	finished bool        // fn returned: Awaits neither lend nor take back
+	lentEver atomic.Bool // lend happened: the worker must settle
+
+	at int64 // when it was queued, in ns since New; only with WithWaitHistogram
+}
+
+// lender is the part of a Scheduler that Await needs to give a task's slot
+// away while it waits (see [WithMaxConcurrency]).
+type lender interface {
+	lend(*task) bool
+	reclaim(*task)
 }
 
 // job is the typed half of a task, implemented by *Future[T].
@@ -206,7 +223,11 @@ func (f *Future[T]) Done() <-chan struct{} {
 // When ctx is (derived from) the ctx of a running task of the session this
 // future's task is queued on, the wait could never end: Await returns
 // [ErrWouldDeadlock] at once. Awaiting other sessions' futures from a task
-// works normally (mind WithMaxConcurrency's note).
+// works normally. Under [WithMaxConcurrency], such an Await gives the task's
+// slot to another session while it waits and takes one back, ahead of
+// sessions that have not started, before it returns; the awaiting session
+// still runs none of its other tasks meanwhile. Pass the task's ctx (or one
+// derived from it) for this to happen.
 func (f *Future[T]) Await(ctx context.Context) (T, error) {
 	if f.resolved() {
 		return f.val, f.err
@@ -215,8 +236,14 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 	if ctx == nil {
 		return zero, ErrNilContext
 	}
-	if rt := runningTask(ctx); rt != nil && rt.lanes == f.t.lanes {
-		return zero, ErrWouldDeadlock
+	rt := runningTask(ctx)
+	if rt != nil {
+		if rt.lanes == f.t.lanes {
+			return zero, ErrWouldDeadlock
+		}
+		if rt.slots.lend(rt) {
+			defer rt.slots.reclaim(rt)
+		}
 	}
 	if ctx.Done() == nil {
 		f.wg.Wait()

@@ -1,0 +1,355 @@
+package seqsched_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/seqsched/seqsched"
+	"github.com/stretchr/testify/require"
+)
+
+// chain submits on keys[0] a task that submits on keys[1] a task that ...
+// awaits the next, and returns the outer future. runnable counts tasks that
+// run outside an Await; peak records its maximum.
+func chain(t testing.TB, s *seqsched.Scheduler[string], keys []string, runnable, peak *atomic.Int32) *seqsched.Future[string] {
+	t.Helper()
+	enter := func() {
+		n := runnable.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+	}
+	var link func(i int) func(context.Context) (string, error)
+	link = func(i int) func(context.Context) (string, error) {
+		return func(ctx context.Context) (string, error) {
+			enter()
+			defer runnable.Add(-1)
+			if i == len(keys)-1 {
+				return keys[i], nil
+			}
+			next, err := seqsched.Submit(ctx, s, keys[i+1], link(i+1))
+			if err != nil {
+				return "", err
+			}
+			runnable.Add(-1)
+			v, err := next.Await(ctx)
+			enter()
+			return keys[i] + v, err
+		}
+	}
+	f, err := seqsched.Submit(context.Background(), s, keys[0], link(0))
+	require.NoError(t, err)
+	return f
+}
+
+func TestAwaitChainCompletesUnderMaxConcurrencyOne(t *testing.T) {
+	s := newScheduler[string](t, seqsched.WithMaxConcurrency(1))
+	var runnable, peak atomic.Int32
+	v, err := chain(t, s, []string{"A", "B", "C"}, &runnable, &peak).Await(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, "ABC", v)
+	require.Equal(t, int32(1), peak.Load(), "more runnable tasks than slots")
+}
+
+func TestHundredAwaitChainsCompleteUnderMaxConcurrencyTwo(t *testing.T) {
+	s := newScheduler[string](t, seqsched.WithMaxConcurrency(2))
+	var runnable, peak atomic.Int32
+	var fs []*seqsched.Future[string]
+	for i := range 100 {
+		keys := []string{fmt.Sprint("a", i%7), fmt.Sprint("b", i%5), fmt.Sprint("c", i%3)}
+		fs = append(fs, chain(t, s, keys, &runnable, &peak))
+	}
+	for i, f := range fs {
+		v, err := f.Await(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint("a", i%7, "b", i%5, "c", i%3), v)
+	}
+	require.LessOrEqual(t, peak.Load(), int32(2), "more runnable tasks than slots")
+}
+
+func TestAwaitingSessionRunsNoOtherTaskWhileItsSlotIsLent(t *testing.T) {
+	s := newScheduler[string](t, seqsched.WithMaxConcurrency(1))
+	var r recorder
+	a1, err := s.Go(context.Background(), "A", func(ctx context.Context) error {
+		r.add("a1 start")
+		// Queued behind a1 on A: must not start while a1 awaits.
+		if _, err := s.Go(ctx, "A", func(context.Context) error { r.add("a2"); return nil }); err != nil {
+			return err
+		}
+		b, err := s.Go(ctx, "B", func(context.Context) error { r.add("b1"); return nil })
+		if err != nil {
+			return err
+		}
+		_, err = b.Await(ctx)
+		r.add("a1 end")
+		return err
+	})
+	require.NoError(t, err)
+	awaitAll(t, a1)
+	require.NoError(t, s.Remove(context.Background(), "A")) // a2 done too
+	require.Equal(t, []string{"a1 start", "b1", "a1 end", "a2"}, r.get())
+}
+
+func TestTaskBackFromAwaitGoesAheadOfWaitingSessions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1))
+		require.NoError(t, err)
+		var r recorder
+		open := make(chan struct{})
+		a1, err := s.Go(context.Background(), "A", func(ctx context.Context) error {
+			r.add("a1 start")
+			b1, err := s.Go(ctx, "B", func(context.Context) error { r.add("b1"); return nil })
+			if err != nil {
+				return err
+			}
+			// b2 keeps B's turn, and so the slot, until the test opens it.
+			if _, err := s.Go(ctx, "B", func(context.Context) error { <-open; r.add("b2"); return nil }); err != nil {
+				return err
+			}
+			// C and D have not started: they wait behind B in the ready queue.
+			for _, key := range []string{"C", "D"} {
+				if _, err := s.Go(ctx, key, func(context.Context) error { r.add("%s", key); return nil }); err != nil {
+					return err
+				}
+			}
+			_, err = b1.Await(ctx)
+			r.add("a1 end")
+			return err
+		})
+		require.NoError(t, err)
+		synctest.Wait() // a1 is back from Await and waits for the slot B holds
+		require.Equal(t, []string{"a1 start", "b1"}, r.get())
+		close(open)
+		awaitAll(t, a1)
+		require.NoError(t, s.Shutdown(context.Background()))
+		require.Equal(t, []string{"a1 start", "b1", "b2", "a1 end", "C", "D"}, r.get())
+	})
+}
+
+func TestYieldIntervalEndsTurnsByTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1), seqsched.WithYieldAfter(50),
+			seqsched.WithYieldInterval(10*time.Millisecond))
+		require.NoError(t, err)
+		var r recorder
+		open := make(chan struct{})
+		g, err := s.Go(context.Background(), "gate", func(context.Context) error { <-open; return nil })
+		require.NoError(t, err)
+		var fs []*seqsched.Future[struct{}]
+		for _, key := range []string{"A", "B"} {
+			for range 12 {
+				f, err := s.Go(context.Background(), key, func(context.Context) error {
+					time.Sleep(3 * time.Millisecond) // a task's duration, on the bubble's clock
+					r.add("%s", key)
+					return nil
+				})
+				require.NoError(t, err)
+				fs = append(fs, f)
+			}
+		}
+		close(open)
+		awaitAll(t, append(fs, g)...)
+		// 3 tasks take 9ms, the 4th ends the turn at 12ms >= 10ms.
+		var want []string
+		for range 3 {
+			want = append(want, "A", "A", "A", "A", "B", "B", "B", "B")
+		}
+		require.Equal(t, want, r.get())
+		require.Equal(t, uint64(4), s.Stats().Yields) // A and B after turns 1 and 2; turn 3 empties each
+		require.NoError(t, s.Shutdown(context.Background()))
+	})
+}
+
+func TestWeightsShareSlotInProportion(t *testing.T) {
+	weights := map[string]int{"premium": 3, "basic": 1}
+	s := newScheduler[string](t, seqsched.WithMaxConcurrency(1), seqsched.WithYieldAfter(10),
+		seqsched.WithWeight(func(key string) int { return weights[key] }))
+	release, g := gate(t, s, "gate")
+	var mu sync.Mutex
+	var order []string
+	var fs []*seqsched.Future[struct{}]
+	for _, key := range []string{"premium", "basic"} {
+		for range 10000 {
+			f, err := s.Go(context.Background(), key, func(context.Context) error {
+				mu.Lock()
+				order = append(order, key)
+				mu.Unlock()
+				return nil
+			})
+			require.NoError(t, err)
+			fs = append(fs, f)
+		}
+	}
+	release()
+	awaitAll(t, append(fs, g)...)
+	counts := map[string]int{}
+	for _, key := range order[:10000] { // both saturated throughout
+		counts[key]++
+	}
+	ratio := float64(counts["premium"]) / float64(counts["basic"])
+	require.InDelta(t, 3.0, ratio, 3.0*0.05, "premium:basic = %d:%d", counts["premium"], counts["basic"])
+	want := append(repeat("premium", 30), repeat("basic", 10)...)
+	require.Equal(t, want, order[:40], "a turn is yieldAfter × weight tasks")
+}
+
+func repeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+func TestOutOfRangeWeightCountsAsOneAndIsLoggedOnce(t *testing.T) {
+	var logs bytes.Buffer
+	s := newScheduler[string](t, seqsched.WithMaxConcurrency(1),
+		seqsched.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+		seqsched.WithWeight(func(key string) int {
+			if key == "A" {
+				return 0
+			}
+			return 1000
+		}))
+	var r recorder
+	release, g := gate(t, s, "gate")
+	var fs []*seqsched.Future[struct{}]
+	for _, key := range []string{"A", "B"} {
+		for range 20 {
+			fs = append(fs, record(t, s, &r, key, key))
+		}
+	}
+	release()
+	awaitAll(t, append(fs, g)...)
+	want := append(append(append(repeat("A", 10), repeat("B", 10)...), repeat("A", 10)...), repeat("B", 10)...)
+	require.Equal(t, want, r.get())
+	require.Equal(t, 1, strings.Count(logs.String(), "WithWeight"), logs.String())
+}
+
+func TestWeightKeyTypeMustMatchScheduler(t *testing.T) {
+	_, err := seqsched.New[int](seqsched.WithWeight(func(string) int { return 1 }))
+	require.ErrorIs(t, err, seqsched.ErrInvalidOption)
+	require.EqualError(t, err, "seqsched: WithWeight(func(string) int): must take the scheduler's key type int: invalid option")
+	_, err = seqsched.New[int](seqsched.WithWeight[int](nil))
+	require.ErrorIs(t, err, seqsched.ErrInvalidOption)
+}
+
+func TestHighBurstLetsOneNormalThroughAfterNHigh(t *testing.T) {
+	s := newScheduler[string](t, seqsched.WithHighBurst(2))
+	var r recorder
+	release, g := gate(t, s, "k")
+	var fs []*seqsched.Future[struct{}]
+	for i := 1; i <= 3; i++ {
+		fs = append(fs, record(t, s, &r, "k", fmt.Sprint("N", i)))
+	}
+	for i := 1; i <= 5; i++ {
+		fs = append(fs, record(t, s, &r, "k", fmt.Sprint("H", i), seqsched.High))
+	}
+	release()
+	awaitAll(t, append(fs, g)...)
+	require.Equal(t, []string{"H1", "H2", "N1", "H3", "H4", "N2", "H5", "N3"}, r.get())
+}
+
+func TestHighBurstIsStrictHighFirstWhenNoNormalWaits(t *testing.T) {
+	s := newScheduler[string](t, seqsched.WithHighBurst(1))
+	var r recorder
+	release, g := gate(t, s, "k")
+	var fs []*seqsched.Future[struct{}]
+	for i := 1; i <= 3; i++ {
+		fs = append(fs, record(t, s, &r, "k", fmt.Sprint("H", i), seqsched.High))
+	}
+	fs = append(fs, record(t, s, &r, "k", "N1"))
+	release()
+	awaitAll(t, append(fs, g)...)
+	require.Equal(t, []string{"H1", "N1", "H2", "H3"}, r.get())
+}
+
+func TestSlowTasksAreLoggedAndCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		s, err := seqsched.New[string](seqsched.WithSlowTask(10*time.Millisecond),
+			seqsched.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		require.NoError(t, err)
+		sleep := func(d time.Duration) func(context.Context) error {
+			return func(context.Context) error { time.Sleep(d); return nil }
+		}
+		fast, err := s.Go(context.Background(), "acct-1", sleep(10*time.Millisecond))
+		require.NoError(t, err)
+		slow, err := s.Go(context.Background(), "acct-1", sleep(25*time.Millisecond), seqsched.High)
+		require.NoError(t, err)
+		awaitAll(t, fast, slow)
+		require.NoError(t, s.Shutdown(context.Background()))
+		require.Equal(t, uint64(1), s.Stats().SlowTasks)
+		out := logs.String()
+		require.Equal(t, 1, strings.Count(out, "slow task"), out)
+		require.Contains(t, out, "level=WARN")
+		require.Contains(t, out, "priority=High")
+		require.Contains(t, out, "duration=25ms")
+		require.Contains(t, out, "session=acct-1")
+	})
+}
+
+func TestWaitHistogramReportsQueueWaitsByPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := seqsched.New[string](seqsched.WithWaitHistogram())
+		require.NoError(t, err)
+		work := func(context.Context) error { time.Sleep(10 * time.Millisecond); return nil }
+		var fs []*seqsched.Future[struct{}]
+		for i := range 10 { // waits 0, 20ms, 30ms, ... 100ms (the High task runs second)
+			f, err := s.Go(context.Background(), "k", work)
+			require.NoError(t, err)
+			fs = append(fs, f)
+			if i == 0 {
+				synctest.Wait() // the first task is running
+			}
+		}
+		h, err := s.Go(context.Background(), "k", work, seqsched.High) // waits 10ms
+		require.NoError(t, err)
+		synctest.Wait()
+		st := s.Stats()
+		require.Equal(t, 9, st.Normal.Queued)
+		require.Equal(t, 1, st.High.Queued)
+		awaitAll(t, append(fs, h)...)
+		st = s.Stats()
+		require.Equal(t, uint64(10), st.Normal.Completed)
+		require.Equal(t, uint64(1), st.High.Completed)
+
+		require.Equal(t, uint64(1), st.High.Wait.Count)
+		require.Equal(t, 10*time.Millisecond, st.High.Wait.Max)
+		require.Equal(t, 10*time.Millisecond, st.High.Wait.P99) // capped at Max
+
+		require.Equal(t, uint64(10), st.Normal.Wait.Count)
+		require.Equal(t, 100*time.Millisecond, st.Normal.Wait.Max)
+		require.GreaterOrEqual(t, st.Normal.Wait.P50, 50*time.Millisecond)
+		require.LessOrEqual(t, st.Normal.Wait.P50, 50*time.Millisecond*9/8)
+		require.Equal(t, 100*time.Millisecond, st.Normal.Wait.P99)
+		require.NoError(t, s.Shutdown(context.Background()))
+	})
+}
+
+func TestWithoutWaitHistogramWaitsAreZero(t *testing.T) {
+	s := newScheduler[string](t)
+	awaitAll(t, record(t, s, new(recorder), "k", "x"))
+	require.Equal(t, seqsched.WaitStats{}, s.Stats().Normal.Wait)
+}
+
+func TestPolicyOptionsRejectBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		opt  seqsched.Option
+		want string
+	}{
+		{seqsched.WithYieldInterval(-time.Second), "seqsched: WithYieldInterval(-1s): must be >= 0 (0 means off): invalid option"},
+		{seqsched.WithHighBurst(-1), "seqsched: WithHighBurst(-1): must be >= 0 (0 means strict High-first): invalid option"},
+		{seqsched.WithSlowTask(-time.Millisecond), "seqsched: WithSlowTask(-1ms): must be >= 0 (0 means off): invalid option"},
+	} {
+		_, err := seqsched.New[string](tc.opt)
+		require.ErrorIs(t, err, seqsched.ErrInvalidOption)
+		require.EqualError(t, err, tc.want)
+	}
+}

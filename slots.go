@@ -1,0 +1,235 @@
+package seqsched
+
+import (
+	"log/slog"
+	"runtime"
+	"sync"
+)
+
+// slots is the concurrency limit (WithMaxConcurrency): how many slots are
+// held, the FIFO of sessions waiting for one, and the tasks waiting to take
+// theirs back after an Await. Every freed slot goes first to a resumer, then
+// to the head of the ready queue; only then is it counted free.
+type slots[K comparable] struct {
+	mu         sync.Mutex
+	running    int         // slots held by goroutines that may run a task now
+	head, tail *session[K] // sessions waiting for a slot to start a turn
+	resumers   []*resumer  // tasks back from an Await, waiting for a slot
+}
+
+// resumer is a task waiting to take a slot back; granted is closed when it
+// has one.
+type resumer struct {
+	t       *task
+	granted chan struct{}
+}
+
+func (q *slots[K]) push(sess *session[K]) {
+	sess.nextReady = nil
+	if q.tail == nil {
+		q.head = sess
+	} else {
+		q.tail.nextReady = sess
+	}
+	q.tail = sess
+}
+
+func (q *slots[K]) pop() *session[K] {
+	sess := q.head
+	if sess == nil {
+		return nil
+	}
+	q.head = sess.nextReady
+	if q.head == nil {
+		q.tail = nil
+	}
+	sess.nextReady = nil
+	return sess
+}
+
+// grantResumer hands the caller's slot to the oldest resumer, if any.
+// Called with mu held.
+func (q *slots[K]) grantResumer() bool {
+	if len(q.resumers) == 0 {
+		return false
+	}
+	r := q.resumers[0]
+	q.resumers[0] = nil
+	q.resumers = q.resumers[1:]
+	r.t.lent = false
+	close(r.granted)
+	return true
+}
+
+// schedule gives sess, just marked scheduled by Submit, a goroutine, or
+// queues it for a slot. The live token Submit took moves to the goroutine
+// or stays with the waiting session.
+func (s *Scheduler[K]) schedule(sess *session[K]) {
+	if max := s.opts.maxConcurrency; max > 0 {
+		s.slots.mu.Lock()
+		// After a forced shutdown nobody serves the ready queue: start the
+		// session anyway, it finds its queues emptied and retires.
+		if s.slots.running >= max && !s.forced.Load() {
+			s.slots.push(sess)
+			s.slots.mu.Unlock()
+			return
+		}
+		s.slots.running++
+		s.slots.mu.Unlock()
+	}
+	go sess.run()
+}
+
+// yield ends sess's turn. With a concurrency limit, if a task waits to take
+// its slot back, the slot goes to it, sess goes to the back of the ready
+// queue and the calling goroutine must exit (next == nil); else if a session
+// waits, sess goes to the back and the head takes over this goroutine and
+// slot. Without a limit, the goroutine yields the processor when other
+// sessions have work.
+func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K]) {
+	if s.opts.maxConcurrency == 0 {
+		if s.live.Load() > 1 {
+			s.yields.Add(1)
+			runtime.Gosched()
+		}
+		return sess
+	}
+	next = sess
+	s.slots.mu.Lock()
+	if !s.forced.Load() {
+		if s.slots.grantResumer() {
+			s.slots.push(sess)
+			next = nil
+		} else if head := s.slots.pop(); head != nil {
+			s.slots.push(sess)
+			next = head // head's live token passes to sess
+		}
+	}
+	s.slots.mu.Unlock()
+	if next == sess {
+		return sess
+	}
+	if next == nil {
+		s.live.Add(1) // sess waits with a token of its own; the goroutine exits with its own
+	}
+	s.yields.Add(1)
+	s.log(slog.LevelDebug, "seqsched: session yielded", sess.key)
+	return next
+}
+
+// nextReady hands the calling goroutine's slot on once its session went
+// idle: to a resumer (the goroutine then exits), or to the next waiting
+// session, which it returns to run on this goroutine. Without either the
+// slot is freed and nextReady returns nil.
+func (s *Scheduler[K]) nextReady() *session[K] {
+	if s.opts.maxConcurrency == 0 {
+		return nil
+	}
+	s.slots.mu.Lock()
+	if s.slots.grantResumer() {
+		s.slots.mu.Unlock()
+		return nil
+	}
+	sess := s.slots.pop()
+	if sess == nil {
+		s.slots.running--
+	}
+	s.slots.mu.Unlock()
+	if sess != nil {
+		s.live.Add(-1) // its token merges into this goroutine's
+	}
+	return sess
+}
+
+// lend gives the slot of running task t away while t awaits a future: to a
+// resumer, else to a waiting session on a new goroutine, else back to the
+// pool. The session stays running for ordering: none of its other tasks
+// starts. It reports whether the caller must call reclaim after the wait.
+func (s *Scheduler[K]) lend(t *task) bool {
+	if s.opts.maxConcurrency == 0 {
+		return false
+	}
+	s.slots.mu.Lock()
+	defer s.slots.mu.Unlock()
+	if t.finished {
+		return false
+	}
+	t.awaiting++
+	if t.awaiting == 1 && !t.lent {
+		t.lent = true
+		t.lentEver.Store(true)
+		if !s.slots.grantResumer() {
+			if head := s.slots.pop(); head != nil && !s.forced.Load() {
+				go head.run() // head's live token moves to the goroutine
+			} else {
+				s.slots.running--
+			}
+		}
+	}
+	return true
+}
+
+// reclaim takes t's slot back after the wait that lend began, ahead of
+// sessions that have not started their turn. It blocks until a slot is
+// free: the task must not run on without one.
+func (s *Scheduler[K]) reclaim(t *task) {
+	s.slots.mu.Lock()
+	t.awaiting--
+	if t.awaiting > 0 || !t.lent || t.finished {
+		s.slots.mu.Unlock()
+		return
+	}
+	s.takeBackLocked(t)
+}
+
+// settle runs on the worker after fn of t returned, when t ever lent its
+// slot. An Await on another goroutine may still hold it lent; the worker
+// takes a slot back itself before it runs anything else, and that Await
+// returns without one.
+func (s *Scheduler[K]) settle(t *task) {
+	s.slots.mu.Lock()
+	t.finished = true
+	if !t.lent {
+		s.slots.mu.Unlock()
+		return
+	}
+	for i, r := range s.slots.resumers {
+		if r.t == t {
+			s.slots.resumers = append(s.slots.resumers[:i], s.slots.resumers[i+1:]...)
+			close(r.granted)
+			break
+		}
+	}
+	s.takeBackLocked(t)
+}
+
+// takeBackLocked gives t a slot, at once if one is free (or the scheduler
+// was forced shut), else by queueing t as a resumer and waiting. It is
+// called with mu held and returns with it released.
+func (s *Scheduler[K]) takeBackLocked(t *task) {
+	if (s.slots.running < s.opts.maxConcurrency && len(s.slots.resumers) == 0) || s.forced.Load() {
+		s.slots.running++
+		t.lent = false
+		s.slots.mu.Unlock()
+		return
+	}
+	r := &resumer{t: t, granted: make(chan struct{})}
+	s.slots.resumers = append(s.slots.resumers, r)
+	s.slots.mu.Unlock()
+	<-r.granted
+}
+
+// abortSlots, for a forced Shutdown, empties the ready queue (returning the
+// sessions that waited in it) and lets every resumer run.
+func (s *Scheduler[K]) abortSlots() (waiting []*session[K]) {
+	s.slots.mu.Lock()
+	defer s.slots.mu.Unlock()
+	for sess := s.slots.pop(); sess != nil; sess = s.slots.pop() {
+		waiting = append(waiting, sess)
+	}
+	for len(s.slots.resumers) > 0 {
+		s.slots.running++
+		s.slots.grantResumer()
+	}
+	return waiting
+}
