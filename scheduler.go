@@ -72,6 +72,7 @@ type Scheduler[K comparable] struct {
 	closeOnce sync.Once
 	force     context.Context // canceled when Shutdown gives up
 	cancel    context.CancelFunc
+	core      core // what tasks need of the scheduler
 
 	yields    atomic.Uint64
 	panics    atomic.Uint64
@@ -103,6 +104,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 		quiet:  make(chan struct{}),
 	}
 	s.force, s.cancel = context.WithCancel(context.Background())
+	s.core = core{force: s.force, lender: s}
 	s.weight, _ = o.weight.(func(K) int)
 	if o.waitHistogram {
 		s.hist = new([2]histogram)
@@ -189,7 +191,7 @@ func (s *Scheduler[K]) shard(key K) *shard[K] {
 // enqueue appends t to key's session, creating the session if it is idle,
 // and schedules the session if it has no goroutine.
 func (s *Scheduler[K]) enqueue(key K, t *task) error {
-	t.force, t.slots = s.force, s
+	t.core = &s.core
 	if s.hist != nil {
 		t.at = time.Since(s.epoch).Nanoseconds()
 	}
@@ -337,7 +339,7 @@ func (s *Scheduler[K]) abort() {
 		sh.mu.Lock()
 		for _, sess := range sh.sessions {
 			for t := sess.pop(0); t != nil; t = sess.pop(0) {
-				t.skip = ErrClosed
+				t.job.fail(t, ErrClosed)
 				t.next = dropped
 				dropped = t
 				sh.queued[t.prio]--

@@ -205,7 +205,7 @@ func (s *Scheduler[K]) badWeight(key K, why string) {
 // up, and does the bookkeeping its options ask for.
 func (s *Scheduler[K]) run(sess *session[K], t *task) {
 	if s.forced.Load() {
-		t.skip = ErrClosed // no task starts after Shutdown gave up
+		t.job.fail(t, ErrClosed) // no task starts after Shutdown gave up
 		return
 	}
 	var start time.Time
@@ -219,8 +219,8 @@ func (s *Scheduler[K]) run(sess *session[K], t *task) {
 		s.panics.Add(1)
 		s.log(slog.LevelError, "seqsched: task panicked", sess.key, slog.Any("panic", perr.Value), slog.String("stack", string(perr.Stack)))
 	}
-	if t.lentEver.Load() {
-		s.settle(t)
+	if ls := t.lent.Load(); ls != nil {
+		s.settle(ls)
 	}
 	if s.opts.slowTask > 0 {
 		if d := time.Since(start); d > s.opts.slowTask {
@@ -242,7 +242,7 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next, 
 	if done != nil {
 		sh.running--
 		sh.completed[done.prio]++
-		if done.skip != nil {
+		if done.skipped {
 			sh.skipped++
 		}
 		done.next = nil
@@ -258,7 +258,7 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next, 
 			sh.running++
 			break
 		} else {
-			next.skip = err
+			next.job.fail(next, err)
 		}
 		sh.completed[next.prio]++
 		sh.skipped++
@@ -290,8 +290,8 @@ func (s *Scheduler[K]) resolveAll(t *task) {
 // called it. The goroutine cannot be saved; a fresh one finishes t and
 // carries on with the session's turn, keeping its slot and live token.
 func (s *Scheduler[K]) goexit(sess *session[K], t *task) {
-	if t.lentEver.Load() {
-		s.settle(t)
+	if ls := t.lent.Load(); ls != nil {
+		s.settle(ls)
 	}
 	s.panics.Add(1)
 	s.log(slog.LevelError, "seqsched: task called runtime.Goexit", sess.key)

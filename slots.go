@@ -20,7 +20,7 @@ type slots[K comparable] struct {
 // resumer is a task waiting to take a slot back; granted is closed when it
 // has one.
 type resumer struct {
-	t       *task
+	ls      *lentSlot
 	granted chan struct{}
 }
 
@@ -56,7 +56,7 @@ func (q *slots[K]) grantResumer() bool {
 	r := q.resumers[0]
 	q.resumers[0] = nil
 	q.resumers = q.resumers[1:]
-	r.t.lent = false
+	r.ls.lent = false
 	close(r.granted)
 	return true
 }
@@ -151,13 +151,17 @@ func (s *Scheduler[K]) lend(t *task) bool {
 	}
 	s.slots.mu.Lock()
 	defer s.slots.mu.Unlock()
-	if t.finished {
+	ls := t.lent.Load()
+	if ls == nil {
+		ls = new(lentSlot)
+		t.lent.Store(ls)
+	}
+	if ls.finished {
 		return false
 	}
-	t.awaiting++
-	if t.awaiting == 1 && !t.lent {
-		t.lent = true
-		t.lentEver.Store(true)
+	ls.awaiting++
+	if ls.awaiting == 1 && !ls.lent {
+		ls.lent = true
 		if !s.slots.grantResumer() {
 			if head := s.slots.pop(); head != nil && !s.forced.Load() {
 				go head.run() // head's live token moves to the goroutine
@@ -174,46 +178,47 @@ func (s *Scheduler[K]) lend(t *task) bool {
 // free: the task must not run on without one.
 func (s *Scheduler[K]) reclaim(t *task) {
 	s.slots.mu.Lock()
-	t.awaiting--
-	if t.awaiting > 0 || !t.lent || t.finished {
+	ls := t.lent.Load()
+	ls.awaiting--
+	if ls.awaiting > 0 || !ls.lent || ls.finished {
 		s.slots.mu.Unlock()
 		return
 	}
-	s.takeBackLocked(t)
+	s.takeBackLocked(ls)
 }
 
 // settle runs on the worker after fn of t returned, when t ever lent its
 // slot. An Await on another goroutine may still hold it lent; the worker
 // takes a slot back itself before it runs anything else, and that Await
 // returns without one.
-func (s *Scheduler[K]) settle(t *task) {
+func (s *Scheduler[K]) settle(ls *lentSlot) {
 	s.slots.mu.Lock()
-	t.finished = true
-	if !t.lent {
+	ls.finished = true
+	if !ls.lent {
 		s.slots.mu.Unlock()
 		return
 	}
 	for i, r := range s.slots.resumers {
-		if r.t == t {
+		if r.ls == ls {
 			s.slots.resumers = append(s.slots.resumers[:i], s.slots.resumers[i+1:]...)
 			close(r.granted)
 			break
 		}
 	}
-	s.takeBackLocked(t)
+	s.takeBackLocked(ls)
 }
 
 // takeBackLocked gives t a slot, at once if one is free (or the scheduler
 // was forced shut), else by queueing t as a resumer and waiting. It is
 // called with mu held and returns with it released.
-func (s *Scheduler[K]) takeBackLocked(t *task) {
+func (s *Scheduler[K]) takeBackLocked(ls *lentSlot) {
 	if (s.slots.running < s.opts.maxConcurrency && len(s.slots.resumers) == 0) || s.forced.Load() {
 		s.slots.running++
-		t.lent = false
+		ls.lent = false
 		s.slots.mu.Unlock()
 		return
 	}
-	r := &resumer{t: t, granted: make(chan struct{})}
+	r := &resumer{ls: ls, granted: make(chan struct{})}
 	s.slots.resumers = append(s.slots.resumers, r)
 	s.slots.mu.Unlock()
 	<-r.granted

@@ -61,24 +61,22 @@ func taskPriority(opts []TaskOption) (Priority, error) {
 type task struct {
 	next   *task           // next in the session's queue, or in a list to resolve
 	parent context.Context // the submitter's ctx: values, deadline, cancellation
-	force  context.Context // canceled when Shutdown gives up
+	core   *core           // the scheduler's untyped half
 	lanes  *lanes          // the session it was queued on (deadlock guard)
 	job    job             // the *Future[T] this task belongs to
-	skip   error           // when set, resolve with this error instead of running
 
 	merged  atomic.Pointer[mergedCtx] // built on the first Done when parent can be canceled
+	lent    atomic.Pointer[lentSlot]  // made by the first Await that lends the task's slot
+	at      int64                     // when queued, in ns since New; only with WithWaitHistogram
 	running atomic.Bool               // fn is executing
 	prio    Priority
+	skipped bool // resolved without running (set with job.fail)
+}
 
-	// Concurrency-limit bookkeeping for Awaits made from this task's fn:
-	// slots is the scheduler's, the rest is guarded by its slots.mu.
-	slots    lender
-	awaiting int32       // Awaits in progress that lent the slot
-	lent     bool        // the slot is given away while fn awaits
-	finished bool        // fn returned: Awaits neither lend nor take back
-	lentEver atomic.Bool // lend happened: the worker must settle
-
-	at int64 // when it was queued, in ns since New; only with WithWaitHistogram
+// core is what a task needs of its scheduler, without the key type.
+type core struct {
+	force  context.Context // canceled when Shutdown gives up
+	lender lender          // the scheduler, for Await's slot lending
 }
 
 // lender is the part of a Scheduler that Await needs to give a task's slot
@@ -88,13 +86,23 @@ type lender interface {
 	reclaim(*task)
 }
 
+// lentSlot is the slot state of a task whose fn awaited under a concurrency
+// limit; it is guarded by the scheduler's slots.mu.
+type lentSlot struct {
+	awaiting int32 // Awaits in progress that lent the slot
+	lent     bool  // the slot is given away while fn awaits
+	finished bool  // fn returned: Awaits neither lend nor take back
+}
+
 // job is the typed half of a task, implemented by *Future[T].
 type job interface {
 	// exec runs fn on the calling goroutine and records its outcome. It
 	// returns the recovered panic, if any. If fn calls runtime.Goexit, exec
 	// records ErrGoexit and does not return.
 	exec(*task) *PanicError
-	// resolve publishes the outcome (or t.skip) to waiters.
+	// fail records err as the outcome of a task that will not run.
+	fail(*task, error)
+	// resolve publishes the outcome to waiters.
 	resolve(*task)
 }
 
@@ -133,7 +141,7 @@ func (t *task) Err() error {
 	if err := t.parent.Err(); err != nil {
 		return err
 	}
-	return t.force.Err()
+	return t.core.force.Err()
 }
 
 func (t *task) Value(key any) any {
@@ -152,13 +160,13 @@ func (t *task) String() string { return fmt.Sprintf("%v.WithValue(seqsched task)
 // doneCtx returns a context that is done exactly when t is.
 func (t *task) doneCtx() context.Context {
 	if t.parent.Done() == nil {
-		return t.force // the common case: only a forced shutdown cancels
+		return t.core.force // the common case: only a forced shutdown cancels
 	}
 	if m := t.merged.Load(); m != nil {
 		return m.ctx
 	}
 	ctx, cancel := context.WithCancel(t.parent)
-	m := &mergedCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(t.force, cancel)}
+	m := &mergedCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(t.core.force, cancel)}
 	if !t.merged.CompareAndSwap(nil, m) {
 		m.stop()
 		cancel()
@@ -241,8 +249,8 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 		if rt.lanes == f.t.lanes {
 			return zero, ErrWouldDeadlock
 		}
-		if rt.slots.lend(rt) {
-			defer rt.slots.reclaim(rt)
+		if rt.core.lender.lend(rt) {
+			defer rt.core.lender.reclaim(rt)
 		}
 	}
 	if ctx.Done() == nil {
@@ -288,11 +296,13 @@ func (f *Future[T]) exec(t *task) (perr *PanicError) {
 	return nil
 }
 
+func (f *Future[T]) fail(t *task, err error) {
+	t.skipped = true
+	f.err = err
+	f.fn, f.fn0 = nil, nil
+}
+
 func (f *Future[T]) resolve(t *task) {
-	if t.skip != nil {
-		f.err = t.skip
-		f.fn, f.fn0 = nil, nil
-	}
 	if old, ok := f.signal.Swap(resolvedCh).(chan struct{}); ok && old != resolvedCh {
 		close(old)
 	}
