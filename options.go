@@ -96,13 +96,15 @@ func newOptions[K comparable](opts []Option) (options, error) {
 // evenly across sessions; higher values cost fewer hand-offs under load.
 func WithYieldAfter(n int) Option { return yieldAfterOption(n) }
 
-// WithMaxConcurrency bounds how many sessions run at once. Sessions with work
-// but no slot wait in one FIFO ready queue and take slots in turn.
+// WithMaxConcurrency bounds how many sessions run a task at once. Sessions
+// with work but no slot wait in one FIFO ready queue and take slots in turn.
 // n must be >= 0; 0 (the default) means no limit.
 //
-// A task that awaits another session's future holds its slot while it
-// waits: with n = 1 that other session can never run. Keep such waits out of
-// tasks, or leave room in n.
+// A task that awaits another session's future with its own ctx (see
+// [Future.Await]) lends its slot while it waits and takes one back, ahead of
+// waiting sessions, before Await returns: chains of sessions awaiting each
+// other complete even with n = 1. A wait on [Future.Done], or an Await with
+// an unrelated ctx, keeps the slot.
 func WithMaxConcurrency(n int) Option { return maxConcurrencyOption(n) }
 
 // WithMaxQueue bounds how many tasks may wait in each session's High and

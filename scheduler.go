@@ -46,10 +46,11 @@ import (
 //   - A session gets a goroutine only when it has work, at most one at a
 //     time, and is forgotten when its queues are empty. New starts no
 //     goroutine; there are no timers and no polling.
-//   - After every WithYieldAfter tasks a session checks for waiting
-//     sessions. Under WithMaxConcurrency it goes to the back of the FIFO ready
-//     queue and hands its slot to the head; without a limit it calls
-//     runtime.Gosched. A lone session drains without yielding.
+//   - After every WithYieldAfter tasks (a turn; see also WithWeight and
+//     WithYieldInterval) a session checks for waiting sessions. Under
+//     WithMaxConcurrency it goes to the back of the FIFO ready queue and
+//     hands its slot to the head; without a limit it calls runtime.Gosched.
+//     A lone session drains without yielding.
 //
 // Create one with [New]; the zero value is not usable. All methods are safe
 // for concurrent use, including from inside tasks. Stop it with
