@@ -163,7 +163,9 @@ func (s *Scheduler[K]) lend(t *task) bool {
 	if ls.awaiting == 1 && !ls.lent {
 		ls.lent = true
 		if !s.slots.grantResumer() {
-			if head := s.slots.pop(); head != nil && !s.forced.Load() {
+			// After a forced Shutdown the head still starts: it finds
+			// its queues emptied and retires, releasing its token.
+			if head := s.slots.pop(); head != nil {
 				go head.run() // head's live token moves to the goroutine
 			} else {
 				s.slots.running--
