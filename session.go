@@ -244,6 +244,9 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next, 
 		sh.completed[done.prio]++
 		if done.skipped {
 			sh.skipped++
+			if sess.drain != nil && s.forced.Load() {
+				sess.drain.err = ErrClosed // Shutdown gave up: the drain is cut short
+			}
 		}
 		done.next = nil
 		spill, tail = done, done

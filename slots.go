@@ -95,6 +95,7 @@ func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K]) {
 		return sess
 	}
 	next = sess
+	key := sess.key // sess may be taken over by another goroutine once queued
 	s.slots.mu.Lock()
 	if !s.forced.Load() {
 		if s.slots.grantResumer() {
@@ -113,7 +114,7 @@ func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K]) {
 		s.live.Add(1) // sess waits with a token of its own; the goroutine exits with its own
 	}
 	s.yields.Add(1)
-	s.log(slog.LevelDebug, "seqsched: session yielded", sess.key)
+	s.log(slog.LevelDebug, "seqsched: session yielded", key)
 	return next
 }
 

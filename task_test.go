@@ -136,6 +136,7 @@ func TestAwaitContextBoundsOnlyTheWait(t *testing.T) {
 
 	release()
 	<-ran // the task still ran
+	<-f.Done()
 	_, err = f.Await(ctx)
 	require.NoError(t, err, "a resolved future answers whatever the ctx")
 	awaitAll(t, g)
