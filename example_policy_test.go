@@ -11,8 +11,8 @@ import (
 	"github.com/seqsched/seqsched"
 )
 
-// runOrder runs tasks queued by queue behind a gate under MaxConcurrency 1
-// and returns the order in which their labels ran, compressed into runs.
+// runOrder runs tasks queued by queue behind a gate holding the only slot
+// (s must have WithMaxConcurrency(1)) and returns the order in which their labels ran, compressed into runs.
 func runOrder(s *seqsched.Scheduler[string], queue func(add func(key, label string, opts ...seqsched.TaskOption))) string {
 	open := make(chan struct{})
 	started := make(chan struct{})
@@ -77,7 +77,7 @@ func ExampleWithWeight() {
 
 // With a burst cap, a stream of High tasks lets queued Normal work through.
 func ExampleWithHighBurst() {
-	s, _ := seqsched.New[string](seqsched.WithHighBurst(3))
+	s, _ := seqsched.New[string](seqsched.WithHighBurst(3), seqsched.WithMaxConcurrency(1))
 	fmt.Println(runOrder(s, func(add func(key, label string, opts ...seqsched.TaskOption)) {
 		for range 2 {
 			add("conn", "chat")
