@@ -109,6 +109,39 @@ func TestHighMessageOvertakesItsSessionsBacklog(t *testing.T) {
 	assert.Equal(t, Record{LastNormal: 5, LastHigh: 1, Applied: 6}, store.Record("alice"))
 }
 
+func TestStoppedNodeHandsItsPartitionOverAtOnce(t *testing.T) {
+	url := startServer(t)
+	topo := testTopology(1)
+	topo.PinnedTTL = 10 * time.Minute // without the unpin, the standby would wait this long
+	js := connect(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, Setup(ctx, js, topo))
+
+	store := NewStore()
+	first, err := StartNode(ctx, NodeConfig{Name: "first", URL: url, Topology: topo, Store: store, Preferred: []int{0}})
+	require.NoError(t, err)
+	defer first.Kill()
+	second, err := StartNode(ctx, NodeConfig{Name: "second", URL: url, Topology: topo, Store: store})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, second.Stop(context.Background())) }()
+	require.NoError(t, second.Join(ctx))
+
+	for i := 1; i <= 3; i++ {
+		publish(t, js, "bob", i, false)
+	}
+	require.NoError(t, store.Wait(ctx, 3))
+	require.NoError(t, first.Stop(ctx))
+	for i := 4; i <= 6; i++ {
+		publish(t, js, "bob", i, false)
+	}
+	require.NoError(t, store.Wait(ctx, 6), "the standby did not take over")
+
+	assert.Equal(t, []string{"N1", "N2", "N3", "N4", "N5", "N6"}, store.History("bob"))
+	assert.Equal(t, int64(3), first.Stats().Delivered, "first node")
+	assert.Equal(t, int64(3), second.Stats().Delivered, "second node")
+}
+
 func TestStoreAppliesEachMessageOnceInOrder(t *testing.T) {
 	st := NewStore()
 	msg := func(seq uint64, high bool) Message { return Message{Session: "s", Seq: seq, High: high} }

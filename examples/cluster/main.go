@@ -64,7 +64,7 @@ func main() {
 	defer cancel()
 
 	res, err := Run(ctx, sc)
-	print(sc, res)
+	report(sc, res)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 	}
@@ -73,7 +73,8 @@ func main() {
 	}
 }
 
-func print(sc Scenario, res Result) {
+// report prints what a run measured.
+func report(sc Scenario, res Result) {
 	highs := 0
 	if sc.HighEvery > 0 {
 		highs = sc.Messages / sc.HighEvery
