@@ -60,7 +60,10 @@ type Node struct {
 }
 
 // StartNode connects to cfg.URL and starts pulling from cfg.Preferred.
-// Stop it with [Node.Stop] or [Node.Kill].
+// Stop it with [Node.Stop] or [Node.Kill]. The connection does not
+// reconnect: a node that loses it stops receiving, as a crashed one would,
+// and its partitions move. A production node would reconnect and pull
+// again, and keep its partitions if it is back within PinnedTTL.
 func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if err := cfg.Topology.validate(); err != nil {
 		return nil, err
@@ -107,6 +110,9 @@ func (n *Node) Join(ctx context.Context) error {
 func (n *Node) pull(ctx context.Context, ps []int) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.pulls == nil {
+		return fmt.Errorf("cluster: node %s: stopped", n.name)
+	}
 	for _, p := range ps {
 		if p < 0 || p >= n.topo.Partitions {
 			return fmt.Errorf("cluster: node %s: partition %d out of range", n.name, p)
