@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testTopology has short timeouts, so that a killed node's partitions move
+// within a few seconds.
+func testTopology(partitions int) Topology {
+	return Topology{
+		Stream:        "TEST",
+		Partitions:    partitions,
+		AckWait:       time.Second,
+		PullExpiry:    time.Second,
+		PinnedTTL:     2500 * time.Millisecond,
+		RetryDelay:    50 * time.Millisecond,
+		MaxAckPending: 500,
+	}
+}
+
+func TestKilledNodeLosesNothingAndBreaksNoOrder(t *testing.T) {
+	sc := Scenario{
+		Nodes: 3, Producers: 4, Sessions: 100, Messages: 20_000, HighEvery: 50, Kill: true,
+		Topology: testTopology(6),
+	}
+	if testing.Short() {
+		sc.Messages = 4_000
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	res, err := Run(ctx, sc)
+	require.NoError(t, err)
+
+	assert.Equal(t, sc.Messages, res.Applied, "applied")
+	assert.Zero(t, res.Lost, "lost")
+	assert.Zero(t, res.Violations, "order violations")
+	assert.Zero(t, res.Duplicates, "duplicates applied")
+	require.NotEmpty(t, res.Killed)
+	victim := res.Nodes[res.Killed]
+	assert.Positive(t, victim.Partitions, "the killed node owned no partition: the test proves nothing")
+	served := 0
+	for name, st := range res.Nodes {
+		if name != res.Killed {
+			served += st.Partitions
+		}
+	}
+	assert.Equal(t, sc.Topology.Partitions, served, "partitions the survivors served: the killed node's did not move")
+	t.Logf("killed %s at %d applied; %d redeliveries skipped, %d early; nodes %+v",
+		res.Killed, res.KilledAt, res.Skipped, res.Early, res.Nodes)
+}
+
+func TestHighMessageOvertakesItsSessionsBacklog(t *testing.T) {
+	url := startServer(t)
+	topo := testTopology(2)
+	js := connect(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, Setup(ctx, js, topo))
+
+	store := NewStore()
+	queued := make(chan Message, 16)
+	node, err := StartNode(ctx, NodeConfig{
+		Name: "node", URL: url, Topology: topo, Store: store,
+		Preferred: []int{0, 1},
+		Submitted: func(m Message) { queued <- m },
+	})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, node.Stop(context.Background())) }()
+
+	// Hold the session with a task we control, so that what arrives queues.
+	started, release := make(chan struct{}), make(chan struct{})
+	_, err = node.Scheduler().Go(ctx, "alice", func(context.Context) error {
+		close(started)
+		<-release
+		return nil
+	})
+	require.NoError(t, err)
+	<-started
+
+	for i := 1; i <= 5; i++ {
+		publish(t, js, "alice", i, false)
+	}
+	publish(t, js, "alice", 1, true)
+	for range 6 {
+		select {
+		case <-queued:
+		case <-ctx.Done():
+			t.Fatal("messages not delivered")
+		}
+	}
+	close(release)
+	require.NoError(t, store.Wait(ctx, 6))
+
+	assert.Equal(t, []string{"H1", "N1", "N2", "N3", "N4", "N5"}, store.History("alice"))
+	assert.Equal(t, Record{LastNormal: 5, LastHigh: 1, Applied: 6}, store.Record("alice"))
+}
+
+func TestStoppedNodeHandsItsPartitionOverAtOnce(t *testing.T) {
+	url := startServer(t)
+	topo := testTopology(1)
+	topo.PinnedTTL = 10 * time.Minute // without the unpin, the standby would wait this long
+	js := connect(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, Setup(ctx, js, topo))
+
+	store := NewStore()
+	first, err := StartNode(ctx, NodeConfig{Name: "first", URL: url, Topology: topo, Store: store, Preferred: []int{0}})
+	require.NoError(t, err)
+	defer first.Kill()
+	second, err := StartNode(ctx, NodeConfig{Name: "second", URL: url, Topology: topo, Store: store})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, second.Stop(context.Background())) }()
+	require.NoError(t, second.Join(ctx))
+
+	for i := 1; i <= 3; i++ {
+		publish(t, js, "bob", i, false)
+	}
+	require.NoError(t, store.Wait(ctx, 3))
+	require.NoError(t, first.Stop(ctx))
+	for i := 4; i <= 6; i++ {
+		publish(t, js, "bob", i, false)
+	}
+	require.NoError(t, store.Wait(ctx, 6), "the standby did not take over")
+
+	assert.Equal(t, []string{"N1", "N2", "N3", "N4", "N5", "N6"}, store.History("bob"))
+	assert.Equal(t, int64(3), first.Stats().Delivered, "first node")
+	assert.Equal(t, int64(3), second.Stats().Delivered, "second node")
+}
+
+func TestStoreAppliesEachMessageOnceInOrder(t *testing.T) {
+	st := NewStore()
+	msg := func(seq uint64, high bool) Message { return Message{Session: "s", Seq: seq, High: high} }
+	assert.Equal(t, Early, st.Apply(msg(2, false)), "N2 before N1")
+	assert.Equal(t, Applied, st.Apply(msg(1, true)), "H1: lanes are numbered apart")
+	assert.Equal(t, Applied, st.Apply(msg(1, false)), "N1")
+	assert.Equal(t, Duplicate, st.Apply(msg(1, false)), "N1 again")
+	assert.Equal(t, Applied, st.Apply(msg(2, false)), "N2 after N1")
+	assert.Equal(t, []string{"H1", "N1", "N2"}, st.History("s"))
+	rep := st.Report()
+	assert.Equal(t, Report{Applied: 3, Skipped: 1, Early: 1}, Report{Applied: rep.Applied, Skipped: rep.Skipped,
+		Early: rep.Early, Violations: rep.Violations, Duplicates: rep.Duplicates})
+}
+
+// startServer starts an embedded server for the test.
+func startServer(t *testing.T) string {
+	t.Helper()
+	srv, err := StartEmbedded(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	return srv.ClientURL()
+}
+
+func connect(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return js
+}
+
+// publish stores one message of session, numbered seq in its lane, and
+// waits for the stream's acknowledgement.
+func publish(t *testing.T, js jetstream.JetStream, session string, seq int, high bool) {
+	t.Helper()
+	msg := nats.NewMsg("sessions." + session)
+	msg.Header.Set(HeaderSeq, strconv.Itoa(seq))
+	if high {
+		msg.Header.Set(HeaderPriority, "high")
+	}
+	_, err := js.PublishMsg(context.Background(), msg)
+	require.NoError(t, err)
+}
