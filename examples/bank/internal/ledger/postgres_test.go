@@ -4,6 +4,7 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -30,6 +31,7 @@ func TestPostgres(t *testing.T) {
 		TestSlowJournalDoesNotDelayAccount,
 		TestClosingDatabaseUnderLoadLosesNoCommittedOperation,
 	} {
-		t.Run(runtime.FuncForPC(reflect.ValueOf(test).Pointer()).Name(), test)
+		name := runtime.FuncForPC(reflect.ValueOf(test).Pointer()).Name()
+		t.Run(name[strings.LastIndex(name, ".")+1:], test)
 	}
 }

@@ -23,6 +23,9 @@ func OpenDB(ctx context.Context, dsn string) (*sql.DB, error) {
 	var err error
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		db, err = sql.Open("pgx", dsn)
+		if err == nil {
+			db.SetMaxOpenConns(16) // well under Postgres's default of 100 clients
+		}
 	} else {
 		// WAL with synchronous(NORMAL): a commit is in the WAL file
 		// before Commit returns, so killing the process loses nothing

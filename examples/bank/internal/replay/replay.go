@@ -70,10 +70,10 @@ func Run(ctx context.Context, b *ledger.Bank, cfg Config) (Result, error) {
 	replayIDs := ids(1, cfg.Accounts)
 	trafficIDs := ids(cfg.Accounts+1, cfg.Traffic)
 	if err := b.CreateAccounts(ctx, ReplayOpening, replayIDs...); err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("replay: set up accounts (the database must be empty): %w", err)
 	}
 	if err := b.CreateAccounts(ctx, TrafficOpening, trafficIDs...); err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("replay: set up accounts (the database must be empty): %w", err)
 	}
 
 	var (
