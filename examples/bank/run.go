@@ -106,7 +106,11 @@ func report(out io.Writer, res replay.Result, journaled int) {
 	fmt.Fprintf(out, "latency:    p50 %v, p99 %v, max %v (submit to commit)\n",
 		st.P50.Round(time.Microsecond), st.P99.Round(time.Microsecond), st.Max.Round(time.Microsecond))
 	fmt.Fprintf(out, "journal:    %d lines\n", journaled)
-	fmt.Fprintf(out, "failures:   %d\n", len(res.Failures))
+	if len(res.Failures) == 0 {
+		fmt.Fprintln(out, "failures:   0")
+	} else {
+		fmt.Fprintf(out, "failures:   %d, on %d accounts\n", len(res.Failures), res.Accounts())
+	}
 	for i, f := range res.Failures {
 		if i == maxShown {
 			fmt.Fprintf(out, "  ... and %d more\n", len(res.Failures)-maxShown)

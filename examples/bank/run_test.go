@@ -53,7 +53,7 @@ func TestUnorderedRunReportsWhatWentWrong(t *testing.T) {
 	code := run(context.Background(), append([]string{"-unordered"}, small...), &out, &errOut)
 	assert.Empty(t, errOut.String())
 	assert.Contains(t, out.String(), "UNORDERED: plain goroutines")
-	m := regexp.MustCompile(`failures:   (\d+)\n`).FindStringSubmatch(out.String())
+	m := regexp.MustCompile(`failures:   (\d+)(, on \d+ accounts)?\n`).FindStringSubmatch(out.String())
 	require.NotNil(t, m, out.String())
 	n, _ := strconv.Atoi(m[1])
 	if n == 0 {

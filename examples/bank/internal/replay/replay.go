@@ -7,10 +7,12 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,7 +58,18 @@ type Result struct {
 	Ops      int // operations submitted
 	Elapsed  time.Duration
 	Stats    ledger.Stats
-	Failures []Failure
+	Failures []Failure // by account
+}
+
+// Accounts returns how many distinct accounts failed.
+func (r Result) Accounts() int {
+	n := 0
+	for i, f := range r.Failures {
+		if i == 0 || f.Account != r.Failures[i-1].Account {
+			n++
+		}
+	}
+	return n
 }
 
 // Run creates the accounts, replays the script on every replay account with
@@ -135,6 +148,7 @@ func Run(ctx context.Context, b *ledger.Bank, cfg Config) (Result, error) {
 	if want := int64(TrafficOpening * len(trafficIDs)); total != want {
 		fail(Failure{trafficIDs[0], fmt.Sprintf("traffic accounts hold %d in total, want %d", total, want)})
 	}
+	slices.SortStableFunc(failures, func(a, b Failure) int { return cmp.Compare(a.Account, b.Account) })
 	res.Failures = failures
 	return res, nil
 }

@@ -42,3 +42,9 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	_, err := Run(context.Background(), nil, Config{Accounts: 1, Traffic: 1, Workers: 1, Window: 1})
 	assert.ErrorContains(t, err, "Traffic >= 2")
 }
+
+func TestResultCountsFailedAccounts(t *testing.T) {
+	res := Result{Failures: []Failure{{1, "a"}, {1, "b"}, {4, "c"}, {7, "d"}, {7, "e"}}}
+	assert.Equal(t, 3, res.Accounts())
+	assert.Equal(t, 0, Result{}.Accounts())
+}

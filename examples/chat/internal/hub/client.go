@@ -84,6 +84,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.handlers.Done()
+	s.cfg.Logger.Info("client joined", "client", c.id, "name", c.name)
 	_ = c.send(encode(Message{Type: KindWelcome, ID: c.id, Name: c.name}), seqsched.Normal)
 
 	readErr := make(chan error, 1)
