@@ -1,0 +1,225 @@
+// Package ledger is a small transaction service on database/sql in which
+// every operation on an account runs as a seqsched task keyed by the account
+// ID. Operations on one account therefore never overlap and take effect in
+// the order they were submitted, while different accounts proceed in
+// parallel; administrative operations (freeze, audit) use the High lane and
+// overtake what is queued.
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/seqsched/seqsched"
+)
+
+// AccountID identifies an account; it is also the seqsched session key.
+type AccountID int64
+
+// Op names an operation.
+type Op string
+
+// The operations a Bank offers.
+const (
+	OpDeposit  Op = "deposit"
+	OpWithdraw Op = "withdraw"
+	OpBalance  Op = "balance"
+	OpTransfer Op = "transfer"
+	OpFreeze   Op = "freeze"
+	OpAudit    Op = "audit"
+)
+
+// Receipt is the outcome of a successful operation: the account's state
+// right after it.
+type Receipt struct {
+	Op      Op
+	Account AccountID
+	To      AccountID // transfers only
+	Amount  int64
+	Balance int64 // the account's balance after the operation (for a transfer: the payer's)
+	Frozen  bool
+	Version int64 // changes committed on the account so far
+}
+
+// Pending is an operation that was accepted and will complete. Await waits
+// for it; ctx bounds only the wait. *seqsched.Future[Receipt] is one.
+type Pending interface {
+	Await(ctx context.Context) (Receipt, error)
+}
+
+// Config configures a Bank.
+type Config struct {
+	// Journal receives one line per committed change. Nil discards them.
+	Journal io.Writer
+	// Unordered runs every operation on its own goroutine instead of its
+	// account's seqsched session: the "before" picture, for comparison.
+	Unordered bool
+}
+
+// Bank runs account operations against a database. Its methods are safe for
+// concurrent use. Every method that takes an account returns at once with a
+// Pending (or an error if the operation was refused: bad input, or the bank
+// is closed); the operation runs on the account's session in submission
+// order. Each operation is one database transaction, committed before its
+// Pending resolves.
+type Bank struct {
+	st      store
+	sched   *seqsched.Scheduler[AccountID] // nil when Unordered
+	journal *journal
+	stats   recorder
+
+	// mu makes Close wait for operations being submitted, so that an
+	// accepted operation always gets its journal line.
+	mu     sync.RWMutex
+	closed bool
+	// xfer orders the submission of transfer pairs; see Transfer.
+	xfer sync.Mutex
+	// loose tracks the goroutines of Unordered mode.
+	loose sync.WaitGroup
+}
+
+// New returns a Bank on db, which OpenDB has prepared. The caller keeps
+// ownership of db and closes it after Close.
+//
+// The scheduler has no WithMaxConcurrency limit on purpose: a transfer holds
+// the turns of two accounts at once, and under a small limit the second
+// account might never get a slot (see seqsched.WithMaxConcurrency). The
+// database pool is the real limit.
+func New(db *sql.DB, cfg Config) (*Bank, error) {
+	b := &Bank{st: store{db: db}}
+	if !cfg.Unordered {
+		s, err := seqsched.New[AccountID]()
+		if err != nil {
+			return nil, err
+		}
+		b.sched = s
+	}
+	j, err := newJournal(cfg.Journal)
+	if err != nil {
+		return nil, err
+	}
+	b.journal = j
+	return b, nil
+}
+
+// CreateAccounts opens accounts with the same opening balance, in one
+// transaction. It is setup, not an operation, so it runs directly.
+func (b *Bank) CreateAccounts(ctx context.Context, balance int64, ids ...AccountID) error {
+	if balance < 0 {
+		return fmt.Errorf("ledger: opening balance %d: %w", balance, ErrInvalidAmount)
+	}
+	return b.st.createAccounts(ctx, ids, balance)
+}
+
+// Deposit adds amount (> 0) to id.
+func (b *Bank) Deposit(ctx context.Context, id AccountID, amount int64) (Pending, error) {
+	return b.change(ctx, OpDeposit, id, amount, amount)
+}
+
+// Withdraw takes amount (> 0) from id. It fails with ErrInsufficientFunds,
+// changing nothing, if the balance is lower.
+func (b *Bank) Withdraw(ctx context.Context, id AccountID, amount int64) (Pending, error) {
+	return b.change(ctx, OpWithdraw, id, amount, -amount)
+}
+
+func (b *Bank) change(ctx context.Context, op Op, id AccountID, amount, delta int64) (Pending, error) {
+	if amount <= 0 {
+		return nil, &OpError{Op: op, Account: id, Amount: amount, Err: ErrInvalidAmount}
+	}
+	return b.run(ctx, op, id, amount, seqsched.Normal, func(ctx context.Context) (Receipt, error) {
+		return b.st.change(ctx, op, id, delta)
+	})
+}
+
+// Balance reads id's balance after every operation submitted before it.
+func (b *Bank) Balance(ctx context.Context, id AccountID) (Pending, error) {
+	return b.run(ctx, OpBalance, id, 0, seqsched.Normal, func(ctx context.Context) (Receipt, error) {
+		return b.st.read(ctx, OpBalance, id)
+	})
+}
+
+// Freeze marks id frozen so that later deposits, withdrawals and transfers
+// fail with ErrFrozen. It is High priority: it runs before every operation
+// already queued for id (but after the one running).
+func (b *Bank) Freeze(ctx context.Context, id AccountID) (Pending, error) {
+	return b.run(ctx, OpFreeze, id, 0, seqsched.High, func(ctx context.Context) (Receipt, error) {
+		return b.st.freeze(ctx, id)
+	})
+}
+
+// Audit snapshots id's state. It is High priority: the snapshot is taken
+// before the operations already queued for id run.
+func (b *Bank) Audit(ctx context.Context, id AccountID) (Pending, error) {
+	return b.run(ctx, OpAudit, id, 0, seqsched.High, func(ctx context.Context) (Receipt, error) {
+		return b.st.read(ctx, OpAudit, id)
+	})
+}
+
+// run submits fn as the next operation on id's session (or, Unordered, on a
+// goroutine of its own), measures it, and has the journal follow it.
+func (b *Bank) run(ctx context.Context, op Op, id AccountID, amount int64, prio seqsched.Priority,
+	fn func(context.Context) (Receipt, error)) (Pending, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return nil, &OpError{Op: op, Account: id, Amount: amount, Err: ErrClosed}
+	}
+	task := b.measured(op, id, amount, fn)
+	var p Pending
+	if b.sched == nil {
+		p = b.loosely(ctx, task)
+	} else {
+		f, err := seqsched.Submit(ctx, b.sched, id, task, prio)
+		if err != nil {
+			return nil, &OpError{Op: op, Account: id, Amount: amount, Err: err}
+		}
+		p = f
+	}
+	if err := b.journal.follow(ctx, id, p); err != nil {
+		return nil, err // cannot happen before Close; kept honest
+	}
+	return p, nil
+}
+
+// measured wraps fn so that its latency (from submission to commit) is
+// recorded and its error says which operation failed.
+func (b *Bank) measured(op Op, id AccountID, amount int64, fn func(context.Context) (Receipt, error)) func(context.Context) (Receipt, error) {
+	start := time.Now()
+	return func(ctx context.Context) (Receipt, error) {
+		r, err := fn(ctx)
+		b.stats.observe(time.Since(start), err)
+		if err != nil {
+			if _, ok := err.(*OpError); !ok {
+				err = &OpError{Op: op, Account: id, Amount: amount, Err: err}
+			}
+		}
+		return r, err
+	}
+}
+
+// Close stops accepting operations, waits for every accepted one to commit
+// (or fail) and for its journal line, then returns. If ctx ends first it
+// gives up: queued operations fail with seqsched.ErrClosed and Close returns
+// ctx's error. It does not close the database.
+func (b *Bank) Close(ctx context.Context) error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	var err error
+	if b.sched != nil {
+		err = b.sched.Shutdown(ctx)
+	}
+	b.loose.Wait()
+	if jerr := b.journal.close(ctx); err == nil {
+		err = jerr
+	}
+	return err
+}
+
+// Stats returns how many operations completed, how many failed, and their
+// latency from submission to completion.
+func (b *Bank) Stats() Stats { return b.stats.snapshot() }

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/seqsched/seqsched/examples/bank/internal/ledger"
+	"github.com/seqsched/seqsched/examples/bank/internal/replay"
+)
+
+// maxShown bounds how many failures are printed one by one.
+const maxShown = 10
+
+// run is the whole program; it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bank", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dsn := fs.String("db", "", "SQLite file path, or a postgres:// URL (default: a file in a fresh temp dir)")
+	journalPath := fs.String("journal", "", "journal file (default: next to the SQLite file, or in a temp dir)")
+	unordered := fs.Bool("unordered", false, "run operations on plain goroutines instead of seqsched sessions")
+	cfg := replay.Config{Seed: uint64(time.Now().UnixNano())}
+	fs.IntVar(&cfg.Accounts, "accounts", 1000, "accounts that replay the script")
+	fs.IntVar(&cfg.Traffic, "traffic", 100, "other accounts, whose transfers, reads and audits are interleaved")
+	fs.IntVar(&cfg.Workers, "workers", 8, "goroutines submitting operations")
+	fs.IntVar(&cfg.Window, "window", 10, "accounts each worker has in flight at once")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := runE(ctx, *dsn, *journalPath, *unordered, cfg, stdout); err != nil {
+		var failed errFailures
+		if errors.As(err, &failed) {
+			return 1
+		}
+		fmt.Fprintln(stderr, "bank:", err)
+		return 1
+	}
+	return 0
+}
+
+// errFailures reports that the run completed and found failures.
+type errFailures int
+
+func (e errFailures) Error() string { return fmt.Sprintf("%d failures", int(e)) }
+
+func runE(ctx context.Context, dsn, journalPath string, unordered bool, cfg replay.Config, out io.Writer) error {
+	if dsn == "" || journalPath == "" {
+		dir, err := os.MkdirTemp("", "seqsched-bank-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if dsn == "" {
+			dsn = filepath.Join(dir, "bank.db")
+		}
+		if journalPath == "" {
+			journalPath = filepath.Join(dir, "journal.log")
+		}
+	}
+	db, err := ledger.OpenDB(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	journal, err := os.Create(journalPath)
+	if err != nil {
+		return err
+	}
+	defer journal.Close()
+	counted := &lineCounter{w: journal}
+	bank, err := ledger.New(db, ledger.Config{Journal: counted, Unordered: unordered})
+	if err != nil {
+		return err
+	}
+
+	mode := "ordered by seqsched: one session per account"
+	if unordered {
+		mode = "UNORDERED: plain goroutines, no seqsched"
+	}
+	fmt.Fprintf(out, "bank: %d accounts x [withdraw 50, deposit 100, withdraw 150] from balance 100,\n", cfg.Accounts)
+	fmt.Fprintf(out, "      %d other accounts' transfers, reads and audits interleaved (%s)\n", cfg.Traffic, mode)
+	res, err := replay.Run(ctx, bank, cfg)
+	if cerr := bank.Close(ctx); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	report(out, res, counted.lines)
+	if n := len(res.Failures); n > 0 {
+		return errFailures(n)
+	}
+	return nil
+}
+
+// report prints the summary and the failures.
+func report(out io.Writer, res replay.Result, journaled int) {
+	st := res.Stats
+	fmt.Fprintf(out, "operations: %d in %v (%.0f ops/s)\n", res.Ops, res.Elapsed.Round(time.Millisecond),
+		float64(res.Ops)/res.Elapsed.Seconds())
+	fmt.Fprintf(out, "latency:    p50 %v, p99 %v, max %v (submit to commit)\n",
+		st.P50.Round(time.Microsecond), st.P99.Round(time.Microsecond), st.Max.Round(time.Microsecond))
+	fmt.Fprintf(out, "journal:    %d lines\n", journaled)
+	if len(res.Failures) == 0 {
+		fmt.Fprintln(out, "failures:   0")
+	} else {
+		fmt.Fprintf(out, "failures:   %d, on %d accounts\n", len(res.Failures), res.Accounts())
+	}
+	for i, f := range res.Failures {
+		if i == maxShown {
+			fmt.Fprintf(out, "  ... and %d more\n", len(res.Failures)-maxShown)
+			break
+		}
+		fmt.Fprintf(out, "  %v\n", f)
+	}
+	if len(res.Failures) == 0 {
+		fmt.Fprintln(out, "every balance is exactly 0: OK")
+	}
+}
+
+// lineCounter counts the journal's lines as they are written. The journal
+// writes one line per call, under its own lock.
+type lineCounter struct {
+	w     io.Writer
+	lines int
+}
+
+func (c *lineCounter) Write(p []byte) (int, error) {
+	c.lines++
+	return c.w.Write(p)
+}

@@ -1,0 +1,269 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"golang.org/x/time/rate"
+)
+
+// 50 clients each send 4 messages at once (so 50 read loops broadcast
+// concurrently): every client receives all 200, every sender's in the
+// order it sent them, and all clients in one and the same order.
+func TestEveryClientReceivesEveryMessageInOneOrder(t *testing.T) {
+	const clients, each = 50, 4
+	r := newRoom(t, Config{})
+	peers := make([]*peer, clients)
+	for i := range peers {
+		peers[i] = r.dial(t)
+	}
+
+	got := make([][]string, clients)
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		wg.Go(func() {
+			for range clients * each {
+				m := p.read()
+				if !assert.Equal(t, KindChat, m.Type) {
+					return
+				}
+				got[i] = append(got[i], fmt.Sprintf("%d %s %s", m.Seq, m.From, m.Text))
+			}
+		})
+	}
+	var senders sync.WaitGroup
+	for i, p := range peers {
+		senders.Go(func() {
+			for k := range each {
+				p.say(fmt.Sprintf("c%d-m%d", i, k))
+			}
+		})
+	}
+	senders.Wait()
+	wg.Wait()
+
+	for i := range got {
+		require.Len(t, got[i], clients*each, "client %d", i)
+		assert.Equal(t, got[0], got[i], "client %d saw another order than client 0", i)
+	}
+	next := map[string]int{} // sender -> next k expected
+	for n, line := range got[0] {
+		var seq, k, c int
+		var from string
+		_, err := fmt.Sscanf(line, "%d %s c%d-m%d", &seq, &from, &c, &k)
+		require.NoError(t, err, line)
+		assert.Equal(t, n+1, seq, "sequence numbers have no gaps")
+		assert.Equal(t, next[from], k, "%s's messages out of order", from)
+		next[from] = k + 1
+	}
+	assert.Len(t, next, clients)
+}
+
+// A notice sent after a backlog of chat reaches the client first.
+func TestNoticeOvertakesQueuedChat(t *testing.T) {
+	r := newRoom(t, Config{})
+	p := r.dial(t)
+	release := r.gate(t, p.id)
+	for i := range 10 {
+		r.Broadcast("bob", fmt.Sprint(i))
+	}
+	r.Notice("maintenance at noon")
+	release()
+
+	assert.Equal(t, Message{Type: KindNotice, Text: "maintenance at noon"}, p.read())
+	for i := range 10 {
+		assert.Equal(t, Message{Type: KindChat, Seq: uint64(i + 1), From: "bob", Text: fmt.Sprint(i)}, p.read())
+	}
+}
+
+// A kick overtakes queued chat, and the connection closes with the reason.
+func TestKickOvertakesQueuedChatAndCloses(t *testing.T) {
+	r := newRoom(t, Config{})
+	p, other := r.dial(t), r.dial(t)
+	release := r.gate(t, p.id)
+	for i := range 5 {
+		r.Broadcast("bob", fmt.Sprint(i))
+	}
+	require.NoError(t, r.Kick(p.id, "spamming"))
+	release()
+
+	assert.Equal(t, Message{Type: KindKick, Text: "spamming"}, p.read())
+	_, err := p.next()
+	assert.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err), "close: %v", err)
+	assert.ErrorContains(t, err, "kicked: spamming")
+	assert.Equal(t, "kicked: spamming", <-r.left)
+
+	// The others go on.
+	for i := range 5 {
+		assert.Equal(t, fmt.Sprint(i), other.read().Text)
+	}
+	r.Broadcast("bob", "still here")
+	assert.Equal(t, "still here", other.read().Text)
+	assert.ErrorIs(t, r.Kick(p.id, "again"), ErrNoClient)
+}
+
+// Beyond its rate limit a client gets a warning, and its message is not
+// broadcast.
+func TestRateLimitWarns(t *testing.T) {
+	r := newRoom(t, Config{RateLimit: rate.Every(time.Hour), Burst: 2})
+	p, watcher := r.dial(t), r.dial(t)
+	for i := range 3 {
+		p.say(fmt.Sprint(i))
+	}
+	var kinds []Kind
+	for range 3 {
+		kinds = append(kinds, p.read().Type)
+	}
+	// The warning is High: it may overtake the chat still queued.
+	assert.ElementsMatch(t, []Kind{KindChat, KindChat, KindWarn}, kinds)
+
+	assert.Equal(t, "0", watcher.read().Text)
+	assert.Equal(t, "1", watcher.read().Text)
+	r.Broadcast("server", "end")
+	assert.Equal(t, "end", watcher.read().Text, "the third message must not have been broadcast")
+}
+
+// A client that stops reading fills its queue and is disconnected with a
+// clear close reason, while the others go on without delay.
+func TestSlowClientIsDisconnectedWhileOthersContinue(t *testing.T) {
+	const maxQueue = 8
+	r := newRoom(t, Config{MaxQueue: maxQueue, WriteTimeout: bound})
+	evicted := make(chan ClientID, 10) // room for every client: Shutdown evicts them all
+	r.onEvict = func(id ClientID) { evicted <- id }
+	slow := r.dial(t) // never reads until it is evicted
+	fast := []*peer{r.dial(t), r.dial(t), r.dial(t)}
+
+	// Broadcast big messages until the slow client's socket buffers and
+	// then its queue are full. The fast clients read each before the
+	// next is sent, so their queues stay short.
+	payload := strings.Repeat("x", 64<<10)
+	var sent uint64
+	for done := false; !done; {
+		sent = r.Broadcast("bob", payload)
+		for _, p := range fast {
+			require.Equal(t, sent, p.read().Seq)
+		}
+		select {
+		case id := <-evicted:
+			require.Equal(t, slow.id, id)
+			done = true
+		default:
+			require.Less(t, sent, uint64(10000), "the slow client was never disconnected")
+		}
+	}
+
+	// The slow client now reads what reached it: an unbroken prefix of
+	// the room's messages, then the close frame with the reason.
+	var last uint64
+	for {
+		m, err := slow.next()
+		if err != nil {
+			assert.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err), "close: %v", err)
+			assert.ErrorContains(t, err, fmt.Sprintf("too slow: outbound queue full (%d messages waiting)", maxQueue))
+			break
+		}
+		require.Equal(t, last+1, m.Seq)
+		last = m.Seq
+	}
+	assert.Less(t, last, sent, "it cannot have received everything")
+	assert.Equal(t, fmt.Sprintf("too slow: outbound queue full (%d messages waiting)", maxQueue), <-r.left)
+
+	r.Broadcast("bob", "after")
+	for _, p := range fast {
+		assert.Equal(t, "after", p.read().Text)
+	}
+	assert.Equal(t, 3, r.Clients())
+}
+
+// Shutdown delivers everything queued to every client, then closes each
+// connection with "going away"; a notice tells them why.
+func TestShutdownDrainsEverySession(t *testing.T) {
+	const clients, msgs = 5, 100
+	r := newRoom(t, Config{})
+	peers := make([]*peer, clients)
+	for i := range peers {
+		peers[i] = r.dial(t)
+	}
+	for i := range msgs {
+		r.Broadcast("bob", fmt.Sprint(i))
+	}
+	shut := make(chan error, 1)
+	go func() { shut <- r.Shutdown(context.Background()) }() // waited for below
+
+	for i, p := range peers {
+		var chats []string
+		notices := 0
+		for {
+			m, err := p.next()
+			if err != nil {
+				assert.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err), "client %d: %v", i, err)
+				break
+			}
+			switch m.Type {
+			case KindChat:
+				chats = append(chats, m.Text)
+			case KindNotice:
+				assert.Equal(t, "server shutting down", m.Text)
+				notices++
+			}
+		}
+		assert.Len(t, chats, msgs, "client %d", i)
+		for k, c := range chats {
+			assert.Equal(t, fmt.Sprint(k), c, "client %d", i)
+		}
+		assert.Equal(t, 1, notices, "client %d", i)
+	}
+	require.NoError(t, <-shut)
+	assert.Equal(t, 0, r.sched.Stats().Sessions)
+
+	// Refused afterwards: the upgrade succeeds, then it closes at once.
+	p, err := dialRaw(r.url)
+	require.NoError(t, err)
+	defer p.CloseNow()
+	_, _, err = p.Read(context.Background())
+	assert.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err))
+}
+
+// When clients leave, their sessions are drained and forgotten, and no
+// goroutine is left behind.
+func TestDisconnectRemovesSessionAndGoroutines(t *testing.T) {
+	r := newRoom(t, Config{})
+	baseline := goleak.IgnoreCurrent()
+	peers := []*peer{r.dial(t), r.dial(t), r.dial(t)}
+	peers[0].say("hello")
+	for _, p := range peers {
+		assert.Equal(t, "hello", p.read().Text)
+	}
+	// Queue messages that the leaving clients will never read.
+	for i := range 20 {
+		r.Broadcast("bob", fmt.Sprint(i))
+	}
+	for _, p := range peers {
+		require.NoError(t, p.conn.Close(websocket.StatusNormalClosure, "bye"))
+	}
+	for range peers {
+		assert.Equal(t, "disconnected: closed by client (1000 bye)", <-r.left)
+	}
+	assert.Equal(t, 0, r.Clients())
+	assert.Equal(t, 0, r.sched.Stats().Sessions)
+	goleak.VerifyNone(t, baseline)
+}
+
+func dialRaw(url string) (*websocket.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		return nil, errors.Join(errors.New("dial"), err)
+	}
+	return c, nil
+}

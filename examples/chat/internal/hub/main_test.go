@@ -1,0 +1,128 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"golang.org/x/time/rate"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// bound keeps a broken test from hanging: every read and dial gives up
+// after it. It is a failure bound, never a synchronisation.
+const bound = 60 * time.Second
+
+// room is a Server listening on 127.0.0.1 (httptest binds loopback).
+type room struct {
+	*Server
+	url  string // ws://127.0.0.1:port/ws
+	left chan string
+}
+
+// newRoom starts a server; it is shut down when the test ends.
+func newRoom(t testing.TB, cfg Config) *room {
+	t.Helper()
+	if cfg.RateLimit == 0 {
+		cfg.RateLimit = rate.Inf
+	}
+	r := &room{left: make(chan string, 100)}
+	cfg.OnLeave = func(_ ClientID, why string) { r.left <- why }
+	s, err := New(cfg)
+	require.NoError(t, err)
+	r.Server = s
+	ts := httptest.NewServer(s.Handler())
+	r.url = "ws" + strings.TrimPrefix(ts.URL, "http") + "/ws"
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		defer cancel()
+		require.NoError(t, s.Shutdown(ctx))
+		ts.Close()
+	})
+	return r
+}
+
+// peer is a test's WebSocket client.
+type peer struct {
+	t    testing.TB
+	conn *websocket.Conn
+	id   ClientID
+}
+
+// dial connects a client and reads its welcome.
+func (r *room) dial(t testing.TB) *peer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, r.url, nil)
+	require.NoError(t, err)
+	conn.SetReadLimit(1 << 20)
+	t.Cleanup(func() { _ = conn.CloseNow() })
+	p := &peer{t: t, conn: conn}
+	m := p.read()
+	require.Equal(t, KindWelcome, m.Type, "first message")
+	p.id = m.ID
+	return p
+}
+
+// read returns the next message; it fails the test if there is none.
+func (p *peer) read() Message {
+	p.t.Helper()
+	m, err := p.next()
+	require.NoError(p.t, err)
+	return m
+}
+
+// next returns the next message or the error that ended the connection.
+func (p *peer) next() (Message, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	_, data, err := p.conn.Read(ctx)
+	if err != nil {
+		return Message{}, err
+	}
+	var m Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return Message{}, err
+	}
+	return m, nil
+}
+
+// say sends a chat message.
+func (p *peer) say(text string) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	require.NoError(p.t, p.conn.Write(ctx, websocket.MessageText, []byte(`{"text":`+quote(text)+`}`)))
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// gate occupies id's session until release is called, so that messages
+// sent meanwhile queue up behind it.
+func (r *room) gate(t testing.TB, id ClientID) (release func()) {
+	t.Helper()
+	started, open := make(chan struct{}), make(chan struct{})
+	_, err := r.sched.Go(context.Background(), id, func(context.Context) error {
+		close(started)
+		<-open
+		return nil
+	})
+	require.NoError(t, err)
+	<-started
+	var once sync.Once
+	return func() { once.Do(func() { close(open) }) }
+}

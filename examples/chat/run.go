@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/seqsched/seqsched/examples/chat/internal/hub"
+)
+
+// run serves the chat room on 127.0.0.1 until ctx ends, then shuts down.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return serve(ctx, args, stdout, stderr, nil)
+}
+
+// serve is run; ready, if not nil, receives the URL once the server listens.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- string) error {
+	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	port := fs.Int("port", 8080, "port to listen on, on 127.0.0.1 only (0: any free port)")
+	maxQueue := fs.Int("max-queue", 256, "messages that may wait for one client before it is disconnected")
+	verbose := fs.Bool("v", false, "log joins, leaves and slow clients")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	room, err := hub.New(hub.Config{
+		MaxQueue: *maxQueue,
+		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
+	if err != nil {
+		return err
+	}
+	url := "http://" + ln.Addr().String() + "/"
+	fmt.Fprintf(stdout, "chat: open %s in two browser tabs (Ctrl-C to stop)\n", url)
+	if ready != nil {
+		ready <- url
+	}
+
+	srv := &http.Server{Handler: room.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }() // ends at srv.Shutdown below
+
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(stdout, "chat: shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = errors.Join(srv.Shutdown(sctx), room.Shutdown(sctx))
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
