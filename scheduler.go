@@ -98,7 +98,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	s.force, s.cancel = context.WithCancel(context.Background())
 	s.pool.New = func() any {
 		sess := &session[K]{}
-		sess.run = func() { s.work(sess, nil) }
+		sess.run = func() { s.work(sess, nil, 0) }
 		return sess
 	}
 	return s, nil

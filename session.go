@@ -153,14 +153,14 @@ func (s *Scheduler[K]) schedule(sess *session[K]) {
 
 // work runs turns on the calling goroutine, starting with sess and moving
 // to ready sessions while a slot is held, until there is nothing to run.
-func (s *Scheduler[K]) work(sess *session[K], done *task) {
+// n is how many tasks sess has already run in its current turn.
+func (s *Scheduler[K]) work(sess *session[K], done *task, n int) {
 	var t *task // the task whose fn is running, if it calls runtime.Goexit
 	defer func() {
 		if t != nil {
-			s.goexit(sess, t)
+			s.goexit(sess, t, n)
 		}
 	}()
-	n := 0 // tasks run in this turn
 	for {
 		var spill *task
 		var more bool
@@ -299,11 +299,12 @@ func (s *Scheduler[K]) nextReady() *session[K] {
 
 // goexit runs on a goroutine that runtime.Goexit is unwinding, after fn of t
 // called it. The goroutine cannot be saved; a fresh one finishes t and
-// carries on with the session's turn, keeping its slot and live token.
-func (s *Scheduler[K]) goexit(sess *session[K], t *task) {
+// carries on with the session's turn, keeping its slot, its live token and
+// its count n of tasks run in the turn (so Goexit cannot lengthen a turn).
+func (s *Scheduler[K]) goexit(sess *session[K], t *task, n int) {
 	s.panics.Add(1)
 	s.log(slog.LevelError, "seqsched: task called runtime.Goexit", sess.key)
-	go s.work(sess, t)
+	go s.work(sess, t, n)
 }
 
 // log writes one record about session key. A panicking handler must not
