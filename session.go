@@ -263,6 +263,9 @@ func (s *Scheduler[K]) yield(sess *session[K]) *session[K] {
 		}
 		return sess
 	}
+	// Once queued, sess may be run, retired and recycled for another key
+	// by another goroutine: read its key first.
+	key := sess.key
 	s.slots.mu.Lock()
 	var head *session[K]
 	if !s.forced.Load() {
@@ -275,7 +278,7 @@ func (s *Scheduler[K]) yield(sess *session[K]) *session[K] {
 		return sess
 	}
 	s.yields.Add(1)
-	s.log(slog.LevelDebug, "seqsched: session yielded", sess.key)
+	s.log(slog.LevelDebug, "seqsched: session yielded", key)
 	return head
 }
 
