@@ -209,14 +209,15 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 	q.push(t)
 	sh.queued++
 	sh.submitted++
-	start := !sess.scheduled
-	if start {
+	start := false
+	if !sess.scheduled {
 		sess.scheduled = true
 		s.live.Add(1) // taken under the lock, so Shutdown's barrier sees it
+		start = s.schedule(sess)
 	}
 	sh.mu.Unlock()
 	if start {
-		s.schedule(sess)
+		go sess.run()
 	}
 	return nil
 }
