@@ -317,14 +317,14 @@ func (s *Scheduler[K]) goexit(sess *session[K], t *task, n int) {
 	go s.work(sess, t, n)
 }
 
-// log writes one record about session key. A panicking handler must not
-// take a worker down with it, so its panic is dropped.
+// log writes one record about session key. A panicking handler (in Enabled
+// or Handle) must not take a worker down with it, so its panic is dropped.
 func (s *Scheduler[K]) log(level slog.Level, msg string, key K, attrs ...slog.Attr) {
+	defer func() { _ = recover() }() // before Enabled: it runs handler code too
 	l := s.opts.logger
 	ctx := context.Background()
 	if !l.Enabled(ctx, level) {
 		return
 	}
-	defer func() { _ = recover() }()
 	l.LogAttrs(ctx, level, msg, append(attrs, slog.Any("session", key))...)
 }
