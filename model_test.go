@@ -142,9 +142,14 @@ const (
 	bSubmit                    // submit nested to key arg, return id, nil
 	bAwait                     // await the last future submitted to key arg, return id, nil
 	nBehaviours
+	// Drawn from the values that used to mean bOK, so that the plans of
+	// older seeds changed as little as possible.
+	bSelfAwait  = nBehaviours     // submit to its own key and await that: ErrWouldDeadlock
+	bSelfRemove = nBehaviours + 1 // Remove its own key: ErrWouldDeadlock, and the key drains
 )
 
-var behaviourNames = [...]string{"ok", "err", "panic", "goexit", "gosched", "gate", "blockctx", "submit", "await"}
+var behaviourNames = [...]string{"ok", "err", "panic", "goexit", "gosched", "gate", "blockctx", "submit", "await",
+	"selfawait", "selfremove"}
 
 func (b behaviour) String() string { return behaviourNames[b] }
 
@@ -277,7 +282,7 @@ func genPlan(data []byte) plan {
 
 func genSpec(src *source, p plan, key int, outer bool) taskSpec {
 	ts := taskSpec{b: behaviour(src.intn(int(nBehaviours) + 4))}
-	if ts.b >= nBehaviours {
+	if ts.b > bSelfRemove || (!outer && ts.b >= nBehaviours) {
 		ts.b = bOK
 	}
 	switch ts.b {
@@ -337,7 +342,7 @@ type rec struct {
 	submitBefore, submitted int // before Submit was called, after it returned
 	start, end              int
 	starts                  int
-	future                  *seqsched.Future[int]
+	h                       *handle // nil when rejected
 	rejected                error
 	canceled                func() bool // whether its submit ctx was canceled
 }
@@ -356,7 +361,14 @@ type run struct {
 	removed    []bool // a Remove of the key was issued
 	closing    bool   // Shutdown was called
 	forced     bool   // a Shutdown returned an error: unstarted tasks may get ErrClosed
-	last       []*seqsched.Future[int]
+	last       []*handle
+}
+
+// handle is an accepted task's future, whichever of Submit and Go made it.
+type handle struct {
+	done  func() <-chan struct{}
+	await func(context.Context) (int, error) // a Go future answers -1 as its value
+	viaGo bool
 }
 
 func (r *run) failf(format string, args ...any) {
@@ -377,7 +389,7 @@ func runModel(data []byte) []string {
 		return []string{err.Error()}
 	}
 	r := &run{p: p, s: s, keyRunning: make([]int, p.keys), removed: make([]bool, p.keys),
-		last: make([]*seqsched.Future[int], p.keys)}
+		last: make([]*handle, p.keys)}
 	gates := make([]chan struct{}, p.gates)
 	for i := range gates {
 		gates[i] = make(chan struct{})
@@ -442,18 +454,18 @@ func runModel(data []byte) []string {
 			}
 		case opAwait:
 			r.mu.Lock()
-			f := r.last[o.key]
+			h := r.last[o.key]
 			r.mu.Unlock()
-			if f == nil {
+			if h == nil {
 				break
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 			// An unresolved future must answer ctx's error at once; a
 			// resolved one answers its outcome, which check judges.
-			if _, err := f.Await(ctx); !errors.Is(err, context.Canceled) {
+			if _, err := h.await(ctx); !errors.Is(err, context.Canceled) {
 				select {
-				case <-f.Done():
+				case <-h.done():
 				default:
 					r.failf("Await(canceled ctx) on an unresolved future = %v", err)
 				}
@@ -528,12 +540,12 @@ func runModel(data []byte) []string {
 // submit submits one task of spec to key, from the driver or (nested) from
 // a task, and records it.
 func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec taskSpec,
-	gates []chan struct{}, canceled func() bool, nested bool) {
+	gates []chan struct{}, canceled func() bool, nested bool) *handle {
 	r.mu.Lock()
 	rc := &rec{id: len(r.recs), key: key, prio: prio, spec: spec, nested: nested, canceled: canceled}
 	r.recs = append(r.recs, rc)
 	rc.submitBefore = r.tick()
-	var target *seqsched.Future[int]
+	var target *handle
 	if spec.b == bAwait {
 		target = r.last[spec.arg]
 	}
@@ -562,24 +574,58 @@ func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec 
 			r.submit(ctx, spec.arg, spec.prio, *spec.nested, gates, canceled, true)
 		case bAwait:
 			if target != nil {
-				_, _ = target.Await(ctx) // any outcome; the target is checked on its own
+				_, _ = target.await(ctx) // any outcome; the target is checked on its own
+			}
+		case bSelfAwait:
+			own := r.submit(ctx, key, seqsched.Normal, taskSpec{b: bOK}, gates, canceled, true)
+			if own == nil {
+				break // refused: the key is draining or the scheduler closing
+			}
+			if _, err := own.await(ctx); !errors.Is(err, seqsched.ErrWouldDeadlock) &&
+				!errors.Is(err, seqsched.ErrClosed) { // a forced Shutdown may have dropped it already
+				r.failf("task %d: Await of its own session's future = %v; want ErrWouldDeadlock", rc.id, err)
+			}
+		case bSelfRemove:
+			r.mu.Lock()
+			r.removed[key] = true
+			r.mu.Unlock()
+			if err := r.s.Remove(ctx, key); !errors.Is(err, seqsched.ErrWouldDeadlock) {
+				r.failf("task %d: Remove of its own session = %v; want ErrWouldDeadlock", rc.id, err)
 			}
 		}
 		return rc.id, nil
 	}
-	f, err := seqsched.Submit(ctx, r.s, key, fn, prio)
+	var h *handle
+	var err error
+	if rc.id%4 == 3 { // some tasks through Go, whose futures carry no value
+		var f *seqsched.Future[struct{}]
+		f, err = r.s.Go(ctx, key, func(ctx context.Context) error { _, err := fn(ctx); return err }, prio)
+		if f != nil {
+			h = &handle{done: f.Done, viaGo: true, await: func(ctx context.Context) (int, error) {
+				_, err := f.Await(ctx)
+				return -1, err
+			}}
+		}
+	} else {
+		var f *seqsched.Future[int]
+		f, err = seqsched.Submit(ctx, r.s, key, fn, prio)
+		if f != nil {
+			h = &handle{done: f.Done, await: f.Await}
+		}
+	}
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rc.submitted = r.tick()
-	rc.future, rc.rejected = f, err
+	rc.rejected = err
 	if err == nil {
+		rc.h = h
 		if !nested {
-			r.last[key] = f
+			r.last[key] = h
 		}
-		return
+		return h
 	}
-	if f != nil {
+	if h != nil {
 		r.errs = append(r.errs, fmt.Sprintf("task %d: Submit returned a future and %v", rc.id, err))
 	}
 	// A rejection must name a reason that holds.
@@ -590,6 +636,7 @@ func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec 
 	default:
 		r.errs = append(r.errs, fmt.Sprintf("task %d: Submit(key %d) rejected with %v", rc.id, key, err))
 	}
+	return nil
 }
 
 // begin records rc's start and checks invariants 2 (no overlap) and 3 (the
@@ -628,7 +675,7 @@ func (r *run) check() {
 	// outcome its task's run (or skip) explains.
 	var accepted, skipped, panics uint64
 	for _, rc := range r.recs {
-		if rc.future == nil {
+		if rc.h == nil {
 			if rc.starts != 0 {
 				fail("rejected task %d ran", rc.id)
 			}
@@ -636,12 +683,15 @@ func (r *run) check() {
 		}
 		accepted++
 		select {
-		case <-rc.future.Done():
+		case <-rc.h.done():
 		default:
 			fail("task %d: future unresolved after Shutdown", rc.id)
 			continue
 		}
-		v, err := rc.future.Await(context.Background())
+		v, err := rc.h.await(context.Background())
+		if rc.h.viaGo {
+			v = rc.id // Go's futures carry no value to compare
+		}
 		if rc.starts > 1 {
 			fail("task %d ran %d times", rc.id, rc.starts)
 		}
