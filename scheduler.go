@@ -113,7 +113,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	}
 	s.pool.New = func() any {
 		sess := &session[K]{}
-		sess.run = func() { s.work(sess, nil) }
+		sess.run = func() { s.work(sess, nil, nil) }
 		return sess
 	}
 	return s, nil
@@ -227,14 +227,15 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 	q.push(t)
 	sh.queued[t.prio]++
 	sh.submitted++
-	start := !sess.scheduled
-	if start {
+	start := false
+	if !sess.scheduled {
 		sess.scheduled = true
 		s.live.Add(1) // taken under the lock, so Shutdown's barrier sees it
+		start = s.schedule(sess)
 	}
 	sh.mu.Unlock()
 	if start {
-		s.schedule(sess)
+		go sess.run()
 	}
 	return nil
 }

@@ -114,15 +114,21 @@ func (sh *shard[K]) retire(sess *session[K]) {
 
 // work runs turns on the calling goroutine, starting with sess and moving
 // to ready sessions while a slot is held, until there is nothing to run.
-func (s *Scheduler[K]) work(sess *session[K], done *task) {
+// in is the turn sess is in when a goroutine takes over after
+// runtime.Goexit; nil starts a new turn.
+func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 	var t *task // the task whose fn is running, if it calls runtime.Goexit
+	var tn turn
 	defer func() {
 		if t != nil {
-			s.goexit(sess, t)
+			s.goexit(sess, t, tn)
 		}
 	}()
-	var tn turn
-	s.startTurn(&tn, sess)
+	if in != nil {
+		tn = *in
+	} else {
+		s.startTurn(&tn, sess)
+	}
 	for {
 		var spill *task
 		var more bool
@@ -291,24 +297,25 @@ func (s *Scheduler[K]) resolveAll(t *task) {
 
 // goexit runs on a goroutine that runtime.Goexit is unwinding, after fn of t
 // called it. The goroutine cannot be saved; a fresh one finishes t and
-// carries on with the session's turn, keeping its slot and live token.
-func (s *Scheduler[K]) goexit(sess *session[K], t *task) {
+// carries on with the session's turn, keeping its slot, its live token and
+// its turn tn (so Goexit cannot lengthen a turn).
+func (s *Scheduler[K]) goexit(sess *session[K], t *task, tn turn) {
 	if ls := t.lent.Load(); ls != nil {
 		s.settle(ls)
 	}
 	s.panics.Add(1)
 	s.log(slog.LevelError, "seqsched: task called runtime.Goexit", sess.key)
-	go s.work(sess, t)
+	go s.work(sess, t, &tn)
 }
 
-// log writes one record about session key. A panicking handler must not
-// take a worker down with it, so its panic is dropped.
+// log writes one record about session key. A panicking handler (in Enabled
+// or Handle) must not take a worker down with it, so its panic is dropped.
 func (s *Scheduler[K]) log(level slog.Level, msg string, key K, attrs ...slog.Attr) {
+	defer func() { _ = recover() }() // before Enabled: it runs handler code too
 	l := s.opts.logger
 	ctx := context.Background()
 	if !l.Enabled(ctx, level) {
 		return
 	}
-	defer func() { _ = recover() }()
 	l.LogAttrs(ctx, level, msg, append(attrs, slog.Any("session", key))...)
 }

@@ -61,10 +61,17 @@ func (q *slots[K]) grantResumer() bool {
 	return true
 }
 
-// schedule gives sess, just marked scheduled by Submit, a goroutine, or
-// queues it for a slot. The live token Submit took moves to the goroutine
-// or stays with the waiting session.
-func (s *Scheduler[K]) schedule(sess *session[K]) {
+// schedule gives sess, just marked scheduled by Submit, a slot, or queues it
+// for one; it reports whether the caller must start sess's goroutine. The
+// live token Submit took moves to the goroutine or stays with the waiting
+// session.
+//
+// Submit calls it under the session's shard lock (shard before slots is the
+// lock order), so no other Submit to the session returns before the session
+// is queued: sessions queue in the order their first task was accepted, and
+// a session with accepted work is never left out of the queue while a
+// preempted submitter gets round to queueing it.
+func (s *Scheduler[K]) schedule(sess *session[K]) bool {
 	if max := s.opts.maxConcurrency; max > 0 {
 		s.slots.mu.Lock()
 		// After a forced shutdown nobody serves the ready queue: start the
@@ -72,12 +79,12 @@ func (s *Scheduler[K]) schedule(sess *session[K]) {
 		if s.slots.running >= max && !s.forced.Load() {
 			s.slots.push(sess)
 			s.slots.mu.Unlock()
-			return
+			return false
 		}
 		s.slots.running++
 		s.slots.mu.Unlock()
 	}
-	go sess.run()
+	return true
 }
 
 // yield ends sess's turn. With a concurrency limit, if a task waits to take
