@@ -295,8 +295,9 @@ func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
 //
 // If ctx ends first, Shutdown gives up: no further task starts, running
 // tasks' contexts are canceled, every task not yet started resolves with
-// [ErrClosed], and Shutdown returns ctx.Err() without waiting for running
-// tasks. Shutdown is safe to call again and concurrently: a later call
+// [ErrClosed] (or with context.Canceled, if it was submitted with a running
+// task's ctx, which the give-up cancels first), and Shutdown returns
+// ctx.Err() without waiting for running tasks. Shutdown is safe to call again and concurrently: a later call
 // waits again, and returns nil once the goroutines are gone.
 func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 	if s == nil || s.shards == nil {
