@@ -263,6 +263,9 @@ func (s *Scheduler[K]) yield(sess *session[K]) *session[K] {
 		}
 		return sess
 	}
+	// Read the key while this goroutine still owns sess: once queued, it
+	// can be run, retired and reused for another key by another goroutine.
+	key := sess.key
 	s.slots.mu.Lock()
 	var head *session[K]
 	if !s.forced.Load() {
@@ -275,7 +278,7 @@ func (s *Scheduler[K]) yield(sess *session[K]) *session[K] {
 		return sess
 	}
 	s.yields.Add(1)
-	s.log(slog.LevelDebug, "seqsched: session yielded", sess.key)
+	s.log(slog.LevelDebug, "seqsched: session yielded", key)
 	return head
 }
 
