@@ -45,7 +45,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(io.Discard)
 	fs.IntVar(&c.sessions, "sessions", 100, "sessions receiving tasks")
 	fs.IntVar(&c.tasks, "tasks", 500, "tasks per session, per threshold")
-	fs.DurationVar(&c.work, "work", 100*time.Microsecond, "CPU work per task (busy computation)")
+	fs.DurationVar(&c.work, "work", 50*time.Microsecond, "CPU work per task (busy computation)")
 	fs.DurationVar(&c.sleep, "sleep", 0, "time each task sleeps after its work, like waiting on I/O")
 	fs.Float64Var(&c.high, "high", 0.1, "fraction of tasks submitted as High, 0..1")
 	fs.IntVar(&c.maxConc, "max-concurrency", runtime.GOMAXPROCS(0), "WithMaxConcurrency (0: no limit)")
