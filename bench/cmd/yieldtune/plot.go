@@ -45,11 +45,15 @@ func writeSVG(w io.Writer, rows []row, title string) error {
 	for _, p := range []*plot.Plot{top, bottom} {
 		p.Add(plotter.NewGrid())
 		p.Legend.Top = true
+		p.Legend.XOffs = -vg.Points(8)
+		p.Y.Min = 0 // a zero baseline keeps small differences small
 	}
+	top.Legend.Top = false // the throughput line runs along the top
 
 	img := vgsvg.New(7*vg.Inch, 7*vg.Inch)
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(12)}
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4),
+		PadLeft: vg.Points(4), PadRight: vg.Points(16), PadY: vg.Points(12)}
 	plots := [][]*plot.Plot{{top}, {bottom}}
 	canvases := plot.Align(plots, tiles, dc)
 	top.Draw(canvases[0][0])
