@@ -1,0 +1,131 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/seqsched/seqsched"
+)
+
+// config describes the load and the sweep.
+type config struct {
+	sessions   int           // sessions receiving tasks
+	tasks      int           // tasks per session, per threshold
+	work       time.Duration // CPU work per task (calibrated spin)
+	sleep      time.Duration // time each task sleeps after its work (I/O-like)
+	high       float64       // fraction of tasks submitted as High
+	maxConc    int           // WithMaxConcurrency; 0 means no limit
+	producers  int           // goroutines submitting
+	duration   time.Duration // submissions of one threshold are spread over this
+	from, to   int           // WithYieldAfter range swept
+	step       int           // sweep step
+	quick      bool          // smaller load and sweep: under 15 s
+	csv, svg   string        // output files, empty for none
+	noProgress bool          // hide the progress bar
+}
+
+// usageError is an error in the command line (exit code 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// parseFlags reads args into a validated config. -quick replaces the load
+// defaults with a smaller load; flags given explicitly still win.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("yieldtune", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.IntVar(&c.sessions, "sessions", 100, "sessions receiving tasks")
+	fs.IntVar(&c.tasks, "tasks", 500, "tasks per session, per threshold")
+	fs.DurationVar(&c.work, "work", 50*time.Microsecond, "CPU work per task (busy computation)")
+	fs.DurationVar(&c.sleep, "sleep", 0, "time each task sleeps after its work, like waiting on I/O")
+	fs.Float64Var(&c.high, "high", 0.1, "fraction of tasks submitted as High, 0..1")
+	fs.IntVar(&c.maxConc, "max-concurrency", runtime.GOMAXPROCS(0), "WithMaxConcurrency (0: no limit)")
+	fs.IntVar(&c.producers, "producers", 2, "goroutines submitting tasks")
+	fs.DurationVar(&c.duration, "duration", 2*time.Second, "submissions of one threshold are spread evenly over this")
+	fs.IntVar(&c.from, "from", seqsched.MinYieldAfter, "first WithYieldAfter value")
+	fs.IntVar(&c.to, "to", seqsched.MaxYieldAfter, "last WithYieldAfter value")
+	fs.IntVar(&c.step, "step", 10, "WithYieldAfter step")
+	fs.BoolVar(&c.quick, "quick", false, "small load and sweep (10, 30, 50), under 15 s")
+	fs.StringVar(&c.csv, "csv", "", "write the rows as CSV to this file")
+	fs.StringVar(&c.svg, "svg", "", "draw throughput and p99 wait against the threshold to this SVG file")
+	fs.BoolVar(&c.noProgress, "no-progress", false, "do not draw the progress bar on stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fmt.Fprintln(stderr, "usage: yieldtune [flags]\n\nSweeps seqsched.WithYieldAfter over a synthetic load and recommends a value.")
+			fs.PrintDefaults()
+			return c, err
+		}
+		return c, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return c, usagef("unexpected argument %q (all options are flags)", fs.Arg(0))
+	}
+	if c.quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["tasks"] {
+			c.tasks = 100
+		}
+		if !set["duration"] {
+			c.duration = 500 * time.Millisecond
+		}
+		if !set["step"] {
+			c.step = 20
+		}
+	}
+	return c, c.validate()
+}
+
+func (c config) validate() error {
+	bad := func(flag string, v any, why string) error {
+		return usagef("-%s %v: %s", flag, v, why)
+	}
+	switch {
+	case c.sessions < 1:
+		return bad("sessions", c.sessions, "must be at least 1")
+	case c.tasks < 1:
+		return bad("tasks", c.tasks, "must be at least 1")
+	case c.work < 0:
+		return bad("work", c.work, "must not be negative")
+	case c.sleep < 0:
+		return bad("sleep", c.sleep, "must not be negative")
+	case c.high < 0 || c.high > 1:
+		return bad("high", c.high, "must be between 0 and 1")
+	case c.maxConc < 0:
+		return bad("max-concurrency", c.maxConc, "must be >= 0 (0 means no limit)")
+	case c.producers < 1:
+		return bad("producers", c.producers, "must be at least 1")
+	case c.duration <= 0:
+		return bad("duration", c.duration, "must be positive")
+	case c.from < seqsched.MinYieldAfter || c.from > seqsched.MaxYieldAfter:
+		return bad("from", c.from, fmt.Sprintf("must be %d..%d", seqsched.MinYieldAfter, seqsched.MaxYieldAfter))
+	case c.to < c.from || c.to > seqsched.MaxYieldAfter:
+		return bad("to", c.to, fmt.Sprintf("must be -from..%d", seqsched.MaxYieldAfter))
+	case c.step < 1:
+		return bad("step", c.step, "must be at least 1")
+	}
+	return nil
+}
+
+// thresholds lists the WithYieldAfter values swept; the last is always
+// included.
+func (c config) thresholds() []int {
+	var ts []int
+	for n := c.from; n <= c.to; n += c.step {
+		ts = append(ts, n)
+	}
+	if ts[len(ts)-1] != c.to {
+		ts = append(ts, c.to)
+	}
+	return ts
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestSummarizeComputesPercentilesFairnessAndRates(t *testing.T) {
+	ms := time.Millisecond
+	r := raw{
+		threshold: 20,
+		elapsed:   2 * time.Second,
+		samples: []sample{
+			{session: 0, wait: 1 * ms}, {session: 0, wait: 2 * ms}, {session: 0, wait: 3 * ms},
+			{session: 1, wait: 4 * ms}, {session: 1, high: true, wait: 10 * ms}, {session: 1, high: true, wait: 20 * ms},
+		},
+		finished: []time.Duration{time.Second, 2 * time.Second},
+		done:     []int{3, 3},
+		yields:   50,
+	}
+	got := summarize(r)
+	assert.Equal(t, 20, got.Threshold)
+	assert.InDelta(t, 3.0, got.Throughput, 1e-9, "6 tasks in 2 s")
+	assert.InDelta(t, 25.0, got.YieldsPerSec, 1e-9)
+	assert.Equal(t, 2*ms, got.NormalP50, "nearest rank of 1,2,3,4 ms")
+	assert.Equal(t, 4*ms, got.NormalP99)
+	assert.Equal(t, 4*ms, got.NormalMax)
+	assert.Equal(t, 10*ms, got.HighP50)
+	assert.Equal(t, 20*ms, got.HighP99)
+	assert.Equal(t, 20*ms, got.HighMax)
+	assert.Equal(t, 20*ms, got.AllP99)
+	assert.Equal(t, 20*ms, got.WorstSessionMaxWait, "session 1's max wait")
+	// Session throughputs 3/s and 1.5/s: (4.5)² / (2·(9+2.25)) = 0.9.
+	assert.InDelta(t, 0.9, got.Jain, 1e-9)
+	assert.Equal(t, 2, got.HighTasks)
+	assert.Equal(t, 4, got.NormalTask)
+}
+
+func TestJainIsOneForEqualAndOneOverNForMonopoly(t *testing.T) {
+	assert.InDelta(t, 1.0, jain([]float64{5, 5, 5, 5}), 1e-12)
+	assert.InDelta(t, 0.25, jain([]float64{8, 0, 0, 0}), 1e-12)
+	assert.Equal(t, 0.0, jain(nil))
+}
+
+func TestRecommendTakesLowestP99WithinFivePercentOfBestThroughput(t *testing.T) {
+	ms := time.Millisecond
+	rows := []row{
+		{Threshold: 10, Throughput: 90, AllP99: 1 * ms},  // lowest p99 but 10% slower: excluded
+		{Threshold: 20, Throughput: 96, AllP99: 5 * ms},  // within 5%: candidate
+		{Threshold: 30, Throughput: 100, AllP99: 8 * ms}, // the best throughput
+		{Threshold: 40, Throughput: 97, AllP99: 4 * ms},  // within 5% and lowest p99 of those: chosen
+	}
+	got, why := recommend(rows)
+	assert.Equal(t, 40, got.Threshold)
+	assert.Contains(t, why, "WithYieldAfter(40)")
+	assert.Contains(t, why, "within 5% of the best throughput (100 tasks/s at 30)")
+	assert.NotContains(t, why, "\n")
+}
+
+func TestRecommendBreaksTiesTowardTheLowerThreshold(t *testing.T) {
+	rows := []row{
+		{Threshold: 30, Throughput: 100, AllP99: time.Millisecond},
+		{Threshold: 20, Throughput: 100, AllP99: time.Millisecond},
+	}
+	got, why := recommend(rows)
+	assert.Equal(t, 20, got.Threshold)
+	assert.Contains(t, why, "WithYieldAfter(20)")
+}
+
+func TestRecommendSaysWhenBestThroughputAlsoHasBestLatency(t *testing.T) {
+	rows := []row{
+		{Threshold: 10, Throughput: 50, AllP99: time.Second},
+		{Threshold: 20, Throughput: 100, AllP99: time.Millisecond},
+	}
+	got, why := recommend(rows)
+	assert.Equal(t, 20, got.Threshold)
+	assert.Contains(t, why, "best throughput")
+}
+
+func TestBadFlagsGiveOneLineErrorAndExitCode2(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"unknown flag":     {[]string{"-nope"}, "flag provided but not defined: -nope"},
+		"not a number":     {[]string{"-sessions", "many"}, `invalid value "many" for flag -sessions`},
+		"zero sessions":    {[]string{"-sessions", "0"}, "-sessions 0: must be at least 1"},
+		"zero tasks":       {[]string{"-tasks", "0"}, "-tasks 0: must be at least 1"},
+		"negative work":    {[]string{"-work", "-1ms"}, "-work -1ms: must not be negative"},
+		"negative sleep":   {[]string{"-sleep", "-1ms"}, "-sleep -1ms: must not be negative"},
+		"high above one":   {[]string{"-high", "1.5"}, "-high 1.5: must be between 0 and 1"},
+		"negative conc":    {[]string{"-max-concurrency", "-1"}, "-max-concurrency -1: must be >= 0"},
+		"no producers":     {[]string{"-producers", "0"}, "-producers 0: must be at least 1"},
+		"zero duration":    {[]string{"-duration", "0s"}, "-duration 0s: must be positive"},
+		"from below range": {[]string{"-from", "5"}, "-from 5: must be 10..50"},
+		"to above range":   {[]string{"-to", "60"}, "-to 60: must be -from..50"},
+		"to below from":    {[]string{"-from", "30", "-to", "20"}, "-to 20: must be -from..50"},
+		"zero step":        {[]string{"-step", "0"}, "-step 0: must be at least 1"},
+		"stray argument":   {[]string{"extra"}, `unexpected argument "extra"`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tc.args, &stdout, &stderr)
+			assert.Equal(t, 2, code)
+			assert.Empty(t, stdout.String())
+			msg := stderr.String()
+			assert.Equal(t, 1, strings.Count(msg, "\n"), "one line: %q", msg)
+			assert.True(t, strings.HasPrefix(msg, "yieldtune: "), msg)
+			assert.Contains(t, msg, tc.want)
+		})
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 0, run(context.Background(), []string{"-h"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "-sessions")
+}
+
+func TestQuickChangesOnlyDefaults(t *testing.T) {
+	c, err := parseFlags([]string{"-quick", "-tasks", "7"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 7, c.tasks, "an explicit flag wins over -quick")
+	assert.Equal(t, 500*time.Millisecond, c.duration)
+	assert.Equal(t, []int{10, 30, 50}, c.thresholds())
+}
+
+func TestThresholdsIncludeTheLast(t *testing.T) {
+	c := config{from: 10, to: 45, step: 10}
+	assert.Equal(t, []int{10, 20, 30, 40, 45}, c.thresholds())
+}
+
+func TestRunPrintsTableRecommendationCSVAndSVG(t *testing.T) {
+	dir := t.TempDir()
+	csvPath, svgPath := filepath.Join(dir, "rows.csv"), filepath.Join(dir, "chart.svg")
+	var stdout, stderr bytes.Buffer
+	args := []string{"-sessions", "4", "-tasks", "25", "-work", "0", "-duration", "20ms",
+		"-from", "10", "-to", "20", "-step", "10", "-no-progress", "-csv", csvPath, "-svg", svgPath}
+	require.Equal(t, 0, run(context.Background(), args, &stdout, &stderr), stderr.String())
+
+	out := stdout.String()
+	assert.Contains(t, out, "load: 4 sessions × 25 tasks")
+	assert.Contains(t, out, "recommendation: WithYieldAfter(")
+	lines := strings.Split(out, "\n")
+	var table []string
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) == len(header) && (f[0] == "10" || f[0] == "20") {
+			table = append(table, f[0])
+		}
+	}
+	assert.Equal(t, []string{"10", "20"}, table, "one row per threshold:\n%s", out)
+
+	f, err := os.Open(csvPath)
+	require.NoError(t, err)
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	require.NoError(t, err)
+	require.Len(t, recs, 3, "header and two rows")
+	assert.Equal(t, "yield_after", recs[0][0])
+	assert.Equal(t, []string{"10", "20"}, []string{recs[1][0], recs[2][0]})
+
+	svg, err := os.ReadFile(svgPath)
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), "<svg")
+	assert.Contains(t, string(svg), "throughput")
+}
