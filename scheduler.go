@@ -224,19 +224,23 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 		return ErrQueueFull
 	}
 	t.lanes = &sess.lanes
-	q.push(t)
-	sh.queued[t.prio]++
 	sh.submitted++
-	start := false
 	if !sess.scheduled {
 		sess.scheduled = true
 		s.live.Add(1) // taken under the lock, so Shutdown's barrier sees it
-		start = s.schedule(sess)
+		if s.schedule(sess) {
+			// The session's only task goes straight to the goroutine that
+			// starts now: it is running, not queued.
+			sess.first = t
+			sh.running++
+			sh.mu.Unlock()
+			go sess.run()
+			return nil
+		}
 	}
+	q.push(t)
+	sh.queued[t.prio]++
 	sh.mu.Unlock()
-	if start {
-		go sess.run()
-	}
 	return nil
 }
 

@@ -75,6 +75,7 @@ type session[K comparable] struct {
 	// one in the ready queue; a Submit that finds it unset schedules it.
 	scheduled bool
 	drain     *drain      // set by Remove: refuse new tasks, signal when empty
+	first     *task       // handed by Submit to the goroutine it starts; read by that goroutine only
 	nextReady *session[K] // link in the ready queue (guarded by slots.mu)
 	run       func()      // starts this session's turn; made once, so `go run()` allocates nothing
 }
@@ -129,11 +130,22 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 	} else {
 		s.startTurn(&tn, sess)
 	}
+	next := sess.first // Submit took it off the queue for us: one lock less per activation
+	sess.first = nil
 	for {
 		var spill *task
 		var more bool
-		t, spill, more = s.step(sess, done, s.turnOver(&tn))
-		s.resolveAll(spill)
+		if next != nil {
+			t, next = next, nil
+			if err := t.parent.Err(); err != nil { // its submit ctx ended before it could start
+				t.job.fail(t, err)
+				done, t = t, nil
+				continue
+			}
+		} else {
+			t, spill, more = s.step(sess, done, s.turnOver(&tn))
+			s.resolveAll(spill)
+		}
 		switch {
 		case t != nil:
 			tn.n++

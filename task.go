@@ -194,33 +194,36 @@ type Future[T any] struct {
 	fn0 func(context.Context) error // Scheduler.Go's fn, kept apart to avoid a wrapper closure
 	val T
 	err error
-	// signal is nil while nobody waits, a chan struct{} once Done was
-	// called, and resolvedCh after resolution (the old channel is closed).
-	signal atomic.Value
+	// signal is nil while nobody waits, a waiter once Done was called,
+	// and resolvedWaiter after resolution (the waiter's channel is then closed).
+	// A plain pointer swap: cheaper on the hot path than an atomic.Value.
+	signal atomic.Pointer[waiter]
 	// wg is done at resolution. Await with a ctx that cannot be canceled
 	// blocks on it instead of making a channel.
 	wg sync.WaitGroup
 }
 
-// resolvedCh is stored in every resolved future's signal.
-var resolvedCh = func() chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
+// waiter holds the channel Done returns.
+type waiter struct{ ch chan struct{} }
+
+// resolvedWaiter is stored in every resolved future's signal.
+var resolvedWaiter = func() *waiter {
+	w := &waiter{ch: make(chan struct{})}
+	close(w.ch)
+	return w
 }()
 
 // Done returns a channel that is closed when the future resolves. The
 // channel is made on the first call; futures nobody waits on never make one.
 func (f *Future[T]) Done() <-chan struct{} {
-	v := f.signal.Load()
-	if v == nil {
-		ch := make(chan struct{})
-		if f.signal.CompareAndSwap(nil, ch) {
-			return ch
+	w := f.signal.Load()
+	if w == nil {
+		w = &waiter{ch: make(chan struct{})}
+		if !f.signal.CompareAndSwap(nil, w) {
+			w = f.signal.Load()
 		}
-		v = f.signal.Load()
 	}
-	return v.(chan struct{})
+	return w.ch
 }
 
 // Await waits until the task has run and returns its result. ctx bounds only
@@ -268,7 +271,7 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 	}
 }
 
-func (f *Future[T]) resolved() bool { return f.signal.Load() == any(resolvedCh) }
+func (f *Future[T]) resolved() bool { return f.signal.Load() == resolvedWaiter }
 
 func (f *Future[T]) exec(t *task) (perr *PanicError) {
 	normal := false
@@ -303,8 +306,8 @@ func (f *Future[T]) fail(t *task, err error) {
 }
 
 func (f *Future[T]) resolve(t *task) {
-	if old, ok := f.signal.Swap(resolvedCh).(chan struct{}); ok && old != resolvedCh {
-		close(old)
+	if w := f.signal.Swap(resolvedWaiter); w != nil {
+		close(w.ch)
 	}
 	f.wg.Done()
 }
