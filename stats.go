@@ -6,6 +6,64 @@ import (
 	"time"
 )
 
+// Stats is a snapshot of a scheduler's state. When the scheduler is quiet
+// (every future resolved), Sessions, Running and Queued are 0 and Submitted
+// equals Completed.
+type Stats struct {
+	Sessions  int    // sessions with queued or running work (idle ones are not kept)
+	Running   int    // sessions running a task right now
+	Queued    int    // tasks waiting, all sessions
+	Submitted uint64 // tasks accepted since New
+	Completed uint64 // tasks whose future resolved, for any reason
+	Skipped   uint64 // of Completed, tasks that never ran (ctx ended first, or forced Shutdown)
+	Panics    uint64 // of Completed, tasks that panicked or called runtime.Goexit
+	Yields    uint64 // times a session gave up its turn to another
+	SlowTasks uint64 // tasks that ran longer than WithSlowTask's limit
+
+	High, Normal PriorityStats // the figures above split by priority, and queue waits
+}
+
+// PriorityStats are the figures of one priority lane, over all sessions.
+type PriorityStats struct {
+	Queued    int       // tasks waiting
+	Completed uint64    // tasks whose future resolved, for any reason
+	Wait      WaitStats // queue waits of started tasks; only with WithWaitHistogram
+}
+
+// Stats returns a snapshot of the scheduler's counters. Each shard of
+// sessions is read under its lock, so the figures are exact when the
+// scheduler is quiet and approximate while tasks move. Safe for concurrent
+// use.
+func (s *Scheduler[K]) Stats() Stats {
+	var st Stats
+	if s == nil || s.shards == nil {
+		return st
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		st.Sessions += len(sh.sessions)
+		st.Running += sh.running
+		st.Normal.Queued += sh.queued[Normal]
+		st.High.Queued += sh.queued[High]
+		st.Normal.Completed += sh.completed[Normal]
+		st.High.Completed += sh.completed[High]
+		st.Submitted += sh.submitted
+		st.Skipped += sh.skipped
+		sh.mu.Unlock()
+	}
+	st.Queued = st.Normal.Queued + st.High.Queued
+	st.Completed = st.Normal.Completed + st.High.Completed
+	st.Panics = s.panics.Load()
+	st.Yields = s.yields.Load()
+	st.SlowTasks = s.slowTasks.Load()
+	if s.hist != nil {
+		st.Normal.Wait = s.hist[Normal].snapshot()
+		st.High.Wait = s.hist[High].snapshot()
+	}
+	return st
+}
+
 // histogram counts durations in fixed log-linear buckets: each power of two
 // is split into histSub equal buckets, so a reported quantile is within
 // 1/histSub (12.5%) above the true value. Updates are lock-free atomic adds;
