@@ -4,11 +4,11 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
-	"math"
-	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
+
+	"github.com/seqsched/seqsched/bench"
 )
 
 // sample is one task's wait: submit to start.
@@ -62,6 +62,7 @@ func summarize(r raw) row {
 		out.Throughput = float64(len(r.samples)) / secs
 		out.YieldsPerSec = float64(r.yields) / secs
 	}
+	pct := bench.Percentile
 	out.NormalP50, out.NormalP99, out.NormalMax = pct(normal, 50), pct(normal, 99), pct(normal, 100)
 	out.HighP50, out.HighP99, out.HighMax = pct(high, 50), pct(high, 99), pct(high, 100)
 	out.AllP99 = pct(all, 99)
@@ -77,17 +78,6 @@ func summarize(r raw) row {
 	}
 	out.Jain = jain(xs)
 	return out
-}
-
-// pct is the p-th percentile (nearest rank) of ds; p = 100 is the maximum.
-func pct(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }
 
 // jain is Jain's fairness index (Σx)²/(n·Σx²): 1 when every session got
