@@ -113,6 +113,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	}
 	s.pool.New = func() any {
 		sess := &session[K]{}
+		sess.core = &s.core
 		sess.run = func() { s.work(sess, nil, nil) }
 		return sess
 	}
@@ -192,7 +193,6 @@ func (s *Scheduler[K]) shard(key K) *shard[K] {
 // enqueue appends t to key's session, creating the session if it is idle,
 // and schedules the session if it has no goroutine.
 func (s *Scheduler[K]) enqueue(key K, t *task) error {
-	t.core = &s.core
 	if s.hist != nil {
 		t.at = time.Since(s.epoch).Nanoseconds()
 	}

@@ -41,7 +41,8 @@ func (q *queue) pop() *task {
 // the deadlock guard.
 type lanes struct {
 	high, normal queue
-	highRun      int // High tasks popped in a row (for WithHighBurst)
+	highRun      int   // High tasks popped in a row (for WithHighBurst)
+	core         *core // the scheduler's untyped half; set once, when the session is made
 }
 
 // pop takes the oldest High task, else the oldest Normal one. With a burst
@@ -232,7 +233,7 @@ func (s *Scheduler[K]) resolveAll(t *task) {
 // carries on with the session's turn, keeping its slot, its live token and
 // its turn tn (so Goexit cannot lengthen a turn).
 func (s *Scheduler[K]) goexit(sess *session[K], t *task, tn turn) {
-	if ls := t.lent.Load(); ls != nil {
+	if ls := t.lentSlot(); ls != nil {
 		s.settle(ls)
 	}
 	s.panics.Add(1)

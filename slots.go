@@ -159,10 +159,11 @@ func (s *Scheduler[K]) lend(t *task) bool {
 	}
 	s.slots.mu.Lock()
 	defer s.slots.mu.Unlock()
-	ls := t.lent.Load()
+	a := t.extra()
+	ls := a.lent.Load()
 	if ls == nil {
 		ls = new(lentSlot)
-		t.lent.Store(ls)
+		a.lent.Store(ls)
 	}
 	if ls.finished {
 		return false
@@ -188,7 +189,7 @@ func (s *Scheduler[K]) lend(t *task) bool {
 // free: the task must not run on without one.
 func (s *Scheduler[K]) reclaim(t *task) {
 	s.slots.mu.Lock()
-	ls := t.lent.Load()
+	ls := t.lentSlot()
 	ls.awaiting--
 	if ls.awaiting > 0 || !ls.lent || ls.finished {
 		s.slots.mu.Unlock()

@@ -61,16 +61,41 @@ func taskPriority(opts []TaskOption) (Priority, error) {
 type task struct {
 	next   *task           // next in the session's queue, or in a list to resolve
 	parent context.Context // the submitter's ctx: values, deadline, cancellation
-	core   *core           // the scheduler's untyped half
-	lanes  *lanes          // the session it was queued on (deadlock guard)
+	lanes  *lanes          // the session it was queued on: its scheduler, and identity for the deadlock guard
 	job    job             // the *Future[T] this task belongs to
 
-	merged  atomic.Pointer[mergedCtx] // built on the first Done when parent can be canceled
-	lent    atomic.Pointer[lentSlot]  // made by the first Await that lends the task's slot
-	at      int64                     // when queued, in ns since New; only with WithWaitHistogram
-	running atomic.Bool               // fn is executing
+	aux     atomic.Pointer[taskAux] // made on first need; most tasks never need it
+	at      int64                   // when queued, in ns since New; only with WithWaitHistogram
+	running atomic.Bool             // fn is executing
 	prio    Priority
 	skipped bool // resolved without running (set with job.fail)
+}
+
+// taskAux is what few tasks need: a merged ctx, or lent-slot state. Kept out
+// of task so that a task and its future fit the 128-byte size class.
+type taskAux struct {
+	merged atomic.Pointer[mergedCtx] // built on the first Done when parent can be canceled
+	lent   atomic.Pointer[lentSlot]  // made by the first Await that lends the task's slot
+}
+
+// extra returns t's taskAux, making it if need be.
+func (t *task) extra() *taskAux {
+	if a := t.aux.Load(); a != nil {
+		return a
+	}
+	a := new(taskAux)
+	if !t.aux.CompareAndSwap(nil, a) {
+		a = t.aux.Load()
+	}
+	return a
+}
+
+// lentSlot returns t's lent-slot state, or nil if t never lent its slot.
+func (t *task) lentSlot() *lentSlot {
+	if a := t.aux.Load(); a != nil {
+		return a.lent.Load()
+	}
+	return nil
 }
 
 // core is what a task needs of its scheduler, without the key type.
@@ -141,7 +166,7 @@ func (t *task) Err() error {
 	if err := t.parent.Err(); err != nil {
 		return err
 	}
-	return t.core.force.Err()
+	return t.lanes.core.force.Err()
 }
 
 func (t *task) Value(key any) any {
@@ -160,17 +185,18 @@ func (t *task) String() string { return fmt.Sprintf("%v.WithValue(seqsched task)
 // doneCtx returns a context that is done exactly when t is.
 func (t *task) doneCtx() context.Context {
 	if t.parent.Done() == nil {
-		return t.core.force // the common case: only a forced shutdown cancels
+		return t.lanes.core.force // the common case: only a forced shutdown cancels
 	}
-	if m := t.merged.Load(); m != nil {
+	a := t.extra()
+	if m := a.merged.Load(); m != nil {
 		return m.ctx
 	}
 	ctx, cancel := context.WithCancel(t.parent)
-	m := &mergedCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(t.core.force, cancel)}
-	if !t.merged.CompareAndSwap(nil, m) {
+	m := &mergedCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(t.lanes.core.force, cancel)}
+	if !a.merged.CompareAndSwap(nil, m) {
 		m.stop()
 		cancel()
-		m = t.merged.Load()
+		m = a.merged.Load()
 	}
 	return m.ctx
 }
@@ -178,7 +204,9 @@ func (t *task) doneCtx() context.Context {
 // release drops what the merged ctx registered on the submitter's and the
 // scheduler's contexts, once fn has returned.
 func (t *task) release() {
-	if m := t.merged.Load(); m != nil {
+	if a := t.aux.Load(); a == nil {
+		return
+	} else if m := a.merged.Load(); m != nil {
 		m.stop()
 		m.cancel()
 	}
@@ -252,8 +280,8 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 		if rt.lanes == f.t.lanes {
 			return zero, ErrWouldDeadlock
 		}
-		if rt.core.lender.lend(rt) {
-			defer rt.core.lender.reclaim(rt)
+		if l := rt.lanes.core.lender; l.lend(rt) {
+			defer l.reclaim(rt)
 		}
 	}
 	if ctx.Done() == nil {

@@ -73,7 +73,7 @@ func (s *Scheduler[K]) run(sess *session[K], t *task) {
 		s.panics.Add(1)
 		s.log(slog.LevelError, "seqsched: task panicked", sess.key, slog.Any("panic", perr.Value), slog.String("stack", string(perr.Stack)))
 	}
-	if ls := t.lent.Load(); ls != nil {
+	if ls := t.lentSlot(); ls != nil {
 		s.settle(ls)
 	}
 	if s.opts.slowTask > 0 {
