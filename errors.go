@@ -48,6 +48,7 @@ type OptionError struct {
 	Reason string // what the value must be, e.g. "must be 10..50"
 }
 
+// Error returns "seqsched: <Option>: <Reason>: invalid option".
 func (e *OptionError) Error() string {
 	return "seqsched: " + e.Option + ": " + e.Reason + ": invalid option"
 }
@@ -62,6 +63,7 @@ type PanicError struct {
 	Stack []byte // the panicking goroutine's stack, as runtime/debug.Stack
 }
 
+// Error returns "seqsched: task panicked: <Value>"; the stack is in Stack.
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("seqsched: task panicked: %v", e.Value)
 }

@@ -21,6 +21,7 @@ const (
 	High
 )
 
+// String returns "Normal", "High", or "Priority(n)" for other values.
 func (p Priority) String() string {
 	switch p {
 	case Normal:
