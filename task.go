@@ -67,7 +67,6 @@ type task struct {
 
 	aux     atomic.Pointer[taskAux] // made on first need; most tasks never need it
 	at      int64                   // when queued, in ns since New; only with WithWaitHistogram
-	running atomic.Bool             // fn is executing
 	prio    Priority
 	skipped bool // resolved without running (set with job.fail)
 }
@@ -130,6 +129,8 @@ type job interface {
 	fail(*task, error)
 	// resolve publishes the outcome to waiters.
 	resolve(*task)
+	// resolved reports whether resolve has happened.
+	resolved() bool
 }
 
 // runningKey is the context key under which a task's ctx answers with the
@@ -137,10 +138,13 @@ type job interface {
 type runningKey struct{}
 
 // runningTask returns the task whose fn ctx (or a ctx derived from it) is
-// ctx, if that task is running now.
+// ctx, if that task is running now. A task's ctx exists only once its fn
+// has started, so the task runs until its future resolves (which comes
+// right after fn returns); reading that needs no flag of its own, which
+// saves two locked stores per task.
 func runningTask(ctx context.Context) *task {
 	t, _ := ctx.Value(runningKey{}).(*task)
-	if t == nil || !t.running.Load() {
+	if t == nil || t.job.resolved() {
 		return nil
 	}
 	return t
@@ -305,7 +309,6 @@ func (f *Future[T]) resolved() bool { return f.signal.Load() == resolvedWaiter }
 func (f *Future[T]) exec(t *task) (perr *PanicError) {
 	normal := false
 	defer func() {
-		t.running.Store(false)
 		t.release()
 		f.fn, f.fn0 = nil, nil // let go of what fn captured
 		if normal {
@@ -318,7 +321,6 @@ func (f *Future[T]) exec(t *task) (perr *PanicError) {
 		}
 		f.err = ErrGoexit // runtime.Goexit: the worker's own defer takes over
 	}()
-	t.running.Store(true)
 	if f.fn0 != nil {
 		f.err = f.fn0(t)
 	} else {
