@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqsched/seqsched/bench"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -51,9 +52,9 @@ func TestSummarizeComputesPercentilesFairnessAndRates(t *testing.T) {
 }
 
 func TestJainIsOneForEqualAndOneOverNForMonopoly(t *testing.T) {
-	assert.InDelta(t, 1.0, jain([]float64{5, 5, 5, 5}), 1e-12)
-	assert.InDelta(t, 0.25, jain([]float64{8, 0, 0, 0}), 1e-12)
-	assert.Equal(t, 0.0, jain(nil))
+	assert.InDelta(t, 1.0, bench.Jain([]float64{5, 5, 5, 5}), 1e-12)
+	assert.InDelta(t, 0.25, bench.Jain([]float64{8, 0, 0, 0}), 1e-12)
+	assert.Equal(t, 0.0, bench.Jain(nil))
 }
 
 func TestRecommendTakesLowestP99WithinFivePercentOfBestThroughput(t *testing.T) {

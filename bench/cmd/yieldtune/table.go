@@ -76,23 +76,10 @@ func summarize(r raw) row {
 			xs = append(xs, float64(r.done[i])/f.Seconds())
 		}
 	}
-	out.Jain = jain(xs)
+	out.Jain = bench.Jain(xs)
 	return out
 }
 
-// jain is Jain's fairness index (Σx)²/(n·Σx²): 1 when every session got
-// the same throughput, 1/n when one got everything.
-func jain(xs []float64) float64 {
-	var sum, sq float64
-	for _, x := range xs {
-		sum += x
-		sq += x * x
-	}
-	if sq == 0 {
-		return 0
-	}
-	return sum * sum / (float64(len(xs)) * sq)
-}
 
 // throughputSlack is how far below the best throughput a threshold may be
 // and still be recommended for its latency.
