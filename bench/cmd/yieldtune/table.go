@@ -80,7 +80,6 @@ func summarize(r raw) row {
 	return out
 }
 
-
 // throughputSlack is how far below the best throughput a threshold may be
 // and still be recommended for its latency.
 const throughputSlack = 0.05
