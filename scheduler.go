@@ -139,17 +139,7 @@ func Submit[K comparable, T any](ctx context.Context, s *Scheduler[K], key K,
 	if fn == nil {
 		return nil, ErrNilFunc
 	}
-	prio, err := s.check(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	f := &Future[T]{fn: fn}
-	f.t.parent, f.t.prio, f.t.job = ctx, prio, f
-	f.wg.Add(1)
-	if err := s.enqueue(key, &f.t); err != nil {
-		return nil, err
-	}
-	return f, nil
+	return submit(ctx, s, key, fn, nil, opts)
 }
 
 // Go is Submit for a task with no result. It follows Submit's rules.
@@ -158,11 +148,19 @@ func (s *Scheduler[K]) Go(ctx context.Context, key K, fn func(context.Context) e
 	if fn == nil {
 		return nil, ErrNilFunc
 	}
+	return submit[K, struct{}](ctx, s, key, nil, fn, opts)
+}
+
+// submit is Submit and Go: exactly one of fn and fn0 is set (Go's fn is kept
+// as it is, so that it needs no wrapper closure). It checks what it can
+// before it allocates the task and its future.
+func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], key K,
+	fn func(context.Context) (T, error), fn0 func(context.Context) error, opts []TaskOption) (*Future[T], error) {
 	prio, err := s.check(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	f := &Future[struct{}]{fn0: fn}
+	f := &Future[T]{fn: fn, fn0: fn0}
 	f.t.parent, f.t.prio, f.t.job = ctx, prio, f
 	f.wg.Add(1)
 	if err := s.enqueue(key, &f.t); err != nil {
