@@ -65,7 +65,8 @@ func (l *lanes) len() int { return l.high.n + l.normal.n }
 
 // session is one key's queues and turn. It exists only while the key has
 // queued or running work: when its queues empty, it is deleted from its
-// shard and recycled. All fields but run are guarded by sh.mu.
+// shard and recycled. Fields are guarded by sh.mu unless their comment says
+// otherwise; run and lanes.core are set once, when the session is made.
 type session[K comparable] struct {
 	lanes
 	key K
