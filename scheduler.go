@@ -73,9 +73,8 @@ type Scheduler[K comparable] struct {
 	quiet     chan struct{}
 	quietOnce sync.Once
 	closeOnce sync.Once
-	force     context.Context // canceled when Shutdown gives up
-	cancel    context.CancelFunc
-	core      core // what tasks need of the scheduler
+	cancel    context.CancelFunc // cancels core.force: Shutdown gave up
+	core      core               // what tasks need of the scheduler
 
 	yields    atomic.Uint64
 	panics    atomic.Uint64
@@ -106,8 +105,9 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 		mask:   uint64(n - 1),
 		quiet:  make(chan struct{}),
 	}
-	s.force, s.cancel = context.WithCancel(context.Background())
-	s.core = core{force: s.force, lender: s}
+	var force context.Context
+	force, s.cancel = context.WithCancel(context.Background())
+	s.core = core{force: force, lender: s}
 	s.weight, _ = o.weight.(func(K) int)
 	if o.waitHistogram {
 		s.hist = new([2]histogram)
