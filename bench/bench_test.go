@@ -100,10 +100,7 @@ func BenchmarkMany(b *testing.B) {
 				b.Run(name, func(b *testing.B) {
 					base := runtime.NumGoroutine()
 					impl := mk.New()
-					ps := make([]bench.Producer, np)
-					for i := range ps {
-						ps[i] = bench.NewProducer(impl)
-					}
+					ps := bench.NewProducers(impl, np)
 					c, n := bench.NewCounter(), ManyTasks(sessions)
 					measure(b, impl, base, n, func() { bench.Many(ps, c, sessions, n) })
 				})
@@ -168,10 +165,7 @@ func BenchmarkCPU(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				base := runtime.NumGoroutine()
 				impl := mk.New()
-				ps := make([]bench.Producer, np)
-				for i := range ps {
-					ps[i] = bench.NewProducer(impl)
-				}
+				ps := bench.NewProducers(impl, np)
 				w := bench.NewCPU(CPUSessions, CPUTasks, iters)
 				var jain, runs float64
 				measure(b, impl, base, CPUTasks, func() { jain += w.Run(ps); runs++ })

@@ -52,6 +52,15 @@ func NewProducer(impl Impl) Producer {
 	return plain{impl}
 }
 
+// NewProducers returns n producers of impl, one per submitting goroutine.
+func NewProducers(impl Impl, n int) []Producer {
+	ps := make([]Producer, n)
+	for i := range ps {
+		ps[i] = NewProducer(impl)
+	}
+	return ps
+}
+
 type plain struct{ Impl }
 
 func (plain) Flush() {}

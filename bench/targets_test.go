@@ -157,10 +157,7 @@ func TestTargets(t *testing.T) {
 			n := ManyTasks(sessions)
 			manyOp := func(mk func() bench.Impl) (func() time.Duration, bench.Impl) {
 				impl := mk()
-				ps := make([]bench.Producer, np)
-				for i := range ps {
-					ps[i] = bench.NewProducer(impl)
-				}
+				ps := bench.NewProducers(impl, np)
 				c := bench.NewCounter()
 				op := func() time.Duration {
 					start := time.Now()
