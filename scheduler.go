@@ -346,7 +346,7 @@ func (s *Scheduler[K]) abort() {
 		sh.mu.Lock()
 		for _, sess := range sh.sessions {
 			for t := sess.pop(0); t != nil; t = sess.pop(0) {
-				t.job.fail(t, ErrClosed)
+				t.job.fail(ErrClosed)
 				t.next = dropped
 				dropped = t
 				sh.queued[t.prio]--

@@ -138,7 +138,7 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 		if next != nil {
 			t, next = next, nil
 			if err := t.parent.Err(); err != nil { // its submit ctx ended before it could start
-				t.job.fail(t, err)
+				t.job.fail(err)
 				done, t = t, nil
 				continue
 			}
@@ -201,7 +201,7 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next, 
 			sh.running++
 			break
 		} else {
-			next.job.fail(next, err)
+			next.job.fail(err)
 		}
 		sh.completed[next.prio]++
 		sh.skipped++
@@ -224,7 +224,7 @@ func (s *Scheduler[K]) resolveAll(t *task) {
 	for t != nil {
 		next := t.next
 		t.next = nil
-		t.job.resolve(t)
+		t.job.resolve()
 		t = next
 	}
 }

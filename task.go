@@ -124,11 +124,11 @@ type job interface {
 	// exec runs fn on the calling goroutine and records its outcome. It
 	// returns the recovered panic, if any. If fn calls runtime.Goexit, exec
 	// records ErrGoexit and does not return.
-	exec(*task) *PanicError
+	exec() *PanicError
 	// fail records err as the outcome of a task that will not run.
-	fail(*task, error)
+	fail(error)
 	// resolve publishes the outcome to waiters.
-	resolve(*task)
+	resolve()
 	// resolved reports whether resolve has happened.
 	resolved() bool
 }
@@ -306,7 +306,8 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 
 func (f *Future[T]) resolved() bool { return f.signal.Load() == resolvedWaiter }
 
-func (f *Future[T]) exec(t *task) (perr *PanicError) {
+func (f *Future[T]) exec() (perr *PanicError) {
+	t := &f.t
 	normal := false
 	defer func() {
 		t.release()
@@ -330,13 +331,13 @@ func (f *Future[T]) exec(t *task) (perr *PanicError) {
 	return nil
 }
 
-func (f *Future[T]) fail(t *task, err error) {
-	t.skipped = true
+func (f *Future[T]) fail(err error) {
+	f.t.skipped = true
 	f.err = err
 	f.fn, f.fn0 = nil, nil
 }
 
-func (f *Future[T]) resolve(t *task) {
+func (f *Future[T]) resolve() {
 	if w := f.signal.Swap(resolvedWaiter); w != nil {
 		close(w.ch)
 	}

@@ -59,7 +59,7 @@ func (s *Scheduler[K]) badWeight(key K, why string) {
 // up, and does the bookkeeping its options ask for.
 func (s *Scheduler[K]) run(sess *session[K], t *task) {
 	if s.forced.Load() {
-		t.job.fail(t, ErrClosed) // no task starts after Shutdown gave up
+		t.job.fail(ErrClosed) // no task starts after Shutdown gave up
 		return
 	}
 	var start time.Time
@@ -69,7 +69,7 @@ func (s *Scheduler[K]) run(sess *session[K], t *task) {
 			s.hist[t.prio].record(time.Duration(start.Sub(s.epoch).Nanoseconds() - t.at))
 		}
 	}
-	if perr := t.job.exec(t); perr != nil {
+	if perr := t.job.exec(); perr != nil {
 		s.panics.Add(1)
 		s.log(slog.LevelError, "seqsched: task panicked", sess.key, slog.Any("panic", perr.Value), slog.String("stack", string(perr.Stack)))
 	}
