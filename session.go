@@ -133,23 +133,21 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 	next := sess.first // Submit took it off the queue for us: one lock less per activation
 	sess.first = nil
 	for {
-		var spill *task
 		var more bool
 		if next != nil {
 			t, next = next, nil
-			if err := t.parent.Err(); err != nil { // its submit ctx ended before it could start
-				t.job.fail(err)
-				done, t = t, nil
-				continue
-			}
 		} else {
-			t, spill, more = s.step(sess, done, s.turnOver(&tn))
-			s.resolveAll(spill)
+			t, more = s.step(sess, done, s.turnOver(&tn))
+			if done != nil {
+				done.job.resolve() // after the lock: step counted it Completed first
+			}
 		}
 		switch {
 		case t != nil:
-			tn.n++
-			s.run(sess, t)
+			if !s.skip(t) {
+				tn.n++ // counted before fn runs: a Goexit still uses up the turn
+				s.run(sess, t)
+			}
 			done, t = t, nil
 		case more: // the turn is over and the session still has work
 			done = nil
@@ -170,15 +168,13 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 	}
 }
 
-// step, under the session's shard lock, finishes done and takes the
-// session's next task, skipping tasks whose submit ctx has ended. It returns
-// next == nil with more set when turnOver and work remains, and with more
-// unset when the session has gone idle and been forgotten. spill lists the
-// tasks to resolve once the lock is released.
-func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next, spill *task, more bool) {
+// step, under the session's shard lock, does the bookkeeping of done (which
+// the caller resolves once step returns) and takes the session's next task.
+// It returns next == nil with more set when turnOver and work remains, and
+// with more unset when the session has gone idle and been forgotten.
+func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *task, more bool) {
 	sh := sess.sh
 	sh.mu.Lock()
-	var tail *task
 	if done != nil {
 		sh.running--
 		sh.completed[done.prio]++
@@ -188,38 +184,22 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next, 
 				sess.drain.err = ErrClosed // Shutdown gave up: the drain is cut short
 			}
 		}
-		done.next = nil
-		spill, tail = done, done
 	}
 	if turnOver && sess.len() > 0 {
 		sh.mu.Unlock()
-		return nil, spill, true
+		return nil, true
 	}
-	for next = sess.pop(s.opts.highBurst); next != nil; next = sess.pop(s.opts.highBurst) {
+	if next = sess.pop(s.opts.highBurst); next != nil {
 		sh.queued[next.prio]--
-		if err := next.parent.Err(); err == nil {
-			sh.running++
-			break
-		} else {
-			next.job.fail(err)
-		}
-		sh.completed[next.prio]++
-		sh.skipped++
-		if tail == nil {
-			spill = next
-		} else {
-			tail.next = next
-		}
-		tail = next
-	}
-	if next == nil {
+		sh.running++
+	} else {
 		sh.retire(sess)
 	}
 	sh.mu.Unlock()
-	return next, spill, false
+	return next, false
 }
 
-// resolveAll resolves a list of finished or skipped tasks in order.
+// resolveAll resolves a list of tasks (linked by next) in order.
 func (s *Scheduler[K]) resolveAll(t *task) {
 	for t != nil {
 		next := t.next

@@ -55,13 +55,23 @@ func (s *Scheduler[K]) badWeight(key K, why string) {
 	}
 }
 
-// run starts task t of sess on the calling goroutine, unless Shutdown gave
-// up, and does the bookkeeping its options ask for.
-func (s *Scheduler[K]) run(sess *session[K], t *task) {
+// skip fails t instead of starting it, and reports true, when Shutdown gave
+// up or t's submit ctx ended before t could start.
+func (s *Scheduler[K]) skip(t *task) bool {
 	if s.forced.Load() {
 		t.job.fail(ErrClosed) // no task starts after Shutdown gave up
-		return
+		return true
 	}
+	if err := t.parent.Err(); err != nil {
+		t.job.fail(err)
+		return true
+	}
+	return false
+}
+
+// run starts task t of sess on the calling goroutine and does the
+// bookkeeping its options ask for.
+func (s *Scheduler[K]) run(sess *session[K], t *task) {
 	var start time.Time
 	if s.opts.slowTask > 0 || s.hist != nil {
 		start = time.Now()
