@@ -61,6 +61,20 @@ func (q *slots[K]) grantResumer() bool {
 	return true
 }
 
+// handOn passes on a slot its holder gives up: to the oldest resumer, else
+// to the head of the ready queue, which it returns for the caller to run;
+// with neither, the slot is freed. Called with mu held.
+func (q *slots[K]) handOn() *session[K] {
+	if q.grantResumer() {
+		return nil
+	}
+	sess := q.pop()
+	if sess == nil {
+		q.running--
+	}
+	return sess
+}
+
 // schedule gives sess, just marked scheduled by Submit, a slot, or queues it
 // for one; it reports whether the caller must start sess's goroutine. The
 // live token Submit took moves to the goroutine or stays with the waiting
@@ -134,14 +148,7 @@ func (s *Scheduler[K]) nextReady() *session[K] {
 		return nil
 	}
 	s.slots.mu.Lock()
-	if s.slots.grantResumer() {
-		s.slots.mu.Unlock()
-		return nil
-	}
-	sess := s.slots.pop()
-	if sess == nil {
-		s.slots.running--
-	}
+	sess := s.slots.handOn()
 	s.slots.mu.Unlock()
 	if sess != nil {
 		s.live.Add(-1) // its token merges into this goroutine's
@@ -171,14 +178,10 @@ func (s *Scheduler[K]) lend(t *task) bool {
 	ls.awaiting++
 	if ls.awaiting == 1 && !ls.lent {
 		ls.lent = true
-		if !s.slots.grantResumer() {
-			// After a forced Shutdown the head still starts: it finds
-			// its queues emptied and retires, releasing its token.
-			if head := s.slots.pop(); head != nil {
-				go head.run() // head's live token moves to the goroutine
-			} else {
-				s.slots.running--
-			}
+		// After a forced Shutdown the head still starts: it finds its
+		// queues emptied and retires, releasing its token.
+		if head := s.slots.handOn(); head != nil {
+			go head.run() // head's live token moves to the goroutine
 		}
 	}
 	return true
