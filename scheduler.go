@@ -62,8 +62,11 @@ type Scheduler[K comparable] struct {
 	seed   maphash.Seed
 	shards []shard[K]
 	mask   uint64
-	slots  slots[K]
-	pool   sync.Pool // of *session[K]
+	// idleCap bounds each shard's idle records (see shard.retire):
+	// idleRecords over all shards.
+	idleCap int
+	slots   slots[K]
+	pool    sync.Pool // of *session[K]
 
 	// live counts the scheduler's goroutines plus the sessions waiting in
 	// the ready queue: Shutdown is done when it reaches zero.
@@ -99,11 +102,12 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 		n *= 2
 	}
 	s := &Scheduler[K]{
-		opts:   o,
-		seed:   maphash.MakeSeed(),
-		shards: make([]shard[K], n),
-		mask:   uint64(n - 1),
-		quiet:  make(chan struct{}),
+		opts:    o,
+		seed:    maphash.MakeSeed(),
+		shards:  make([]shard[K], n),
+		mask:    uint64(n - 1),
+		idleCap: idleRecords / n,
+		quiet:   make(chan struct{}),
 	}
 	var force context.Context
 	force, s.cancel = context.WithCancel(context.Background())
@@ -183,6 +187,11 @@ func (s *Scheduler[K]) check(ctx context.Context, opts []TaskOption) (Priority, 
 	return taskPriority(opts)
 }
 
+// idleRecords is how many idle sessions a scheduler keeps for reuse, over
+// all its shards: a key that comes back soon finds its record instead of
+// making one. About 200 bytes each with a small key, so under 1 MiB in all.
+const idleRecords = 4096
+
 // notNew is returned for a nil or zero Scheduler.
 var notNew = &OptionError{Option: "Scheduler", Reason: "must be created by New"}
 
@@ -204,6 +213,8 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 	}
 	sess := sh.sessions[key]
 	switch {
+	case sess != nil && !sess.scheduled: // an idle record: active again
+		sh.unidle(sess)
 	case sess == nil:
 		sess = s.pool.Get().(*session[K])
 		sess.key, sess.sh = key, sh
@@ -267,6 +278,13 @@ func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
 	sess := sh.sessions[key]
 	if sess == nil {
 		sh.mu.Unlock()
+		return nil
+	}
+	if !sess.scheduled { // an idle record: forget it now
+		sh.unidle(sess)
+		sh.forget(sess)
+		sh.mu.Unlock()
+		s.pool.Put(sess)
 		return nil
 	}
 	if sess.drain == nil {
@@ -343,6 +361,7 @@ func (s *Scheduler[K]) abort() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		var dropped *task
+		var forgotten []*session[K]
 		sh.mu.Lock()
 		for _, sess := range sh.sessions {
 			for t := sess.pop(0); t != nil; t = sess.pop(0) {
@@ -359,10 +378,15 @@ func (s *Scheduler[K]) abort() {
 		}
 		for _, sess := range waiting {
 			if sess.sh == sh {
-				sh.retire(sess)
+				if f := sh.retire(sess, s.idleCap); f != nil {
+					forgotten = append(forgotten, f)
+				}
 			}
 		}
 		sh.mu.Unlock()
+		for _, f := range forgotten {
+			s.pool.Put(f)
+		}
 		s.resolveAll(dropped)
 	}
 	s.release(int64(len(waiting)))

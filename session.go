@@ -77,7 +77,10 @@ type session[K comparable] struct {
 	drain     *drain      // set by Remove: refuse new tasks, signal when empty
 	first     *task       // handed by Submit to the goroutine it starts; read by that goroutine only
 	nextReady *session[K] // link in the ready queue (guarded by slots.mu)
-	run       func()      // starts this session's turn; made once, so `go run()` allocates nothing
+	// Links in the shard's idle list, while the session is an idle record
+	// (in the map, not scheduled).
+	idlePrev, idleNext *session[K]
+	run                func() // starts this session's turn; made once, so `go run()` allocates nothing
 }
 
 // drain is what Remove waits on: closed when the session has emptied and
@@ -97,19 +100,82 @@ type shard[K comparable] struct {
 	running   int       // sessions of this shard executing a task
 	submitted uint64    // tasks accepted
 	skipped   uint64    // tasks resolved without running
-	_         [64]byte
+	// Idle records: sessions with no work, kept in sessions for reuse,
+	// newest first (see retire).
+	idleHead, idleTail *session[K]
+	nidle              int
+	evictTick          uint // retirements that found the idle list full
+	_                  [64]byte
 }
 
-// retire forgets sess, which has no work left. Called with sh.mu held.
-func (sh *shard[K]) retire(sess *session[K]) {
-	if sh.sessions[sess.key] == sess {
-		delete(sh.sessions, sess.key)
-	}
+// retire ends sess's activity: it has no work left. A drained session
+// (Remove) is forgotten; any other stays in the map as an idle record, the
+// newest of the shard's idle list, so that its key's next task finds it
+// without a map insert and delete, and without a trip through the pool.
+// Past idleCap records the oldest is forgotten. retire returns the session
+// it forgot, if any, for the caller to recycle once sh.mu is released.
+// Called with sh.mu held.
+func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K]) {
 	sess.scheduled = false
 	sess.highRun = 0
 	if sess.drain != nil {
 		close(sess.drain.done)
 		sess.drain = nil
+		sh.forget(sess)
+		return sess
+	}
+	if sh.sessions[sess.key] != sess {
+		return nil // not in the map: nothing to keep
+	}
+	if sh.nidle >= idleCap {
+		// Full. Mostly forget sess itself, which is in cache, rather than
+		// the oldest record, which is not: keys that cycle through more
+		// sessions than the list holds then cost what they did without
+		// one. Every evictEvery-th time the oldest goes instead, so that
+		// records of keys that never return age out.
+		if sh.evictTick++; sh.evictTick%evictEvery != 0 {
+			sh.forget(sess)
+			return sess
+		}
+		forgotten = sh.idleTail
+		sh.unidle(forgotten)
+		sh.forget(forgotten)
+	}
+	sess.idleNext, sess.idlePrev = sh.idleHead, nil
+	if sh.idleHead != nil {
+		sh.idleHead.idlePrev = sess
+	} else {
+		sh.idleTail = sess
+	}
+	sh.idleHead = sess
+	sh.nidle++
+	return forgotten
+}
+
+// evictEvery: see retire.
+const evictEvery = 8
+
+// unidle takes sess, an idle record, off the idle list: it is active
+// again, or about to be forgotten. Called with sh.mu held.
+func (sh *shard[K]) unidle(sess *session[K]) {
+	if sess.idlePrev != nil {
+		sess.idlePrev.idleNext = sess.idleNext
+	} else {
+		sh.idleHead = sess.idleNext
+	}
+	if sess.idleNext != nil {
+		sess.idleNext.idlePrev = sess.idlePrev
+	} else {
+		sh.idleTail = sess.idlePrev
+	}
+	sess.idleNext, sess.idlePrev = nil, nil
+	sh.nidle--
+}
+
+// forget deletes sess from the map. Called with sh.mu held.
+func (sh *shard[K]) forget(sess *session[K]) {
+	if sh.sessions[sess.key] == sess {
+		delete(sh.sessions, sess.key)
 	}
 }
 
@@ -156,8 +222,7 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 				return
 			}
 			s.startTurn(&tn, sess)
-		default: // the session went idle and was forgotten
-			s.pool.Put(sess)
+		default: // the session went idle
 			done = nil
 			if sess = s.nextReady(); sess == nil {
 				s.release(1) // the goroutine's last act
@@ -171,7 +236,8 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 // step, under the session's shard lock, does the bookkeeping of done (which
 // the caller resolves once step returns) and takes the session's next task.
 // It returns next == nil with more set when turnOver and work remains, and
-// with more unset when the session has gone idle and been forgotten.
+// with more unset when the session has gone idle (retire): the caller must
+// then leave sess alone, as a Submit may already have activated it again.
 func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *task, more bool) {
 	sh := sess.sh
 	sh.mu.Lock()
@@ -192,11 +258,15 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *
 	if next = sess.pop(s.opts.highBurst); next != nil {
 		sh.queued[next.prio]--
 		sh.running++
-	} else {
-		sh.retire(sess)
+		sh.mu.Unlock()
+		return next, false
 	}
+	forgotten := sh.retire(sess, s.idleCap)
 	sh.mu.Unlock()
-	return next, false
+	if forgotten != nil {
+		s.pool.Put(forgotten)
+	}
+	return nil, false
 }
 
 // resolveAll resolves a list of tasks (linked by next) in order.
