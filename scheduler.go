@@ -23,9 +23,10 @@
 //
 // Costs: one allocation per task (the task and its future together, 128
 // bytes plus the result), no goroutine per task, no channel unless a future
-// is awaited with a cancelable ctx or its Done is called, and nothing at all
-// for a session once its queues are empty. BENCHMARKS.md in the repository
-// has the measured numbers.
+// is awaited with a cancelable ctx or its Done is called, and no goroutine
+// for a session once its queues are empty (only a small record, of which a
+// scheduler keeps a bounded number for reuse). BENCHMARKS.md in the
+// repository has the measured numbers.
 package seqsched
 
 import (
@@ -46,8 +47,14 @@ import (
 //     the oldest Normal one. A running task is never interrupted. High
 //     tasks can starve Normal ones of their own session if they keep coming.
 //   - A session gets a goroutine only when it has work, at most one at a
-//     time, and is forgotten when its queues are empty. New starts no
-//     goroutine; there are no timers and no polling.
+//     time, and gives it up when its queues are empty. An idle session
+//     keeps no tasks and no goroutine, only a record of about 200 bytes
+//     that its key's next task reuses. The scheduler keeps at most 4096
+//     records: when they are full, a session going idle is mostly dropped
+//     at once, and every 8th time the oldest record makes way for it, so
+//     records of keys that stopped coming age out. A million idle keys
+//     cost no more than a few thousand. New starts no goroutine; there are
+//     no timers and no polling.
 //   - After every WithYieldAfter tasks (a turn; see also WithWeight and
 //     WithYieldInterval) a session checks for waiting sessions. Under
 //     WithMaxConcurrency it goes to the back of the FIFO ready queue and
@@ -264,7 +271,7 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 // If ctx belongs to a running task of this very session, Remove cannot wait
 // for it: it starts the drain and returns [ErrWouldDeadlock]. If a forced
 // Shutdown cuts the drain short, Remove returns [ErrClosed]. Removing an
-// unknown or idle key returns nil. Remove is safe for concurrent use; any
+// unknown or idle key returns nil (and drops the idle key's record at once). Remove is safe for concurrent use; any
 // number of callers may remove the same key.
 func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
 	if s == nil || s.shards == nil {

@@ -63,9 +63,10 @@ func (l *lanes) pop(burst int) *task {
 
 func (l *lanes) len() int { return l.high.n + l.normal.n }
 
-// session is one key's queues and turn. It exists only while the key has
-// queued or running work: when its queues empty, it is deleted from its
-// shard and recycled. Fields are guarded by sh.mu unless their comment says
+// session is one key's queues and turn. It is made when an unknown key gets
+// a task. When its queues empty it retires: it stays in its shard's map as
+// an idle record until its key gets work again or it is evicted (see
+// retire), and is then recycled through the pool. Fields are guarded by sh.mu unless their comment says
 // otherwise; run and lanes.core are set once, when the session is made.
 type session[K comparable] struct {
 	lanes

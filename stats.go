@@ -10,7 +10,7 @@ import (
 // (every future resolved), Sessions, Running and Queued are 0 and Submitted
 // equals Completed.
 type Stats struct {
-	Sessions  int    // sessions with queued or running work (idle ones are not kept)
+	Sessions  int    // sessions with queued or running work (idle records are not counted)
 	Running   int    // sessions running a task right now
 	Queued    int    // tasks waiting, all sessions
 	Submitted uint64 // tasks accepted since New

@@ -1,0 +1,179 @@
+package seqsched
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// These tests look inside the shards: whether an idle session is kept as a
+// record or forgotten is invisible through the public API except in memory.
+
+func noopTask(context.Context) error { return nil }
+
+// runOnce runs one task on each key and waits for all of them. A session
+// retires before its last future resolves, so every session is idle when
+// runOnce returns.
+func runOnce(t *testing.T, s *Scheduler[int], keys ...int) {
+	t.Helper()
+	fs := make([]*Future[struct{}], 0, len(keys))
+	for _, k := range keys {
+		f, err := s.Go(context.Background(), k, noopTask)
+		require.NoError(t, err)
+		fs = append(fs, f)
+	}
+	for _, f := range fs {
+		_, err := f.Await(context.Background())
+		require.NoError(t, err)
+	}
+}
+
+// sessionOf returns key's session record, or nil.
+func (s *Scheduler[K]) sessionOf(key K) *session[K] {
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.sessions[key]
+}
+
+// checkIdleLists verifies every shard's idle list against its map and
+// returns the number of idle records in all. The scheduler must be quiet.
+func checkIdleLists[K comparable](t *testing.T, s *Scheduler[K]) int {
+	t.Helper()
+	total := 0
+	for i := range s.shards {
+		problem, n := idleListProblem(&s.shards[i], s.idleCap)
+		require.Empty(t, problem, "shard %d", i)
+		total += n
+	}
+	return total
+}
+
+// idleListProblem describes what is wrong with sh's idle list, if anything,
+// and counts its records. It holds sh.mu, so it reports instead of failing.
+func idleListProblem[K comparable](sh *shard[K], idleCap int) (string, int) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	n := 0
+	var prev *session[K]
+	for sess := sh.idleHead; sess != nil; sess = sess.idleNext {
+		switch {
+		case sess.idlePrev != prev:
+			return "broken back link", n
+		case sess.scheduled:
+			return "a scheduled session on the idle list", n
+		case sess.len() != 0:
+			return "an idle record with queued tasks", n
+		case sh.sessions[sess.key] != sess:
+			return "an idle record missing from the map", n
+		}
+		prev = sess
+		n++
+	}
+	switch {
+	case prev != sh.idleTail:
+		return "wrong tail", n
+	case n != sh.nidle:
+		return fmt.Sprintf("nidle %d, list holds %d", sh.nidle, n), n
+	case n > idleCap:
+		return fmt.Sprintf("%d records over the cap of %d", n, idleCap), n
+	case len(sh.sessions) != n:
+		return fmt.Sprintf("%d sessions in the map but %d idle: the scheduler is quiet", len(sh.sessions), n), n
+	}
+	return "", n
+}
+
+func TestIdleSessionIsReusedByItsKey(t *testing.T) {
+	s, err := New[int]()
+	require.NoError(t, err)
+	defer s.Shutdown(context.Background())
+
+	runOnce(t, s, 7)
+	rec := s.sessionOf(7)
+	require.NotNil(t, rec, "the idle session is kept as a record")
+	require.Equal(t, 1, checkIdleLists(t, s))
+	require.Zero(t, s.Stats().Sessions, "an idle record is not a session with work")
+
+	runOnce(t, s, 7)
+	require.Same(t, rec, s.sessionOf(7), "the key's next task reuses its record")
+	require.Equal(t, 1, checkIdleLists(t, s))
+}
+
+func TestIdleRecordsAreBounded(t *testing.T) {
+	s, err := New[int]()
+	require.NoError(t, err)
+	defer s.Shutdown(context.Background())
+
+	keys := make([]int, 3*idleRecords)
+	for i := range keys {
+		keys[i] = i
+	}
+	for i := 0; i < len(keys); i += 500 {
+		runOnce(t, s, keys[i:min(i+500, len(keys))]...)
+	}
+	n := checkIdleLists(t, s)
+	require.LessOrEqual(t, n, idleRecords)
+	require.Greater(t, n, idleRecords/2, "the list keeps records up to about its cap")
+	st := s.Stats()
+	require.Zero(t, st.Sessions)
+	require.Equal(t, uint64(len(keys)), st.Completed)
+}
+
+func TestFullIdleListAgesOutOldRecords(t *testing.T) {
+	s, err := New[int]()
+	require.NoError(t, err)
+	defer s.Shutdown(context.Background())
+
+	// Fill shard 0's idle list with keys that will not come back.
+	sh := &s.shards[0]
+	var stale []int
+	for k := 0; len(stale) < s.idleCap; k++ {
+		if s.shard(k) == sh {
+			stale = append(stale, k)
+		}
+	}
+	for i := 0; i < len(stale); i += 100 {
+		runOnce(t, s, stale[i:min(i+100, len(stale))]...)
+	}
+	require.Equal(t, s.idleCap, sh.nidle)
+	oldest := sh.idleTail.key
+
+	// New keys of the same shard: while the list is full, a retiring
+	// session forgets itself, except every evictEvery-th, which evicts the
+	// oldest record and takes its place.
+	var fresh []int
+	for k := stale[len(stale)-1] + 1; len(fresh) < evictEvery; k++ {
+		if s.shard(k) == sh {
+			fresh = append(fresh, k)
+		}
+	}
+	for i, k := range fresh {
+		runOnce(t, s, k)
+		if i < evictEvery-1 {
+			require.Nil(t, s.sessionOf(k), "fresh key %d forgot itself", i)
+			require.NotNil(t, s.sessionOf(oldest))
+		}
+	}
+	require.Nil(t, s.sessionOf(oldest), "the oldest record aged out")
+	require.NotNil(t, s.sessionOf(fresh[evictEvery-1]), "the key that evicted it is kept")
+	require.Equal(t, s.idleCap, sh.nidle)
+	checkIdleLists(t, s)
+}
+
+func TestRemoveForgetsIdleRecord(t *testing.T) {
+	s, err := New[int]()
+	require.NoError(t, err)
+	defer s.Shutdown(context.Background())
+
+	runOnce(t, s, 1, 2)
+	require.Equal(t, 2, checkIdleLists(t, s))
+	require.NoError(t, s.Remove(context.Background(), 1))
+	require.Nil(t, s.sessionOf(1), "Remove leaves nothing of the key")
+	require.NotNil(t, s.sessionOf(2))
+	require.Equal(t, 1, checkIdleLists(t, s))
+
+	runOnce(t, s, 1)
+	require.Equal(t, 2, checkIdleLists(t, s), "the key works again as a fresh session")
+}
