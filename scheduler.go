@@ -53,7 +53,7 @@ import (
 //     records: when they are full, a session going idle is mostly dropped
 //     at once, and every 8th time the oldest record makes way for it, so
 //     records of keys that stopped coming age out. A million idle keys
-//     cost no more than a few thousand. New starts no goroutine; there are
+//     leave at most 4096 records. New starts no goroutine; there are
 //     no timers and no polling.
 //   - After every WithYieldAfter tasks (a turn; see also WithWeight and
 //     WithYieldInterval) a session checks for waiting sessions. Under
