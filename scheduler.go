@@ -271,8 +271,9 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 // If ctx belongs to a running task of this very session, Remove cannot wait
 // for it: it starts the drain and returns [ErrWouldDeadlock]. If a forced
 // Shutdown cuts the drain short, Remove returns [ErrClosed]. Removing an
-// unknown or idle key returns nil (and drops the idle key's record at once). Remove is safe for concurrent use; any
-// number of callers may remove the same key.
+// unknown or idle key returns nil (and drops the idle key's record at
+// once). Remove is safe for concurrent use; any number of callers may
+// remove the same key.
 func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
 	if s == nil || s.shards == nil {
 		return notNew
@@ -288,8 +289,7 @@ func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
 		return nil
 	}
 	if !sess.scheduled { // an idle record: forget it now
-		sh.unidle(sess)
-		sh.forget(sess)
+		sh.drop(sess)
 		sh.mu.Unlock()
 		s.pool.Put(sess)
 		return nil

@@ -65,9 +65,10 @@ func (l *lanes) len() int { return l.high.n + l.normal.n }
 
 // session is one key's queues and turn. It is made when an unknown key gets
 // a task. When its queues empty it retires: it stays in its shard's map as
-// an idle record until its key gets work again or it is evicted (see
-// retire), and is then recycled through the pool. Fields are guarded by sh.mu unless their comment says
-// otherwise; run and lanes.core are set once, when the session is made.
+// an idle record until its key gets work again or it is dropped (see
+// retire and Remove), and is then recycled through the pool. Fields are
+// guarded by sh.mu unless their comment says otherwise; run and lanes.core
+// are set once, when the session is made.
 type session[K comparable] struct {
 	lanes
 	key K
@@ -113,9 +114,10 @@ type shard[K comparable] struct {
 // (Remove) is forgotten; any other stays in the map as an idle record, the
 // newest of the shard's idle list, so that its key's next task finds it
 // without a map insert and delete, and without a trip through the pool.
-// Past idleCap records the oldest is forgotten. retire returns the session
-// it forgot, if any, for the caller to recycle once sh.mu is released.
-// Called with sh.mu held.
+// When idleCap records are kept already, sess is mostly forgotten instead,
+// and every evictEvery-th time the oldest record is. retire returns the
+// session it forgot, if any, for the caller to recycle once sh.mu is
+// released. Called with sh.mu held.
 func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K]) {
 	sess.scheduled = false
 	sess.highRun = 0
@@ -124,9 +126,6 @@ func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K]
 		sess.drain = nil
 		sh.forget(sess)
 		return sess
-	}
-	if sh.sessions[sess.key] != sess {
-		return nil // not in the map: nothing to keep
 	}
 	if sh.nidle >= idleCap {
 		// Full. Mostly forget sess itself, which is in cache, rather than
@@ -139,8 +138,7 @@ func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K]
 			return sess
 		}
 		forgotten = sh.idleTail
-		sh.unidle(forgotten)
-		sh.forget(forgotten)
+		sh.drop(forgotten)
 	}
 	sess.idleNext, sess.idlePrev = sh.idleHead, nil
 	if sh.idleHead != nil {
@@ -173,11 +171,15 @@ func (sh *shard[K]) unidle(sess *session[K]) {
 	sh.nidle--
 }
 
-// forget deletes sess from the map. Called with sh.mu held.
-func (sh *shard[K]) forget(sess *session[K]) {
-	if sh.sessions[sess.key] == sess {
-		delete(sh.sessions, sess.key)
-	}
+// forget deletes sess from the map. Every session not in the pool is in its
+// shard's map under its key, and a key has one session at a time, so the
+// entry is sess. Called with sh.mu held.
+func (sh *shard[K]) forget(sess *session[K]) { delete(sh.sessions, sess.key) }
+
+// drop forgets sess, an idle record. Called with sh.mu held.
+func (sh *shard[K]) drop(sess *session[K]) {
+	sh.unidle(sess)
+	sh.forget(sess)
 }
 
 // work runs turns on the calling goroutine, starting with sess and moving
