@@ -47,7 +47,13 @@ import (
 //     the oldest Normal one. A running task is never interrupted. High
 //     tasks can starve Normal ones of their own session if they keep coming.
 //   - A session gets a goroutine only when it has work, at most one at a
-//     time, and gives it up when its queues are empty. An idle session
+//     time, and gives it up when its queues are empty. Goroutines are
+//     reused: without WithMaxConcurrency, a session that gets work while a
+//     goroutine is at work on its shard (one of up to 256 groups of keys)
+//     joins the shard's start queue, where the first of that goroutine
+//     (once its own session is idle) and a starter goroutine started for
+//     the queue takes it. So a burst of new sessions costs few goroutines,
+//     and a task that blocks delays no other session. An idle session
 //     keeps no tasks and no goroutine, only a record of about 200 bytes
 //     that its key's next task reuses. The scheduler keeps at most 4096
 //     records: when they are full, a session going idle is mostly dropped
@@ -123,6 +129,10 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	if o.waitHistogram {
 		s.hist = new([2]histogram)
 		s.epoch = time.Now()
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.start = func() { s.start(sh) }
 	}
 	s.pool.New = func() any {
 		sess := &session[K]{}
@@ -246,11 +256,28 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 	if !sess.scheduled {
 		sess.scheduled = true
 		s.live.Add(1) // taken under the lock, so Shutdown's barrier sees it
-		if s.schedule(sess) {
+		switch {
+		case s.opts.maxConcurrency == 0 && sh.workers > 0:
+			// A goroutine is at work on this shard: it takes sess when its
+			// own session goes idle, or a starter does, whichever is first.
+			sh.pend(sess)
+			if !sh.starter {
+				sh.starter = true
+				s.live.Add(1) // the starter's, under the lock like sess's
+				q.push(t)
+				sh.queued[t.prio]++
+				sh.mu.Unlock()
+				go sh.start()
+				return nil
+			}
+		case s.schedule(sess):
 			// The session's only task goes straight to the goroutine that
 			// starts now: it is running, not queued.
 			sess.first = t
 			sh.running++
+			if s.opts.maxConcurrency == 0 {
+				sh.workers++
+			}
 			sh.mu.Unlock()
 			go sess.run()
 			return nil

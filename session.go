@@ -76,9 +76,12 @@ type session[K comparable] struct {
 	// scheduled is set while the session owns a goroutine or waits for
 	// one in the ready queue; a Submit that finds it unset schedules it.
 	scheduled bool
-	drain     *drain      // set by Remove: refuse new tasks, signal when empty
-	first     *task       // handed by Submit to the goroutine it starts; read by that goroutine only
-	nextReady *session[K] // link in the ready queue (guarded by slots.mu)
+	drain     *drain // set by Remove: refuse new tasks, signal when empty
+	first     *task  // handed by Submit to the goroutine it starts; read by that goroutine only
+	// nextReady links the ready queue (guarded by slots.mu) under
+	// WithMaxConcurrency, and the shard's start queue (guarded by sh.mu)
+	// without it.
+	nextReady *session[K]
 	// Links in the shard's idle list, while the session is an idle record
 	// (in the map, not scheduled).
 	idlePrev, idleNext *session[K]
@@ -107,6 +110,17 @@ type shard[K comparable] struct {
 	idleHead, idleTail *session[K]
 	nidle              int
 	evictTick          uint // retirements that found the idle list full
+	// Without WithMaxConcurrency: sessions activated while a goroutine was
+	// already at work on this shard wait in the start queue (pendHead,
+	// pendTail, oldest first) instead of each getting a new goroutine. A
+	// worker whose session goes idle takes the oldest; a starter (see
+	// Scheduler.start) makes sure one is taken even while every worker is
+	// busy in a task. workers counts the goroutines running this shard's
+	// sessions; starter is set while a starter is on its way.
+	pendHead, pendTail *session[K]
+	workers            int
+	starter            bool
+	start              func() // runs Scheduler.start for this shard; made once, so `go start()` allocates nothing
 	_                  [64]byte
 }
 
@@ -171,6 +185,32 @@ func (sh *shard[K]) unidle(sess *session[K]) {
 	sh.nidle--
 }
 
+// pend appends sess to the start queue. Called with sh.mu held.
+func (sh *shard[K]) pend(sess *session[K]) {
+	sess.nextReady = nil
+	if sh.pendTail == nil {
+		sh.pendHead = sess
+	} else {
+		sh.pendTail.nextReady = sess
+	}
+	sh.pendTail = sess
+}
+
+// unpend takes the oldest session off the start queue, or returns nil.
+// Called with sh.mu held.
+func (sh *shard[K]) unpend() *session[K] {
+	sess := sh.pendHead
+	if sess == nil {
+		return nil
+	}
+	sh.pendHead = sess.nextReady
+	if sh.pendHead == nil {
+		sh.pendTail = nil
+	}
+	sess.nextReady = nil
+	return sess
+}
+
 // forget deletes sess from the map. Every session not in the pool is in its
 // shard's map under its key, and a key has one session at a time, so the
 // entry is sess. Called with sh.mu held.
@@ -206,9 +246,15 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 		if next != nil {
 			t, next = next, nil
 		} else {
-			t, more = s.step(sess, done, s.turnOver(&tn))
+			var then *session[K]
+			t, more, then = s.step(sess, done, s.turnOver(&tn))
 			if done != nil {
 				done.job.resolve() // after the lock: step counted it Completed first
+			}
+			if then != nil { // sess went idle; then waited in the start queue
+				done, sess = nil, then
+				s.startTurn(&tn, sess)
+				continue
 			}
 		}
 		switch {
@@ -241,7 +287,10 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 // It returns next == nil with more set when turnOver and work remains, and
 // with more unset when the session has gone idle (retire): the caller must
 // then leave sess alone, as a Submit may already have activated it again.
-func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *task, more bool) {
+// A session gone idle hands the goroutine on to the oldest session of the
+// shard's start queue, if any, returned as then; its token merges into the
+// goroutine's.
+func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *task, more bool, then *session[K]) {
 	sh := sess.sh
 	sh.mu.Lock()
 	if done != nil {
@@ -256,20 +305,53 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *
 	}
 	if turnOver && sess.len() > 0 {
 		sh.mu.Unlock()
-		return nil, true
+		return nil, true, nil
 	}
 	if next = sess.pop(s.opts.highBurst); next != nil {
 		sh.queued[next.prio]--
 		sh.running++
 		sh.mu.Unlock()
-		return next, false
+		return next, false, nil
 	}
 	forgotten := sh.retire(sess, s.idleCap)
+	if s.opts.maxConcurrency == 0 {
+		if then = sh.unpend(); then == nil {
+			sh.workers-- // the goroutine is about to exit
+		}
+	}
 	sh.mu.Unlock()
 	if forgotten != nil {
 		s.pool.Put(forgotten)
 	}
-	return nil, false
+	if then != nil {
+		s.live.Add(-1) // sess is idle: its token goes; then's is the goroutine's now
+	}
+	return nil, false, then
+}
+
+// start is a starter: a goroutine started for sh's start queue. It takes
+// the oldest waiting session and runs it; if more wait, it first starts
+// the next starter, since the session it runs may block in a task for
+// ever. A starter that finds the queue emptied by workers exits.
+func (s *Scheduler[K]) start(sh *shard[K]) {
+	sh.mu.Lock()
+	sess := sh.unpend()
+	if sess == nil {
+		sh.starter = false
+		sh.mu.Unlock()
+		s.release(1)
+		return
+	}
+	sh.workers++
+	more := sh.pendHead != nil
+	sh.starter = more
+	sh.mu.Unlock()
+	if more {
+		go sh.start() // sess's token becomes the new starter's
+	} else {
+		s.live.Add(-1) // sess's token merges into this goroutine's
+	}
+	s.work(sess, nil, nil)
 }
 
 // resolveAll resolves a list of tasks (linked by next) in order.

@@ -1,0 +1,150 @@
+package seqsched
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+
+	"github.com/stretchr/testify/require"
+)
+
+// These tests look inside a shard's start queue: which goroutine starts a
+// session is invisible through the public API except in goroutine counts.
+
+// sameShard returns n keys other than key that share key's shard.
+func sameShard(s *Scheduler[int], key, n int) []int {
+	var keys []int
+	for k := key + 1; len(keys) < n; k++ {
+		if s.shard(k) == s.shard(key) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// startState reads a shard's start-queue state.
+func startState(sh *shard[int]) (pending, workers int, starter bool) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for sess := sh.pendHead; sess != nil; sess = sess.nextReady {
+		pending++
+	}
+	return pending, sh.workers, sh.starter
+}
+
+// gated submits a task to key that blocks until gate is closed.
+func gated(t *testing.T, s *Scheduler[int], key int, gate <-chan struct{}) *Future[struct{}] {
+	t.Helper()
+	f, err := s.Go(context.Background(), key, func(context.Context) error {
+		<-gate
+		return nil
+	})
+	require.NoError(t, err)
+	return f
+}
+
+func TestSessionStartsWhileItsShardsWorkersBlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := New[int]()
+		require.NoError(t, err)
+		sh := s.shard(0)
+		gate := make(chan struct{})
+		fs := []*Future[struct{}]{gated(t, s, 0, gate)}
+		synctest.Wait() // key 0's worker is blocked in its task
+		// Sessions activated now wait in the start queue; a starter must
+		// start each of them although key 0's worker never comes back.
+		for _, k := range sameShard(s, 0, 5) {
+			fs = append(fs, gated(t, s, k, gate))
+		}
+		synctest.Wait()
+		pending, workers, starter := startState(sh)
+		require.Equal(t, 0, pending, "every waiting session must have been started")
+		require.Equal(t, 6, workers, "one goroutine per blocked session")
+		require.False(t, starter)
+		require.Equal(t, 6, s.Stats().Running)
+
+		close(gate)
+		for _, f := range fs {
+			_, err := f.Await(context.Background())
+			require.NoError(t, err)
+		}
+		synctest.Wait()
+		pending, workers, starter = startState(sh)
+		require.Equal(t, [3]any{0, 0, false}, [3]any{pending, workers, starter})
+		require.NoError(t, s.Shutdown(context.Background()))
+	})
+}
+
+func TestIdleWorkerTakesWaitingSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := New[int]()
+		require.NoError(t, err)
+		sh := s.shard(0)
+		gate := make(chan struct{})
+		first := gated(t, s, 0, gate)
+		synctest.Wait()
+		// Pretend a starter is on its way, so that none is started: only
+		// key 0's worker can take the waiting session, once key 0 is idle.
+		sh.mu.Lock()
+		sh.starter = true
+		sh.mu.Unlock()
+		other := sameShard(s, 0, 1)[0]
+		ran := false
+		f, err := s.Go(context.Background(), other, func(context.Context) error {
+			ran = true
+			return nil
+		})
+		require.NoError(t, err)
+		synctest.Wait()
+		pending, workers, _ := startState(sh)
+		require.Equal(t, 1, pending)
+		require.Equal(t, 1, workers)
+		require.False(t, ran)
+
+		close(gate)
+		_, err = first.Await(context.Background())
+		require.NoError(t, err)
+		_, err = f.Await(context.Background())
+		require.NoError(t, err)
+		require.True(t, ran)
+		synctest.Wait()
+		pending, workers, _ = startState(sh)
+		require.Equal(t, 0, pending)
+		require.Equal(t, 0, workers)
+
+		sh.mu.Lock()
+		sh.starter = false // no starter came: undo the pretence
+		sh.mu.Unlock()
+		require.NoError(t, s.Shutdown(context.Background()))
+	})
+}
+
+func TestStarterFindingQueueEmptiedExits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := New[int]()
+		require.NoError(t, err)
+		sh := s.shard(0)
+		gate := make(chan struct{})
+		first := gated(t, s, 0, gate)
+		synctest.Wait()
+		// A waiting session taken by key 0's worker leaves the starter
+		// nothing to do; it must exit and clear the flag.
+		sh.mu.Lock()
+		sh.starter = true
+		sh.mu.Unlock()
+		f, err := s.Go(context.Background(), sameShard(s, 0, 1)[0], noopTask)
+		require.NoError(t, err)
+		close(gate)
+		_, err = first.Await(context.Background())
+		require.NoError(t, err)
+		_, err = f.Await(context.Background())
+		require.NoError(t, err)
+		synctest.Wait()
+		s.live.Add(1) // the token enqueue would have taken for the starter
+		go sh.start()
+		synctest.Wait()
+		pending, workers, starter := startState(sh)
+		require.Equal(t, [3]any{0, 0, false}, [3]any{pending, workers, starter})
+		require.NoError(t, s.Shutdown(context.Background()))
+	})
+}
