@@ -82,7 +82,9 @@ type Scheduler[K comparable] struct {
 	pool    sync.Pool // of *session[K]
 
 	// live counts the scheduler's goroutines plus the sessions waiting in
-	// the ready queue: Shutdown is done when it reaches zero.
+	// the ready queue: Shutdown is done when it reaches zero. Sessions in
+	// a shard's start queue hold no token: while it is not empty, a
+	// starter holding one is on its way.
 	live      atomic.Int64
 	closed    atomic.Bool // Shutdown began: Submit fails
 	forced    atomic.Bool // Shutdown gave up: no task starts
@@ -255,32 +257,36 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 	sh.submitted++
 	if !sess.scheduled {
 		sess.scheduled = true
-		s.live.Add(1) // taken under the lock, so Shutdown's barrier sees it
 		switch {
 		case s.opts.maxConcurrency == 0 && sh.workers > 0:
 			// A goroutine is at work on this shard: it takes sess when its
 			// own session goes idle, or a starter does, whichever is first.
+			// sess takes no live token: while the start queue is not
+			// empty, a starter is on its way, holding one.
 			sh.pend(sess)
 			if !sh.starter {
 				sh.starter = true
-				s.live.Add(1) // the starter's, under the lock like sess's
+				s.live.Add(1) // the starter's; under the lock, so Shutdown's barrier sees it
 				q.push(t)
 				sh.queued[t.prio]++
 				sh.mu.Unlock()
 				go sh.start()
 				return nil
 			}
-		case s.schedule(sess):
-			// The session's only task goes straight to the goroutine that
-			// starts now: it is running, not queued.
-			sess.first = t
-			sh.running++
-			if s.opts.maxConcurrency == 0 {
-				sh.workers++
+		default:
+			s.live.Add(1) // sess's; under the lock, so Shutdown's barrier sees it
+			if s.schedule(sess) {
+				// The session's only task goes straight to the goroutine
+				// that starts now: it is running, not queued.
+				sess.first = t
+				sh.running++
+				if s.opts.maxConcurrency == 0 {
+					sh.workers++
+				}
+				sh.mu.Unlock()
+				go sess.run()
+				return nil
 			}
-			sh.mu.Unlock()
-			go sess.run()
-			return nil
 		}
 	}
 	q.push(t)

@@ -287,9 +287,8 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 // It returns next == nil with more set when turnOver and work remains, and
 // with more unset when the session has gone idle (retire): the caller must
 // then leave sess alone, as a Submit may already have activated it again.
-// A session gone idle hands the goroutine on to the oldest session of the
-// shard's start queue, if any, returned as then; its token merges into the
-// goroutine's.
+// A session gone idle hands the goroutine, and its live token, on to the
+// oldest session of the shard's start queue, if any, returned as then.
 func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *task, more bool, then *session[K]) {
 	sh := sess.sh
 	sh.mu.Lock()
@@ -323,9 +322,6 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *
 	if forgotten != nil {
 		s.pool.Put(forgotten)
 	}
-	if then != nil {
-		s.live.Add(-1) // sess is idle: its token goes; then's is the goroutine's now
-	}
 	return nil, false, then
 }
 
@@ -345,11 +341,12 @@ func (s *Scheduler[K]) start(sh *shard[K]) {
 	sh.workers++
 	more := sh.pendHead != nil
 	sh.starter = more
+	if more {
+		s.live.Add(1) // the next starter's, under the lock as in enqueue
+	}
 	sh.mu.Unlock()
 	if more {
-		go sh.start() // sess's token becomes the new starter's
-	} else {
-		s.live.Add(-1) // sess's token merges into this goroutine's
+		go sh.start()
 	}
 	s.work(sess, nil, nil)
 }
