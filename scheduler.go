@@ -112,8 +112,12 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	if err != nil {
 		return nil, err
 	}
+	// 16 shards per P (at most 256): producers and the goroutines that
+	// retire sessions take shard locks about once per task, and with
+	// fewer shards they collide often enough to park each other (see
+	// BENCHMARKS.md, change 15).
 	n := 8
-	for n < 4*runtime.GOMAXPROCS(0) && n < 256 {
+	for n < 16*runtime.GOMAXPROCS(0) && n < 256 {
 		n *= 2
 	}
 	s := &Scheduler[K]{
