@@ -50,10 +50,10 @@ import (
 //     time, and gives it up when its queues are empty. Goroutines are
 //     reused: without WithMaxConcurrency, a session that gets work while a
 //     goroutine is at work on its shard (one of up to 256 groups of keys)
-//     joins the shard's start queue, where the first of that goroutine
-//     (once its own session is idle) and a starter goroutine started for
-//     the queue takes it. So a burst of new sessions costs few goroutines,
-//     and a task that blocks delays no other session. An idle session
+//     joins the shard's start queue. That goroutine takes it once its own
+//     session is idle, unless a starter goroutine, started for the queue,
+//     takes it first. So a burst of new sessions costs few goroutines, and
+//     a task that blocks delays no other session. An idle session
 //     keeps no tasks and no goroutine, only a record of about 200 bytes
 //     that its key's next task reuses. The scheduler keeps at most 4096
 //     records: when they are full, a session going idle is mostly dropped

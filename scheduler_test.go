@@ -192,6 +192,36 @@ func TestSessionGetsOneGoroutineOnlyWhileItHasWork(t *testing.T) {
 	})
 }
 
+func TestBlockedTaskDelaysNoOtherSession(t *testing.T) {
+	goleak.VerifyNone(t) // earlier tests' workers are gone: counts below are this test's
+	synctest.Test(t, func(t *testing.T) {
+		s, err := seqsched.New[int]()
+		require.NoError(t, err)
+		// More keys than any scheduler has shards, so that sessions share
+		// shards: each must start although every other one blocks.
+		const keys = 300
+		open := make(chan struct{})
+		fs := make([]*seqsched.Future[struct{}], 0, keys)
+		for key := range keys {
+			f, err := s.Go(context.Background(), key, func(context.Context) error {
+				<-open
+				return nil
+			})
+			require.NoError(t, err)
+			fs = append(fs, f)
+		}
+		synctest.Wait()
+		require.Equal(t, keys, s.Stats().Running, "every session's task must be running")
+		require.Equal(t, keys, schedulerGoroutines())
+
+		close(open)
+		awaitAll(t, fs...)
+		synctest.Wait()
+		require.Zero(t, schedulerGoroutines())
+		require.NoError(t, s.Shutdown(context.Background()))
+	})
+}
+
 func TestManyDistinctKeysLeaveNothingBehind(t *testing.T) {
 	goleak.VerifyNone(t) // earlier tests' workers are gone: counts below are this test's
 	synctest.Test(t, func(t *testing.T) {

@@ -223,7 +223,9 @@ func (sh *shard[K]) drop(sess *session[K]) {
 }
 
 // work runs turns on the calling goroutine, starting with sess and moving
-// to ready sessions while a slot is held, until there is nothing to run.
+// on, once a session is idle, to sessions waiting for a goroutine: in the
+// ready queue while a slot is held (WithMaxConcurrency), else in the
+// shard's start queue; it returns when there is nothing to run.
 // in is the turn sess is in when a goroutine takes over after
 // runtime.Goexit; nil starts a new turn.
 func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
