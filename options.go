@@ -32,6 +32,7 @@ type options struct {
 	highBurst      int
 	slowTask       time.Duration
 	waitHistogram  bool
+	shards         int // a power of two; 0: New's own rule. Set only by tests (export_test.go)
 }
 
 // Bounds of WithWeight's weights.
@@ -75,6 +76,9 @@ func newOptions[K comparable](opts []Option) (options, error) {
 	case o.slowTask < 0:
 		return o, &OptionError{Option: slowTaskOption(o.slowTask).String(),
 			Reason: "must be >= 0 (0 means off)"}
+	case o.shards < 0 || o.shards&(o.shards-1) != 0:
+		return o, &OptionError{Option: fmt.Sprintf("shards(%d)", o.shards),
+			Reason: "must be a power of two"}
 	}
 	if o.weight != nil {
 		w, ok := o.weight.(func(K) int)

@@ -120,6 +120,9 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	for n < 16*runtime.GOMAXPROCS(0) && n < 256 {
 		n *= 2
 	}
+	if o.shards > 0 {
+		n = o.shards
+	}
 	s := &Scheduler[K]{
 		opts:    o,
 		seed:    maphash.MakeSeed(),

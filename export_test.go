@@ -1,0 +1,10 @@
+package seqsched
+
+// WithShards sets how many shards a scheduler has (a power of two). With 1,
+// every key shares one shard, so tests exercise what shard-mates do to each
+// other (the start queue) whatever the keys hash to.
+func WithShards(n int) Option { return shardsOption(n) }
+
+type shardsOption int
+
+func (o shardsOption) apply(opts *options) { opts.shards = int(o) }
