@@ -262,6 +262,7 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 	}
 	t.lanes = &sess.lanes
 	sh.submitted++
+	starter := false // start a starter for sh's start queue
 	if !sess.scheduled {
 		sess.scheduled = true
 		switch {
@@ -272,13 +273,8 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 			// empty, a starter is on its way, holding one.
 			sh.pend(sess)
 			if !sh.starter {
-				sh.starter = true
+				sh.starter, starter = true, true
 				s.live.Add(1) // the starter's; under the lock, so Shutdown's barrier sees it
-				q.push(t)
-				sh.queued[t.prio]++
-				sh.mu.Unlock()
-				go sh.start()
-				return nil
 			}
 		default:
 			s.live.Add(1) // sess's; under the lock, so Shutdown's barrier sees it
@@ -299,6 +295,9 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 	q.push(t)
 	sh.queued[t.prio]++
 	sh.mu.Unlock()
+	if starter {
+		go sh.start()
+	}
 	return nil
 }
 

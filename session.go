@@ -74,7 +74,8 @@ type session[K comparable] struct {
 	key K
 	sh  *shard[K]
 	// scheduled is set while the session owns a goroutine or waits for
-	// one in the ready queue; a Submit that finds it unset schedules it.
+	// one (in the ready queue or its shard's start queue); a Submit that
+	// finds it unset schedules it.
 	scheduled bool
 	drain     *drain // set by Remove: refuse new tasks, signal when empty
 	first     *task  // handed by Submit to the goroutine it starts; read by that goroutine only

@@ -75,19 +75,27 @@ func TestSessionStartsWhileItsShardsWorkersBlock(t *testing.T) {
 	})
 }
 
+// busyWithoutStarter blocks key 0's worker in a task until gate is closed,
+// and pretends that a starter is on its way for key 0's shard, so that
+// enqueue starts none: a session that then joins the start queue can only
+// be taken by key 0's worker, once key 0 is idle.
+func busyWithoutStarter(t *testing.T, s *Scheduler[int]) (sh *shard[int], gate chan struct{}, first *Future[struct{}]) {
+	t.Helper()
+	sh = s.shard(0)
+	gate = make(chan struct{})
+	first = gated(t, s, 0, gate)
+	synctest.Wait()
+	sh.mu.Lock()
+	sh.starter = true
+	sh.mu.Unlock()
+	return sh, gate, first
+}
+
 func TestIdleWorkerTakesWaitingSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, err := New[int]()
 		require.NoError(t, err)
-		sh := s.shard(0)
-		gate := make(chan struct{})
-		first := gated(t, s, 0, gate)
-		synctest.Wait()
-		// Pretend a starter is on its way, so that none is started: only
-		// key 0's worker can take the waiting session, once key 0 is idle.
-		sh.mu.Lock()
-		sh.starter = true
-		sh.mu.Unlock()
+		sh, gate, first := busyWithoutStarter(t, s)
 		other := sameShard(s, 0, 1)[0]
 		ran := false
 		f, err := s.Go(context.Background(), other, func(context.Context) error {
@@ -123,15 +131,9 @@ func TestStarterFindingQueueEmptiedExits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, err := New[int]()
 		require.NoError(t, err)
-		sh := s.shard(0)
-		gate := make(chan struct{})
-		first := gated(t, s, 0, gate)
-		synctest.Wait()
 		// A waiting session taken by key 0's worker leaves the starter
 		// nothing to do; it must exit and clear the flag.
-		sh.mu.Lock()
-		sh.starter = true
-		sh.mu.Unlock()
+		sh, gate, first := busyWithoutStarter(t, s)
 		f, err := s.Go(context.Background(), sameShard(s, 0, 1)[0], noopTask)
 		require.NoError(t, err)
 		close(gate)
