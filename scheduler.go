@@ -271,7 +271,7 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 			// own session goes idle, or a starter does, whichever is first.
 			// sess takes no live token: while the start queue is not
 			// empty, a starter is on its way, holding one.
-			sh.pend(sess)
+			sh.pending.push(sess)
 			if !sh.starter {
 				sh.starter, starter = true, true
 				s.live.Add(1) // the starter's; under the lock, so Shutdown's barrier sees it

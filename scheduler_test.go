@@ -163,10 +163,13 @@ func TestSessionGetsOneGoroutineOnlyWhileItHasWork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, err := seqsched.New[int]()
 		require.NoError(t, err)
-		// Ten sessions, each blocked in its first task with 50 more queued.
+		// Each session blocked in its first task with 50 more queued. There
+		// are more keys than any scheduler has shards, so that sessions
+		// share shards: each must start although every other one blocks.
+		const keys = 300
 		open := make(chan struct{})
 		var fs []*seqsched.Future[struct{}]
-		for key := range 10 {
+		for key := range keys {
 			for range 51 {
 				f, err := s.Go(context.Background(), key, func(context.Context) error {
 					<-open
@@ -177,47 +180,17 @@ func TestSessionGetsOneGoroutineOnlyWhileItHasWork(t *testing.T) {
 			}
 		}
 		synctest.Wait()
-		require.Equal(t, 10, schedulerGoroutines(), "want one goroutine per busy session")
+		require.Equal(t, keys, schedulerGoroutines(), "want one goroutine per busy session")
 		st := s.Stats()
-		require.Equal(t, 10, st.Sessions)
-		require.Equal(t, 10, st.Running)
-		require.Equal(t, 500, st.Queued)
+		require.Equal(t, keys, st.Sessions)
+		require.Equal(t, keys, st.Running, "every session's task must be running")
+		require.Equal(t, 50*keys, st.Queued)
 
 		close(open)
 		awaitAll(t, fs...)
 		synctest.Wait()
 		require.Zero(t, schedulerGoroutines(), "idle sessions must hold no goroutine")
 		require.Equal(t, 0, s.Stats().Sessions, "idle sessions must be forgotten")
-		require.NoError(t, s.Shutdown(context.Background()))
-	})
-}
-
-func TestBlockedTaskDelaysNoOtherSession(t *testing.T) {
-	goleak.VerifyNone(t) // earlier tests' workers are gone: counts below are this test's
-	synctest.Test(t, func(t *testing.T) {
-		s, err := seqsched.New[int]()
-		require.NoError(t, err)
-		// More keys than any scheduler has shards, so that sessions share
-		// shards: each must start although every other one blocks.
-		const keys = 300
-		open := make(chan struct{})
-		fs := make([]*seqsched.Future[struct{}], 0, keys)
-		for key := range keys {
-			f, err := s.Go(context.Background(), key, func(context.Context) error {
-				<-open
-				return nil
-			})
-			require.NoError(t, err)
-			fs = append(fs, f)
-		}
-		synctest.Wait()
-		require.Equal(t, keys, s.Stats().Running, "every session's task must be running")
-		require.Equal(t, keys, schedulerGoroutines())
-
-		close(open)
-		awaitAll(t, fs...)
-		synctest.Wait()
-		require.Zero(t, schedulerGoroutines())
 		require.NoError(t, s.Shutdown(context.Background()))
 	})
 }

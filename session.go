@@ -112,17 +112,17 @@ type shard[K comparable] struct {
 	nidle              int
 	evictTick          uint // retirements that found the idle list full
 	// Without WithMaxConcurrency: sessions activated while a goroutine was
-	// already at work on this shard wait in the start queue (pendHead,
-	// pendTail, oldest first) instead of each getting a new goroutine. A
-	// worker whose session goes idle takes the oldest; a starter (see
-	// Scheduler.start) makes sure one is taken even while every worker is
-	// busy in a task. workers counts the goroutines running this shard's
-	// sessions; starter is set while a starter is on its way.
-	pendHead, pendTail *session[K]
-	workers            int
-	starter            bool
-	start              func() // runs Scheduler.start for this shard; made once, so `go start()` allocates nothing
-	_                  [64]byte
+	// already at work on this shard wait in the start queue (pending)
+	// instead of each getting a new goroutine. A worker whose session goes
+	// idle takes the oldest; a starter (see Scheduler.start) makes sure one
+	// is taken even while every worker is busy in a task. workers counts
+	// the goroutines running this shard's sessions; starter is set while a
+	// starter is on its way.
+	pending waiting[K]
+	workers int
+	starter bool
+	start   func() // runs Scheduler.start for this shard; made once, so `go start()` allocates nothing
+	_       [64]byte
 }
 
 // retire ends sess's activity: it has no work left. A drained session
@@ -184,32 +184,6 @@ func (sh *shard[K]) unidle(sess *session[K]) {
 	}
 	sess.idleNext, sess.idlePrev = nil, nil
 	sh.nidle--
-}
-
-// pend appends sess to the start queue. Called with sh.mu held.
-func (sh *shard[K]) pend(sess *session[K]) {
-	sess.nextReady = nil
-	if sh.pendTail == nil {
-		sh.pendHead = sess
-	} else {
-		sh.pendTail.nextReady = sess
-	}
-	sh.pendTail = sess
-}
-
-// unpend takes the oldest session off the start queue, or returns nil.
-// Called with sh.mu held.
-func (sh *shard[K]) unpend() *session[K] {
-	sess := sh.pendHead
-	if sess == nil {
-		return nil
-	}
-	sh.pendHead = sess.nextReady
-	if sh.pendHead == nil {
-		sh.pendTail = nil
-	}
-	sess.nextReady = nil
-	return sess
 }
 
 // forget deletes sess from the map. Every session not in the pool is in its
@@ -317,7 +291,7 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *
 	}
 	forgotten := sh.retire(sess, s.idleCap)
 	if s.opts.maxConcurrency == 0 {
-		if then = sh.unpend(); then == nil {
+		if then = sh.pending.pop(); then == nil {
 			sh.workers-- // the goroutine is about to exit
 		}
 	}
@@ -334,7 +308,7 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *
 // ever. A starter that finds the queue emptied by workers exits.
 func (s *Scheduler[K]) start(sh *shard[K]) {
 	sh.mu.Lock()
-	sess := sh.unpend()
+	sess := sh.pending.pop()
 	if sess == nil {
 		sh.starter = false
 		sh.mu.Unlock()
@@ -342,7 +316,7 @@ func (s *Scheduler[K]) start(sh *shard[K]) {
 		return
 	}
 	sh.workers++
-	more := sh.pendHead != nil
+	more := sh.pending.head != nil
 	sh.starter = more
 	if more {
 		s.live.Add(1) // the next starter's, under the lock as in enqueue

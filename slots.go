@@ -12,9 +12,9 @@ import (
 // to the head of the ready queue; only then is it counted free.
 type slots[K comparable] struct {
 	mu         sync.Mutex
-	running    int         // slots held by goroutines that may run a task now
-	head, tail *session[K] // sessions waiting for a slot to start a turn
-	resumers   []*resumer  // tasks back from an Await, waiting for a slot
+	running    int        // slots held by goroutines that may run a task now
+	waiting[K]            // sessions waiting for a slot to start a turn
+	resumers   []*resumer // tasks back from an Await, waiting for a slot
 }
 
 // resumer is a task waiting to take a slot back; granted is closed when it
@@ -24,7 +24,13 @@ type resumer struct {
 	granted chan struct{}
 }
 
-func (q *slots[K]) push(sess *session[K]) {
+// waiting is a FIFO of sessions waiting for a goroutine, linked through
+// session.nextReady: the ready queue (slots) and a shard's start queue.
+// A session is in at most one, and only one of the two is in use (with or
+// without WithMaxConcurrency).
+type waiting[K comparable] struct{ head, tail *session[K] }
+
+func (q *waiting[K]) push(sess *session[K]) {
 	sess.nextReady = nil
 	if q.tail == nil {
 		q.head = sess
@@ -34,7 +40,7 @@ func (q *slots[K]) push(sess *session[K]) {
 	q.tail = sess
 }
 
-func (q *slots[K]) pop() *session[K] {
+func (q *waiting[K]) pop() *session[K] {
 	sess := q.head
 	if sess == nil {
 		return nil
@@ -105,8 +111,9 @@ func (s *Scheduler[K]) schedule(sess *session[K]) bool {
 // its slot back, the slot goes to it, sess goes to the back of the ready
 // queue and the calling goroutine must exit (next == nil); else if a session
 // waits, sess goes to the back and the head takes over this goroutine and
-// slot. Without a limit, the goroutine yields the processor when other
-// sessions have work.
+// slot. Without a limit, the goroutine yields the processor when the
+// scheduler has another goroutine (sessions in a start queue count: their
+// starter is one).
 func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K]) {
 	if s.opts.maxConcurrency == 0 {
 		if s.live.Load() > 1 {

@@ -26,7 +26,7 @@ func sameShard(s *Scheduler[int], key, n int) []int {
 func startState(sh *shard[int]) (pending, workers int, starter bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	for sess := sh.pendHead; sess != nil; sess = sess.nextReady {
+	for sess := sh.pending.head; sess != nil; sess = sess.nextReady {
 		pending++
 	}
 	return pending, sh.workers, sh.starter
