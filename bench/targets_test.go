@@ -129,12 +129,16 @@ func TestTargets(t *testing.T) {
 	closeA()
 	closeB()
 
-	// ≤ 1 allocation per task (exact: counted, not timed).
-	{
-		impl := bench.NewSeqsched()
+	// ≤ 1 allocation per task (exact: counted, not timed), with futures
+	// left alone and with every future awaited.
+	for _, mk := range []bench.Maker{
+		{Name: "", New: bench.NewSeqsched},
+		{Name: " (await)", New: bench.NewSeqschedAwait},
+	} {
+		impl := mk.New()
 		p, c := bench.NewProducer(impl), bench.NewCounter()
-		allocCheck("allocs/task: stream", allocsPerTask(streamN, func() { bench.Stream(p, c, streamN) }))
-		allocCheck("allocs/task: roundtrip (await)", allocsPerTask(1000, func() {
+		allocCheck("allocs/task: stream"+mk.Name, allocsPerTask(streamN, func() { bench.Stream(p, c, streamN) }))
+		allocCheck("allocs/task: roundtrip"+mk.Name, allocsPerTask(1000, func() {
 			for range 1000 {
 				bench.RoundTrip(impl)
 			}
