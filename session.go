@@ -231,7 +231,9 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 			if then != nil { // sess went idle; then waited in the start queue
 				done, sess = nil, then
 				s.startTurn(&tn, sess)
-				continue
+				if t == nil { // a forced Shutdown emptied then: step retires it
+					continue
+				}
 			}
 		}
 		switch {
@@ -265,7 +267,9 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 // with more unset when the session has gone idle (retire): the caller must
 // then leave sess alone, as a Submit may already have activated it again.
 // A session gone idle hands the goroutine, and its live token, on to the
-// oldest session of the shard's start queue, if any, returned as then.
+// oldest session of the shard's start queue, if any, returned as then; next
+// is then then's first task, taken in the same lock section (nil only if a
+// forced Shutdown emptied then's queues).
 func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *task, more bool, then *session[K]) {
 	sh := sess.sh
 	sh.mu.Lock()
@@ -283,9 +287,7 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *
 		sh.mu.Unlock()
 		return nil, true, nil
 	}
-	if next = sess.pop(s.opts.highBurst); next != nil {
-		sh.queued[next.prio]--
-		sh.running++
+	if next = sh.take(sess, s.opts.highBurst); next != nil {
 		sh.mu.Unlock()
 		return next, false, nil
 	}
@@ -293,13 +295,26 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *
 	if s.opts.maxConcurrency == 0 {
 		if then = sh.pending.pop(); then == nil {
 			sh.workers-- // the goroutine is about to exit
+		} else {
+			next = sh.take(then, s.opts.highBurst)
 		}
 	}
 	sh.mu.Unlock()
 	if forgotten != nil {
 		s.pool.Put(forgotten)
 	}
-	return nil, false, then
+	return next, false, then
+}
+
+// take pops sess's next task, if any, and counts it running. Called with
+// sh.mu held.
+func (sh *shard[K]) take(sess *session[K], burst int) *task {
+	t := sess.pop(burst)
+	if t != nil {
+		sh.queued[t.prio]--
+		sh.running++
+	}
+	return t
 }
 
 // start is a starter: a goroutine started for sh's start queue. It takes
@@ -316,6 +331,7 @@ func (s *Scheduler[K]) start(sh *shard[K]) {
 		return
 	}
 	sh.workers++
+	sess.first = sh.take(sess, s.opts.highBurst) // as Submit does for a goroutine it starts
 	more := sh.pending.head != nil
 	sh.starter = more
 	if more {
