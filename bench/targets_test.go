@@ -131,14 +131,17 @@ func TestTargets(t *testing.T) {
 
 	// ≤ 1 allocation per task (exact: counted, not timed), with futures
 	// left alone and with every future awaited.
-	for _, mk := range []bench.Maker{
-		{Name: "", New: bench.NewSeqsched},
-		{Name: " (await)", New: bench.NewSeqschedAwait},
+	for _, v := range []struct {
+		label string // after the workload's name
+		mk    func() bench.Impl
+	}{
+		{"", bench.NewSeqsched},
+		{" (await)", bench.NewSeqschedAwait},
 	} {
-		impl := mk.New()
+		impl := v.mk()
 		p, c := bench.NewProducer(impl), bench.NewCounter()
-		allocCheck("allocs/task: stream"+mk.Name, allocsPerTask(streamN, func() { bench.Stream(p, c, streamN) }))
-		allocCheck("allocs/task: roundtrip"+mk.Name, allocsPerTask(1000, func() {
+		allocCheck("allocs/task: stream"+v.label, allocsPerTask(streamN, func() { bench.Stream(p, c, streamN) }))
+		allocCheck("allocs/task: roundtrip"+v.label, allocsPerTask(1000, func() {
 			for range 1000 {
 				bench.RoundTrip(impl)
 			}
