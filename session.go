@@ -78,7 +78,7 @@ type session[K comparable] struct {
 	// finds it unset schedules it.
 	scheduled bool
 	drain     *drain // set by Remove: refuse new tasks, signal when empty
-	first     *task  // handed by Submit to the goroutine it starts; read by that goroutine only
+	first     *task  // handed by Submit, or a starter, to the goroutine about to run sess; read by that goroutine only
 	// nextReady links the ready queue (guarded by slots.mu) under
 	// WithMaxConcurrency, and the shard's start queue (guarded by sh.mu)
 	// without it.
@@ -216,7 +216,7 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 	} else {
 		s.startTurn(&tn, sess)
 	}
-	next := sess.first // Submit took it off the queue for us: one lock less per activation
+	next := sess.first // Submit or a starter took it off the queue for us: one lock less per activation
 	sess.first = nil
 	for {
 		var more bool
