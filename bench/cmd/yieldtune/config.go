@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"time"
 
@@ -20,7 +21,9 @@ type config struct {
 	high       float64       // fraction of tasks submitted as High
 	maxConc    int           // WithMaxConcurrency; 0 means no limit
 	producers  int           // goroutines submitting
-	duration   time.Duration // submissions of one threshold are spread over this
+	duration   time.Duration // submissions of one threshold are spread over this; 0: no pacing
+	load       float64       // offered work as a multiple of what the slots run; sets duration unless -duration is given
+	paced      bool          // duration comes from load (false: from -duration)
 	from, to   int           // WithYieldAfter range swept
 	step       int           // sweep step
 	quick      bool          // smaller load and sweep: under 15 s
@@ -50,7 +53,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.high, "high", 0.1, "fraction of tasks submitted as High, 0..1")
 	fs.IntVar(&c.maxConc, "max-concurrency", runtime.GOMAXPROCS(0), "WithMaxConcurrency (0: no limit)")
 	fs.IntVar(&c.producers, "producers", 2, "goroutines submitting tasks")
-	fs.DurationVar(&c.duration, "duration", 2*time.Second, "submissions of one threshold are spread evenly over this")
+	fs.DurationVar(&c.duration, "duration", 0, "spread each threshold's submissions evenly over this, instead of the time -load gives")
+	fs.Float64Var(&c.load, "load", 1.25, "offered work as a multiple of what the slots can run; above 1, queues grow and sessions compete for slots")
 	fs.IntVar(&c.from, "from", seqsched.MinYieldAfter, "first WithYieldAfter value")
 	fs.IntVar(&c.to, "to", seqsched.MaxYieldAfter, "last WithYieldAfter value")
 	fs.IntVar(&c.step, "step", 10, "WithYieldAfter step")
@@ -70,20 +74,50 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return c, usagef("unexpected argument %q (all options are flags)", fs.Arg(0))
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if c.quick {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["tasks"] {
 			c.tasks = 100
-		}
-		if !set["duration"] {
-			c.duration = 500 * time.Millisecond
 		}
 		if !set["step"] {
 			c.step = 20
 		}
 	}
-	return c, c.validate()
+	switch {
+	case set["duration"] && set["load"]:
+		return c, usagef("-load and -duration: give one or the other")
+	case set["duration"] && c.duration <= 0:
+		return c, usagef("-duration %v: must be positive", c.duration)
+	}
+	if err := c.validate(); err != nil {
+		return c, err
+	}
+	if !set["duration"] {
+		c.duration, c.paced = c.spread(), true
+	}
+	return c, nil
+}
+
+// spread is the time over which submissions go so that the offered work is
+// load times what the load's slots can run. A task holds its slot for
+// work+sleep, and only its work needs a CPU: with no concurrency limit,
+// every session is a slot and GOMAXPROCS bounds the work. Tasks that take
+// no time get no pacing (0): producers submit as fast as they can.
+func (c config) spread() time.Duration {
+	per := c.work + c.sleep
+	if per <= 0 {
+		return 0
+	}
+	slots := c.maxConc
+	if slots == 0 {
+		slots = c.sessions
+	}
+	rate := float64(slots) / per.Seconds() // tasks per second the slots can run
+	if c.work > 0 {
+		rate = min(rate, float64(runtime.GOMAXPROCS(0))/c.work.Seconds())
+	}
+	return time.Duration(float64(c.sessions*c.tasks) / (c.load * rate) * float64(time.Second))
 }
 
 func (c config) validate() error {
@@ -105,8 +139,8 @@ func (c config) validate() error {
 		return bad("max-concurrency", c.maxConc, "must be >= 0 (0 means no limit)")
 	case c.producers < 1:
 		return bad("producers", c.producers, "must be at least 1")
-	case c.duration <= 0:
-		return bad("duration", c.duration, "must be positive")
+	case c.load <= 0 || math.IsInf(c.load, 0) || math.IsNaN(c.load):
+		return bad("load", c.load, "must be a positive number")
 	case c.from < seqsched.MinYieldAfter || c.from > seqsched.MaxYieldAfter:
 		return bad("from", c.from, fmt.Sprintf("must be %d..%d", seqsched.MinYieldAfter, seqsched.MaxYieldAfter))
 	case c.to < c.from || c.to > seqsched.MaxYieldAfter:

@@ -48,8 +48,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func describe(c config) string {
-	return fmt.Sprintf("%d sessions × %d tasks, work %s, sleep %s, High %.0f%%, max concurrency %d, %d producers, over %s",
-		c.sessions, c.tasks, c.work, c.sleep, c.high*100, c.maxConc, c.producers, c.duration)
+	over := fmt.Sprintf("over %s", c.duration.Round(time.Millisecond))
+	switch {
+	case c.paced && c.duration == 0:
+		over = "as fast as the producers submit (tasks take no time)"
+	case c.paced:
+		over += fmt.Sprintf(" (offered %.2f× what the slots run)", c.load)
+	}
+	return fmt.Sprintf("%d sessions × %d tasks, work %s, sleep %s, High %.0f%%, max concurrency %d, %d producers, %s",
+		c.sessions, c.tasks, c.work, c.sleep, c.high*100, c.maxConc, c.producers, over)
 }
 
 func sweep(ctx context.Context, c config, stdout, stderr io.Writer) error {

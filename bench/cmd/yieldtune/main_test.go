@@ -6,10 +6,12 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/seqsched/seqsched"
 	"github.com/seqsched/seqsched/bench"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,10 +62,10 @@ func TestJainIsOneForEqualAndOneOverNForMonopoly(t *testing.T) {
 func TestRecommendTakesLowestP99WithinFivePercentOfBestThroughput(t *testing.T) {
 	ms := time.Millisecond
 	rows := []row{
-		{Threshold: 10, Throughput: 90, AllP99: 1 * ms},  // lowest p99 but 10% slower: excluded
-		{Threshold: 20, Throughput: 96, AllP99: 5 * ms},  // within 5%: candidate
-		{Threshold: 30, Throughput: 100, AllP99: 8 * ms}, // the best throughput
-		{Threshold: 40, Throughput: 97, AllP99: 4 * ms},  // within 5% and lowest p99 of those: chosen
+		{Threshold: 10, Throughput: 90, AllP99: 1 * ms, YieldsPerSec: 9},  // lowest p99 but 10% slower: excluded
+		{Threshold: 20, Throughput: 96, AllP99: 5 * ms, YieldsPerSec: 5},  // within 5%: candidate
+		{Threshold: 30, Throughput: 100, AllP99: 8 * ms, YieldsPerSec: 3}, // the best throughput
+		{Threshold: 40, Throughput: 97, AllP99: 4 * ms, YieldsPerSec: 2},  // within 5% and lowest p99 of those: chosen
 	}
 	got, why := recommend(rows)
 	assert.Equal(t, 40, got.Threshold)
@@ -74,8 +76,8 @@ func TestRecommendTakesLowestP99WithinFivePercentOfBestThroughput(t *testing.T) 
 
 func TestRecommendBreaksTiesTowardTheLowerThreshold(t *testing.T) {
 	rows := []row{
-		{Threshold: 30, Throughput: 100, AllP99: time.Millisecond},
-		{Threshold: 20, Throughput: 100, AllP99: time.Millisecond},
+		{Threshold: 30, Throughput: 100, AllP99: time.Millisecond, YieldsPerSec: 1},
+		{Threshold: 20, Throughput: 100, AllP99: time.Millisecond, YieldsPerSec: 1},
 	}
 	got, why := recommend(rows)
 	assert.Equal(t, 20, got.Threshold)
@@ -84,12 +86,30 @@ func TestRecommendBreaksTiesTowardTheLowerThreshold(t *testing.T) {
 
 func TestRecommendSaysWhenBestThroughputAlsoHasBestLatency(t *testing.T) {
 	rows := []row{
-		{Threshold: 10, Throughput: 50, AllP99: time.Second},
-		{Threshold: 20, Throughput: 100, AllP99: time.Millisecond},
+		{Threshold: 10, Throughput: 50, AllP99: time.Second, YieldsPerSec: 1},
+		{Threshold: 20, Throughput: 100, AllP99: time.Millisecond, YieldsPerSec: 1},
 	}
 	got, why := recommend(rows)
 	assert.Equal(t, 20, got.Threshold)
 	assert.Contains(t, why, "best throughput")
+}
+
+// A sweep in which no session ever yielded measured nothing the threshold
+// does: the recommendation must say so instead of picking by noise.
+func TestRecommendSaysTheThresholdDoesNotMatterWhenNoSessionYielded(t *testing.T) {
+	rows := []row{
+		{Threshold: 10, Throughput: 100, AllP99: 3 * time.Millisecond},
+		{Threshold: 30, Throughput: 100, AllP99: 1 * time.Millisecond},
+	}
+	_, why := recommend(rows)
+	assert.True(t, strings.HasPrefix(why, "none: no session yielded at any threshold"), why)
+	assert.Contains(t, why, "keep the default (10)")
+	assert.NotContains(t, why, "WithYieldAfter(30)")
+	assert.NotContains(t, why, "\n")
+
+	rows[1].YieldsPerSec = 0.5 // one threshold yielded: the rule applies
+	_, why = recommend(rows)
+	assert.True(t, strings.HasPrefix(why, "WithYieldAfter(30)"), why)
 }
 
 func TestBadFlagsGiveOneLineErrorAndExitCode2(t *testing.T) {
@@ -97,21 +117,24 @@ func TestBadFlagsGiveOneLineErrorAndExitCode2(t *testing.T) {
 		args []string
 		want string
 	}{
-		"unknown flag":     {[]string{"-nope"}, "flag provided but not defined: -nope"},
-		"not a number":     {[]string{"-sessions", "many"}, `invalid value "many" for flag -sessions`},
-		"zero sessions":    {[]string{"-sessions", "0"}, "-sessions 0: must be at least 1"},
-		"zero tasks":       {[]string{"-tasks", "0"}, "-tasks 0: must be at least 1"},
-		"negative work":    {[]string{"-work", "-1ms"}, "-work -1ms: must not be negative"},
-		"negative sleep":   {[]string{"-sleep", "-1ms"}, "-sleep -1ms: must not be negative"},
-		"high above one":   {[]string{"-high", "1.5"}, "-high 1.5: must be between 0 and 1"},
-		"negative conc":    {[]string{"-max-concurrency", "-1"}, "-max-concurrency -1: must be >= 0"},
-		"no producers":     {[]string{"-producers", "0"}, "-producers 0: must be at least 1"},
-		"zero duration":    {[]string{"-duration", "0s"}, "-duration 0s: must be positive"},
-		"from below range": {[]string{"-from", "5"}, "-from 5: must be 10..50"},
-		"to above range":   {[]string{"-to", "60"}, "-to 60: must be -from..50"},
-		"to below from":    {[]string{"-from", "30", "-to", "20"}, "-to 20: must be -from..50"},
-		"zero step":        {[]string{"-step", "0"}, "-step 0: must be at least 1"},
-		"stray argument":   {[]string{"extra"}, `unexpected argument "extra"`},
+		"unknown flag":      {[]string{"-nope"}, "flag provided but not defined: -nope"},
+		"not a number":      {[]string{"-sessions", "many"}, `invalid value "many" for flag -sessions`},
+		"zero sessions":     {[]string{"-sessions", "0"}, "-sessions 0: must be at least 1"},
+		"zero tasks":        {[]string{"-tasks", "0"}, "-tasks 0: must be at least 1"},
+		"negative work":     {[]string{"-work", "-1ms"}, "-work -1ms: must not be negative"},
+		"negative sleep":    {[]string{"-sleep", "-1ms"}, "-sleep -1ms: must not be negative"},
+		"high above one":    {[]string{"-high", "1.5"}, "-high 1.5: must be between 0 and 1"},
+		"negative conc":     {[]string{"-max-concurrency", "-1"}, "-max-concurrency -1: must be >= 0"},
+		"no producers":      {[]string{"-producers", "0"}, "-producers 0: must be at least 1"},
+		"zero duration":     {[]string{"-duration", "0s"}, "-duration 0s: must be positive"},
+		"zero load":         {[]string{"-load", "0"}, "-load 0: must be a positive number"},
+		"load not finite":   {[]string{"-load", "Inf"}, "-load +Inf: must be a positive number"},
+		"load and duration": {[]string{"-load", "2", "-duration", "1s"}, "-load and -duration: give one or the other"},
+		"from below range":  {[]string{"-from", "5"}, "-from 5: must be 10..50"},
+		"to above range":    {[]string{"-to", "60"}, "-to 60: must be -from..50"},
+		"to below from":     {[]string{"-from", "30", "-to", "20"}, "-to 20: must be -from..50"},
+		"zero step":         {[]string{"-step", "0"}, "-step 0: must be at least 1"},
+		"stray argument":    {[]string{"extra"}, `unexpected argument "extra"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -137,8 +160,59 @@ func TestQuickChangesOnlyDefaults(t *testing.T) {
 	c, err := parseFlags([]string{"-quick", "-tasks", "7"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, 7, c.tasks, "an explicit flag wins over -quick")
-	assert.Equal(t, 500*time.Millisecond, c.duration)
+	assert.True(t, c.paced)
+	assert.Equal(t, c.spread(), c.duration, "paced by -load over the smaller load")
 	assert.Equal(t, []int{10, 30, 50}, c.thresholds())
+}
+
+func TestDurationIsGivenOrComesFromLoad(t *testing.T) {
+	c, err := parseFlags([]string{"-duration", "3s"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 3*time.Second, c.duration)
+	assert.False(t, c.paced)
+
+	c, err = parseFlags([]string{"-load", "2"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.True(t, c.paced)
+	assert.Equal(t, c.spread(), c.duration)
+}
+
+// spread paces submissions so that the offered work is -load times what
+// the slots can run.
+func TestSpreadOffersLoadTimesWhatTheSlotsRun(t *testing.T) {
+	ms, us := time.Millisecond, time.Microsecond
+	cpus := runtime.GOMAXPROCS(0)
+	cases := map[string]struct {
+		c    config
+		want time.Duration
+	}{
+		// 4 slots held 10 ms each run 400 tasks/s; 1,000 tasks at twice that: 1.25 s.
+		"sleeping tasks, limit": {config{sessions: 100, tasks: 10, sleep: 10 * ms, maxConc: 4, load: 2}, 1250 * ms},
+		// No limit: each of 10 sessions is a slot, 100 tasks/s each; 1,000 tasks at 1×: 1 s.
+		"sleeping tasks, no limit": {config{sessions: 10, tasks: 100, sleep: 10 * ms, load: 1}, time.Second},
+		// One slot, 1 ms each: 1,000 tasks/s whatever the CPUs; 500 tasks at 0.5×: 1 s.
+		"work, one slot": {config{sessions: 5, tasks: 100, work: ms, maxConc: 1, load: 0.5}, time.Second},
+		// No limit and more sessions than CPUs: the CPUs bound the work.
+		"work, CPU-bound": {config{sessions: 1000, tasks: 1, work: 100 * us, load: 1},
+			time.Duration(1000 * 100 * float64(us) / float64(cpus))},
+		"no time": {config{sessions: 10, tasks: 10, maxConc: 2, load: 1.25}, 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			assert.InDelta(t, float64(tc.want), float64(tc.c.spread()), float64(time.Microsecond))
+		})
+	}
+}
+
+// The default load (here its -quick size) must make sessions compete for
+// slots: if no session ever yields, the sweep measures nothing the
+// threshold does.
+func TestDefaultLoadMakesSessionsYield(t *testing.T) {
+	c, err := parseFlags([]string{"-quick"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	r, err := runOne(context.Background(), c, seqsched.MinYieldAfter, bench.SpinIters(c.work), func(int) {})
+	require.NoError(t, err)
+	assert.Positive(t, r.yields, "no session yielded under the default load")
 }
 
 func TestThresholdsIncludeTheLast(t *testing.T) {
@@ -156,7 +230,7 @@ func TestRunPrintsTableRecommendationCSVAndSVG(t *testing.T) {
 
 	out := stdout.String()
 	assert.Contains(t, out, "load: 4 sessions × 25 tasks")
-	assert.Contains(t, out, "recommendation: WithYieldAfter(")
+	assert.Regexp(t, `\nrecommendation: (WithYieldAfter\(\d+\)|none): [^\n]+\n$`, out) // either form: this load is too small to say whether it yields
 	lines := strings.Split(out, "\n")
 	var table []string
 	for _, l := range lines {

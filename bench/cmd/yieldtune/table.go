@@ -4,10 +4,12 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
+	"github.com/seqsched/seqsched"
 	"github.com/seqsched/seqsched/bench"
 )
 
@@ -87,7 +89,8 @@ const throughputSlack = 0.05
 // recommend applies the rule: among the thresholds whose throughput is
 // within 5% of the best, take the one with the lowest p99 wait over all
 // tasks (ties: the lower threshold). It returns the chosen row and a
-// one-line explanation.
+// one-line explanation, which says instead that the threshold does not
+// matter when no session yielded at any threshold.
 func recommend(rows []row) (row, string) {
 	if len(rows) == 0 {
 		return row{}, "no thresholds measured"
@@ -114,6 +117,10 @@ func recommend(rows []row) (row, string) {
 	if pick.Threshold == best.Threshold {
 		why = fmt.Sprintf("WithYieldAfter(%d): best throughput (%.0f tasks/s) and the lowest p99 wait (%s) of the thresholds within %.0f%% of it",
 			pick.Threshold, best.Throughput, round(pick.AllP99), throughputSlack*100)
+	}
+	if !slices.ContainsFunc(rows, func(r row) bool { return r.YieldsPerSec > 0 }) {
+		why = fmt.Sprintf("none: no session yielded at any threshold, so WithYieldAfter makes no difference to this load and the rows differ by noise; keep the default (%d), or offer more work (-load) to see where it matters",
+			seqsched.DefaultYieldAfter)
 	}
 	return pick, why
 }
