@@ -24,6 +24,12 @@ func runOnce(t *testing.T, s *Scheduler[int], keys ...int) {
 		require.NoError(t, err)
 		fs = append(fs, f)
 	}
+	awaitOK(t, fs...)
+}
+
+// awaitOK awaits fs in order and requires each to resolve without error.
+func awaitOK(t *testing.T, fs ...*Future[struct{}]) {
+	t.Helper()
 	for _, f := range fs {
 		_, err := f.Await(context.Background())
 		require.NoError(t, err)

@@ -64,10 +64,7 @@ func TestSessionStartsWhileItsShardsWorkersBlock(t *testing.T) {
 		require.Equal(t, 6, s.Stats().Running)
 
 		close(gate)
-		for _, f := range fs {
-			_, err := f.Await(context.Background())
-			require.NoError(t, err)
-		}
+		awaitOK(t, fs...)
 		synctest.Wait()
 		pending, workers, starter = startState(sh)
 		require.Equal(t, [3]any{0, 0, false}, [3]any{pending, workers, starter})
@@ -110,10 +107,7 @@ func TestIdleWorkerTakesWaitingSession(t *testing.T) {
 		require.False(t, ran)
 
 		close(gate)
-		_, err = first.Await(context.Background())
-		require.NoError(t, err)
-		_, err = f.Await(context.Background())
-		require.NoError(t, err)
+		awaitOK(t, first, f)
 		require.True(t, ran)
 		synctest.Wait()
 		pending, workers, _ = startState(sh)
@@ -137,10 +131,7 @@ func TestStarterFindingQueueEmptiedExits(t *testing.T) {
 		f, err := s.Go(context.Background(), sameShard(s, 0, 1)[0], noopTask)
 		require.NoError(t, err)
 		close(gate)
-		_, err = first.Await(context.Background())
-		require.NoError(t, err)
-		_, err = f.Await(context.Background())
-		require.NoError(t, err)
+		awaitOK(t, first, f)
 		synctest.Wait()
 		s.live.Add(1) // the token enqueue would have taken for the starter
 		go sh.start()
