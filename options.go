@@ -108,7 +108,9 @@ func WithYieldAfter(n int) Option { return yieldAfterOption(n) }
 // [Future.Await]) lends its slot while it waits and takes one back, ahead of
 // waiting sessions, before Await returns: chains of sessions awaiting each
 // other complete even with n = 1. A wait on [Future.Done], or an Await with
-// an unrelated ctx, keeps the slot.
+// an unrelated ctx, keeps the slot. After a forced Shutdown (see
+// [Scheduler.Shutdown]) a task coming back from such an Await does not
+// wait for a slot: it runs on beyond n, its ctx canceled.
 func WithMaxConcurrency(n int) Option { return maxConcurrencyOption(n) }
 
 // WithMaxQueue bounds how many tasks may wait in each session's High and

@@ -133,6 +133,45 @@ func TestTaskBackFromAwaitGoesAheadOfWaitingSessions(t *testing.T) {
 	})
 }
 
+// After a forced Shutdown nobody may hand a slot on (here B's task ignores
+// its ctx), so a task back from an Await runs on without one rather than
+// wait: two tasks then run under WithMaxConcurrency(1), as documented.
+func TestForcedShutdownLetsTaskBackFromAwaitRunWithoutSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1))
+		require.NoError(t, err)
+		var r recorder
+		open := make(chan struct{})
+		a1, err := s.Go(context.Background(), "A", func(ctx context.Context) error {
+			r.add("a1 start")
+			b1, err := s.Go(ctx, "B", func(context.Context) error { r.add("b1"); return nil })
+			if err != nil {
+				return err
+			}
+			if _, err := s.Go(ctx, "B", func(context.Context) error { <-open; r.add("b2"); return nil }); err != nil {
+				return err
+			}
+			_, err = b1.Await(ctx)
+			r.add("a1 end")
+			return err
+		})
+		require.NoError(t, err)
+		synctest.Wait() // a1 is back from Await and waits for the slot b2 holds
+		require.Equal(t, []string{"a1 start", "b1"}, r.get())
+
+		gaveUp, cancel := context.WithCancel(context.Background())
+		cancel()
+		require.ErrorIs(t, s.Shutdown(gaveUp), context.Canceled)
+		synctest.Wait() // a1 has finished; b2 still holds the slot
+		require.Equal(t, []string{"a1 start", "b1", "a1 end"}, r.get())
+		awaitAll(t, a1)
+
+		close(open)
+		require.NoError(t, s.Shutdown(context.Background()))
+		require.Equal(t, []string{"a1 start", "b1", "a1 end", "b2"}, r.get())
+	})
+}
+
 func TestYieldIntervalEndsTurnsByTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1), seqsched.WithYieldAfter(50),

@@ -361,12 +361,15 @@ func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
 // cannot add new ones); Shutdown returns nil when every goroutine the
 // scheduler started has returned.
 //
-// If ctx ends first, Shutdown gives up: no further task starts, running
-// tasks' contexts are canceled, every task not yet started resolves with
-// [ErrClosed] (or with context.Canceled, if it was submitted with a running
-// task's ctx, which the give-up cancels first), and Shutdown returns
-// ctx.Err() without waiting for running tasks. Shutdown is safe to call again and concurrently: a later call
-// waits again, and returns nil once the goroutines are gone.
+// If ctx ends first, Shutdown gives up: no further task starts (one that a
+// goroutine was starting at that instant may still begin, and its ctx is
+// canceled like the others), running tasks' contexts are canceled, under
+// WithMaxConcurrency a task coming back from an Await no longer waits for a
+// slot, every task not yet started resolves with [ErrClosed] (or with
+// context.Canceled, if it was submitted with a running task's ctx, which the
+// give-up cancels first), and Shutdown returns ctx.Err() without waiting for
+// running tasks. Shutdown is safe to call again and concurrently: a later
+// call waits again, and returns nil once the goroutines are gone.
 func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 	if s == nil || s.shards == nil {
 		return notNew
