@@ -68,6 +68,8 @@ func idleListProblem[K comparable](sh *shard[K], idleCap int) (string, int) {
 		switch {
 		case sess.idlePrev != prev:
 			return "broken back link", n
+		case !sess.listed:
+			return "a session on the list not marked listed", n
 		case sess.scheduled:
 			return "a scheduled session on the idle list", n
 		case sess.len() != 0:
@@ -164,6 +166,41 @@ func TestFullIdleListAgesOutOldRecords(t *testing.T) {
 	}
 	require.Nil(t, s.sessionOf(oldest), "the oldest record aged out")
 	require.NotNil(t, s.sessionOf(fresh[evictEvery-1]), "the key that evicted it is kept")
+	require.Equal(t, s.idleCap, sh.nidle)
+	checkIdleLists(t, s)
+}
+
+func TestReusedRecordGetsSecondChance(t *testing.T) {
+	s, err := New[int]()
+	require.NoError(t, err)
+	defer s.Shutdown(context.Background())
+
+	sh := &s.shards[0]
+	var stale []int
+	for k := 0; len(stale) < s.idleCap; k++ {
+		if s.shard(k) == sh {
+			stale = append(stale, k)
+		}
+	}
+	for _, k := range stale { // one at a time: the list's order is stale's
+		runOnce(t, s, k)
+	}
+	require.Equal(t, s.idleCap, sh.nidle)
+	oldest, next := stale[0], stale[1]
+	require.Equal(t, oldest, sh.idleTail.key)
+	runOnce(t, s, oldest) // the oldest record is used again
+
+	var fresh []int
+	for k := stale[len(stale)-1] + 1; len(fresh) < evictEvery; k++ {
+		if s.shard(k) == sh {
+			fresh = append(fresh, k)
+		}
+	}
+	for _, k := range fresh {
+		runOnce(t, s, k)
+	}
+	require.NotNil(t, s.sessionOf(oldest), "a record used again is not the one to go")
+	require.Nil(t, s.sessionOf(next), "the oldest record not used again went instead")
 	require.Equal(t, s.idleCap, sh.nidle)
 	checkIdleLists(t, s)
 }

@@ -57,10 +57,10 @@ import (
 //     keeps no tasks and no goroutine, only a record of about 200 bytes
 //     that its key's next task reuses. The scheduler keeps at most 4096
 //     records: when they are full, a session going idle is mostly dropped
-//     at once, and every 8th time the oldest record makes way for it, so
-//     records of keys that stopped coming age out. A million idle keys
-//     leave at most 4096 records. New starts no goroutine; there are
-//     no timers and no polling.
+//     at once, and every 8th time the oldest record not used again since
+//     it was kept makes way for it, so records of keys that stopped coming
+//     age out. A million idle keys leave at most 4096 records. New starts
+//     no goroutine; there are no timers and no polling.
 //   - After every WithYieldAfter tasks (a turn; see also WithWeight and
 //     WithYieldInterval) a session checks for waiting sessions. Under
 //     WithMaxConcurrency it goes to the back of the FIFO ready queue and

@@ -66,7 +66,7 @@ func (l *lanes) len() int { return l.high.n + l.normal.n }
 // session is one key's queues and turn. It is made when an unknown key gets
 // a task. When its queues empty it retires: it stays in its shard's map as
 // an idle record until its key gets work again or it is dropped (see
-// retire and Remove), and is then recycled through the pool. Fields are
+// retire and Remove); once forgotten it is recycled through the pool. Fields are
 // guarded by sh.mu unless their comment says otherwise; run and lanes.core
 // are set once, when the session is made.
 type session[K comparable] struct {
@@ -83,9 +83,10 @@ type session[K comparable] struct {
 	// WithMaxConcurrency, and the shard's start queue (guarded by sh.mu)
 	// without it.
 	nextReady *session[K]
-	// Links in the shard's idle list, while the session is an idle record
-	// (in the map, not scheduled).
+	// Links in the shard's record list (see shard.idleHead), while listed.
 	idlePrev, idleNext *session[K]
+	listed             bool   // on the record list
+	reused             bool   // active again since it was listed or last passed over (see evictOldest)
 	run                func() // starts this session's turn; made once, so `go run()` allocates nothing
 }
 
@@ -106,11 +107,14 @@ type shard[K comparable] struct {
 	running   int       // sessions of this shard executing a task
 	submitted uint64    // tasks accepted
 	skipped   uint64    // tasks resolved without running
-	// Idle records: sessions with no work, kept in sessions for reuse,
-	// newest first (see retire).
+	// Idle records: sessions with no work, kept in sessions for reuse (see
+	// retire). The record list holds every idle record, newest first, and
+	// may hold sessions that became active again since they were listed:
+	// they are not taken off it, so that reusing a record touches no other
+	// session. nidle counts the idle records.
 	idleHead, idleTail *session[K]
 	nidle              int
-	evictTick          uint // retirements that found the idle list full
+	evictTick          uint // retirements that found the records full
 	// Without WithMaxConcurrency: sessions activated while a goroutine was
 	// already at work on this shard wait in the start queue (pending)
 	// instead of each getting a new goroutine. A worker whose session goes
@@ -126,13 +130,13 @@ type shard[K comparable] struct {
 }
 
 // retire ends sess's activity: it has no work left. A drained session
-// (Remove) is forgotten; any other stays in the map as an idle record, the
-// newest of the shard's idle list, so that its key's next task finds it
-// without a map insert and delete, and without a trip through the pool.
-// When idleCap records are kept already, sess is mostly forgotten instead,
-// and every evictEvery-th time the oldest record is. retire returns the
-// session it forgot, if any, for the caller to recycle once sh.mu is
-// released. Called with sh.mu held.
+// (Remove) is forgotten; any other stays in the map as an idle record, so
+// that its key's next task finds it without a map insert and delete, and
+// without a trip through the pool. When idleCap records are kept already,
+// sess is mostly forgotten instead, and every evictEvery-th time the
+// oldest record is (see evictOldest). retire returns the session it
+// forgot, if any, for the caller to recycle once sh.mu is released. Called
+// with sh.mu held.
 func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K]) {
 	sess.scheduled = false
 	sess.highRun = 0
@@ -152,16 +156,13 @@ func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K]
 			sh.forget(sess)
 			return sess
 		}
-		forgotten = sh.idleTail
-		sh.drop(forgotten)
+		if forgotten = sh.evictOldest(sess); forgotten != nil {
+			sh.drop(forgotten)
+		}
 	}
-	sess.idleNext, sess.idlePrev = sh.idleHead, nil
-	if sh.idleHead != nil {
-		sh.idleHead.idlePrev = sess
-	} else {
-		sh.idleTail = sess
+	if !sess.listed {
+		sh.list(sess)
 	}
-	sh.idleHead = sess
 	sh.nidle++
 	return forgotten
 }
@@ -169,9 +170,41 @@ func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K]
 // evictEvery: see retire.
 const evictEvery = 8
 
-// unidle takes sess, an idle record, off the idle list: it is active
-// again, or about to be forgotten. Called with sh.mu held.
-func (sh *shard[K]) unidle(sess *session[K]) {
+// evictOldest returns the idle record to forget when the records are full:
+// the oldest on the list, with a second chance for records reused since
+// they were listed (they go back to the head, as if new; a clock, not
+// an exact LRU). On the way it takes off the list the sessions that are
+// active again, which return to it when they retire, and sess, which is
+// retiring. Called with sh.mu held.
+func (sh *shard[K]) evictOldest(sess *session[K]) *session[K] {
+	for t := sh.idleTail; t != nil; t = sh.idleTail {
+		switch {
+		case t == sess || t.scheduled:
+			sh.unlist(t)
+		case t.reused:
+			sh.unlist(t)
+			sh.list(t)
+		default:
+			return t
+		}
+	}
+	return nil
+}
+
+// list puts sess at the head of the record list. Called with sh.mu held.
+func (sh *shard[K]) list(sess *session[K]) {
+	sess.idleNext, sess.idlePrev = sh.idleHead, nil
+	if sh.idleHead != nil {
+		sh.idleHead.idlePrev = sess
+	} else {
+		sh.idleTail = sess
+	}
+	sh.idleHead = sess
+	sess.listed, sess.reused = true, false
+}
+
+// unlist takes sess off the record list. Called with sh.mu held.
+func (sh *shard[K]) unlist(sess *session[K]) {
 	if sess.idlePrev != nil {
 		sess.idlePrev.idleNext = sess.idleNext
 	} else {
@@ -183,17 +216,31 @@ func (sh *shard[K]) unidle(sess *session[K]) {
 		sh.idleTail = sess.idlePrev
 	}
 	sess.idleNext, sess.idlePrev = nil, nil
+	sess.listed, sess.reused = false, false
+}
+
+// unidle makes sess, an idle record, active again. It stays on the record
+// list, marked reused: taking it off would touch its neighbours, which are
+// other sessions' cache lines. Called with sh.mu held.
+func (sh *shard[K]) unidle(sess *session[K]) {
+	sess.reused = true
 	sh.nidle--
 }
 
-// forget deletes sess from the map. Every session not in the pool is in its
-// shard's map under its key, and a key has one session at a time, so the
-// entry is sess. Called with sh.mu held.
-func (sh *shard[K]) forget(sess *session[K]) { delete(sh.sessions, sess.key) }
+// forget deletes sess from the map, and from the record list if it is
+// listed. Every session not in the pool is in its shard's map under its
+// key, and a key has one session at a time, so the entry is sess. Called
+// with sh.mu held.
+func (sh *shard[K]) forget(sess *session[K]) {
+	if sess.listed {
+		sh.unlist(sess)
+	}
+	delete(sh.sessions, sess.key)
+}
 
 // drop forgets sess, an idle record. Called with sh.mu held.
 func (sh *shard[K]) drop(sess *session[K]) {
-	sh.unidle(sess)
+	sh.nidle--
 	sh.forget(sess)
 }
 
