@@ -3,6 +3,7 @@ package seqsched
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,8 +45,10 @@ func (s *Scheduler[K]) sessionOf(key K) *session[K] {
 	return sh.sessions[key]
 }
 
-// checkIdleLists verifies every shard's idle list against its map and
-// returns the number of idle records in all. The scheduler must be quiet.
+// checkIdleLists verifies every shard's record list against its map and
+// returns the number of idle records in all. The scheduler must be quiet:
+// the list then holds exactly the idle records (while it is not, it may
+// also hold sessions that became active again).
 func checkIdleLists[K comparable](t *testing.T, s *Scheduler[K]) int {
 	t.Helper()
 	total := 0
@@ -57,7 +60,7 @@ func checkIdleLists[K comparable](t *testing.T, s *Scheduler[K]) int {
 	return total
 }
 
-// idleListProblem describes what is wrong with sh's idle list, if anything,
+// idleListProblem describes what is wrong with sh's record list, if anything,
 // and counts its records. It holds sh.mu, so it reports instead of failing.
 func idleListProblem[K comparable](sh *shard[K], idleCap int) (string, int) {
 	sh.mu.Lock()
@@ -71,7 +74,7 @@ func idleListProblem[K comparable](sh *shard[K], idleCap int) (string, int) {
 		case !sess.listed:
 			return "a session on the list not marked listed", n
 		case sess.scheduled:
-			return "a scheduled session on the idle list", n
+			return "a scheduled session on the list of a quiet scheduler", n
 		case sess.len() != 0:
 			return "an idle record with queued tasks", n
 		case sh.sessions[sess.key] != sess:
@@ -203,6 +206,47 @@ func TestReusedRecordGetsSecondChance(t *testing.T) {
 	require.Nil(t, s.sessionOf(next), "the oldest record not used again went instead")
 	require.Equal(t, s.idleCap, sh.nidle)
 	checkIdleLists(t, s)
+}
+
+func TestEvictionPassesOverActiveSessions(t *testing.T) {
+	s, err := New[int](WithShards(1))
+	require.NoError(t, err)
+	defer s.Shutdown(context.Background())
+
+	sh := &s.shards[0]
+	for k := 0; k < s.idleCap; k++ {
+		runOnce(t, s, k) // one at a time: key 0 is the oldest record
+	}
+	require.Equal(t, 0, sh.idleTail.key)
+
+	// Key 0 becomes active again and stays so: its record stays listed,
+	// at the tail, while it runs.
+	gate := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	defer open() // before the deferred Shutdown, if a check fails
+	f0, err := s.Go(context.Background(), 0, func(context.Context) error { <-gate; return nil })
+	require.NoError(t, err)
+	sh.mu.Lock()
+	tail := sh.idleTail
+	sh.mu.Unlock()
+	require.Same(t, tail, s.sessionOf(0))
+
+	// The first fresh key fills the records again (key 0 left them); the
+	// evictEvery-th after it evicts.
+	for k := s.idleCap; k <= s.idleCap+evictEvery; k++ {
+		runOnce(t, s, k)
+	}
+	require.NotNil(t, s.sessionOf(0), "an active session is never evicted")
+	require.Nil(t, s.sessionOf(1), "the oldest idle record went")
+
+	// Make room, so that key 0 is kept when it goes idle: the eviction
+	// took it off the list, and retiring lists it again, as the newest.
+	require.NoError(t, s.Remove(context.Background(), 2))
+	open()
+	awaitOK(t, f0)
+	require.Equal(t, s.idleCap, checkIdleLists(t, s))
+	require.Equal(t, 0, sh.idleHead.key)
 }
 
 func TestRemoveForgetsIdleRecord(t *testing.T) {
