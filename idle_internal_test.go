@@ -96,6 +96,17 @@ func idleListProblem[K comparable](sh *shard[K], idleCap int) (string, int) {
 	return "", n
 }
 
+// keysOf returns the first n keys from on that hash to shard sh.
+func keysOf(s *Scheduler[int], sh *shard[int], from, n int) []int {
+	var keys []int
+	for k := from; len(keys) < n; k++ {
+		if s.shard(k) == sh {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
 func TestIdleSessionIsReusedByItsKey(t *testing.T) {
 	s, err := New[int]()
 	require.NoError(t, err)
@@ -139,12 +150,7 @@ func TestFullIdleListAgesOutOldRecords(t *testing.T) {
 
 	// Fill shard 0's idle list with keys that will not come back.
 	sh := &s.shards[0]
-	var stale []int
-	for k := 0; len(stale) < s.idleCap; k++ {
-		if s.shard(k) == sh {
-			stale = append(stale, k)
-		}
-	}
+	stale := keysOf(s, sh, 0, s.idleCap)
 	for i := 0; i < len(stale); i += 100 {
 		runOnce(t, s, stale[i:min(i+100, len(stale))]...)
 	}
@@ -154,12 +160,7 @@ func TestFullIdleListAgesOutOldRecords(t *testing.T) {
 	// New keys of the same shard: while the list is full, a retiring
 	// session forgets itself, except every evictEvery-th, which evicts the
 	// oldest record and takes its place.
-	var fresh []int
-	for k := stale[len(stale)-1] + 1; len(fresh) < evictEvery; k++ {
-		if s.shard(k) == sh {
-			fresh = append(fresh, k)
-		}
-	}
+	fresh := keysOf(s, sh, stale[len(stale)-1]+1, evictEvery)
 	for i, k := range fresh {
 		runOnce(t, s, k)
 		if i < evictEvery-1 {
@@ -179,12 +180,7 @@ func TestReusedRecordGetsSecondChance(t *testing.T) {
 	defer s.Shutdown(context.Background())
 
 	sh := &s.shards[0]
-	var stale []int
-	for k := 0; len(stale) < s.idleCap; k++ {
-		if s.shard(k) == sh {
-			stale = append(stale, k)
-		}
-	}
+	stale := keysOf(s, sh, 0, s.idleCap)
 	for _, k := range stale { // one at a time: the list's order is stale's
 		runOnce(t, s, k)
 	}
@@ -193,12 +189,7 @@ func TestReusedRecordGetsSecondChance(t *testing.T) {
 	require.Equal(t, oldest, sh.idleTail.key)
 	runOnce(t, s, oldest) // the oldest record is used again
 
-	var fresh []int
-	for k := stale[len(stale)-1] + 1; len(fresh) < evictEvery; k++ {
-		if s.shard(k) == sh {
-			fresh = append(fresh, k)
-		}
-	}
+	fresh := keysOf(s, sh, stale[len(stale)-1]+1, evictEvery)
 	for _, k := range fresh {
 		runOnce(t, s, k)
 	}

@@ -97,35 +97,46 @@ func TestAwaitingSessionRunsNoOtherTaskWhileItsSlotIsLent(t *testing.T) {
 	require.Equal(t, []string{"a1 start", "b1", "a1 end", "a2"}, r.get())
 }
 
+// backFromAwaitWhileSlotHeld, inside a synctest bubble, makes a scheduler
+// with one slot where a1 (session A) awaits b1 (session B), and b2, queued
+// on B behind b1, keeps B's turn and so the slot until open is closed. The
+// sessions named in others each get a task, submitted before the Await, that
+// waits behind B in the ready queue. It returns once a1 is back from its
+// Await and waits for the slot; r records the tasks' events.
+func backFromAwaitWhileSlotHeld(t *testing.T, r *recorder, open chan struct{}, others ...string) (*seqsched.Scheduler[string], *seqsched.Future[struct{}]) {
+	t.Helper()
+	s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1))
+	require.NoError(t, err)
+	a1, err := s.Go(context.Background(), "A", func(ctx context.Context) error {
+		r.add("a1 start")
+		b1, err := s.Go(ctx, "B", func(context.Context) error { r.add("b1"); return nil })
+		if err != nil {
+			return err
+		}
+		if _, err := s.Go(ctx, "B", func(context.Context) error { <-open; r.add("b2"); return nil }); err != nil {
+			return err
+		}
+		for _, key := range others {
+			if _, err := s.Go(ctx, key, func(context.Context) error { r.add("%s", key); return nil }); err != nil {
+				return err
+			}
+		}
+		_, err = b1.Await(ctx)
+		r.add("a1 end")
+		return err
+	})
+	require.NoError(t, err)
+	synctest.Wait()
+	require.Equal(t, []string{"a1 start", "b1"}, r.get())
+	return s, a1
+}
+
 func TestTaskBackFromAwaitGoesAheadOfWaitingSessions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1))
-		require.NoError(t, err)
 		var r recorder
 		open := make(chan struct{})
-		a1, err := s.Go(context.Background(), "A", func(ctx context.Context) error {
-			r.add("a1 start")
-			b1, err := s.Go(ctx, "B", func(context.Context) error { r.add("b1"); return nil })
-			if err != nil {
-				return err
-			}
-			// b2 keeps B's turn, and so the slot, until the test opens it.
-			if _, err := s.Go(ctx, "B", func(context.Context) error { <-open; r.add("b2"); return nil }); err != nil {
-				return err
-			}
-			// C and D have not started: they wait behind B in the ready queue.
-			for _, key := range []string{"C", "D"} {
-				if _, err := s.Go(ctx, key, func(context.Context) error { r.add("%s", key); return nil }); err != nil {
-					return err
-				}
-			}
-			_, err = b1.Await(ctx)
-			r.add("a1 end")
-			return err
-		})
-		require.NoError(t, err)
-		synctest.Wait() // a1 is back from Await and waits for the slot B holds
-		require.Equal(t, []string{"a1 start", "b1"}, r.get())
+		// C and D have not started: they wait behind B in the ready queue.
+		s, a1 := backFromAwaitWhileSlotHeld(t, &r, open, "C", "D")
 		close(open)
 		awaitAll(t, a1)
 		require.NoError(t, s.Shutdown(context.Background()))
@@ -138,26 +149,9 @@ func TestTaskBackFromAwaitGoesAheadOfWaitingSessions(t *testing.T) {
 // wait: two tasks then run under WithMaxConcurrency(1), as documented.
 func TestForcedShutdownLetsTaskBackFromAwaitRunWithoutSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1))
-		require.NoError(t, err)
 		var r recorder
 		open := make(chan struct{})
-		a1, err := s.Go(context.Background(), "A", func(ctx context.Context) error {
-			r.add("a1 start")
-			b1, err := s.Go(ctx, "B", func(context.Context) error { r.add("b1"); return nil })
-			if err != nil {
-				return err
-			}
-			if _, err := s.Go(ctx, "B", func(context.Context) error { <-open; r.add("b2"); return nil }); err != nil {
-				return err
-			}
-			_, err = b1.Await(ctx)
-			r.add("a1 end")
-			return err
-		})
-		require.NoError(t, err)
-		synctest.Wait() // a1 is back from Await and waits for the slot b2 holds
-		require.Equal(t, []string{"a1 start", "b1"}, r.get())
+		s, a1 := backFromAwaitWhileSlotHeld(t, &r, open)
 
 		gaveUp, cancel := context.WithCancel(context.Background())
 		cancel()
