@@ -71,8 +71,6 @@ func idleListProblem[K comparable](sh *shard[K], idleCap int) (string, int) {
 		switch {
 		case sess.idlePrev != prev:
 			return "broken back link", n
-		case !sess.listed:
-			return "a session on the list not marked listed", n
 		case sess.scheduled:
 			return "a scheduled session on the list of a quiet scheduler", n
 		case sess.len() != 0:

@@ -371,9 +371,8 @@ type run struct {
 	running    int
 	// active holds the tasks counted in running; true marks one that came
 	// back from an Await after a forced Shutdown, which may hold a slot
-	// beyond the limit (beyond counts them).
+	// beyond the limit.
 	active  map[*rec]bool
-	beyond  int
 	removed []bool // a Remove of the key was issued
 	closing bool   // Shutdown was called
 	forced  bool   // a Shutdown returned an error: unstarted tasks may get ErrClosed
@@ -680,19 +679,31 @@ func (r *run) begin(rc *rec) {
 	r.active[rc] = false
 	// Tasks back from an Await after a forced Shutdown do not wait for a
 	// slot (see reclaim); every other running task holds one of the n.
-	if r.running++; r.p.maxConc > 0 && r.running-r.beyond > r.p.maxConc {
+	if r.running++; r.p.maxConc > 0 && r.running-r.beyond() > r.p.maxConc {
 		r.errs = append(r.errs, fmt.Sprintf("task %d: %d tasks running, limit %d (running: %s)",
 			rc.id, r.running, r.p.maxConc, r.activeList()))
 	}
+}
+
+// beyond counts the running tasks that came back from an Await after a
+// forced Shutdown. Called with r.mu held.
+func (r *run) beyond() int {
+	n := 0
+	for _, past := range r.active {
+		if past {
+			n++
+		}
+	}
+	return n
 }
 
 // activeList describes the tasks counted as running, for reports. Called
 // with r.mu held.
 func (r *run) activeList() string {
 	var parts []string
-	for rc, beyond := range r.active {
+	for rc, past := range r.active {
 		note := ""
-		if beyond {
+		if past {
 			note = ", back from Await after a forced Shutdown"
 		}
 		parts = append(parts, fmt.Sprintf("task %d (key %d%s)", rc.id, rc.key, note))
@@ -716,9 +727,6 @@ func (r *run) reclaim(rc *rec) {
 	// After Shutdown gives up, a task back from Await takes a slot beyond
 	// the limit rather than wait for one nobody will hand on.
 	r.active[rc] = r.forced
-	if r.forced {
-		r.beyond++
-	}
 	if r.running++; r.p.maxConc > 0 && r.running > r.p.maxConc && !r.forced {
 		r.errs = append(r.errs, fmt.Sprintf("task %d: %d tasks running after Await, limit %d (running: %s)",
 			rc.id, r.running, r.p.maxConc, r.activeList()))
@@ -735,9 +743,6 @@ func (r *run) finish(rc *rec) {
 
 // inactive stops counting rc as running. Called with r.mu held.
 func (r *run) inactive(rc *rec) {
-	if r.active[rc] {
-		r.beyond--
-	}
 	delete(r.active, rc)
 	r.running--
 }

@@ -66,9 +66,9 @@ func (l *lanes) len() int { return l.high.n + l.normal.n }
 // session is one key's queues and turn. It is made when an unknown key gets
 // a task. When its queues empty it retires: it stays in its shard's map as
 // an idle record until its key gets work again or it is dropped (see
-// retire and Remove); once forgotten it is recycled through the pool. Fields are
-// guarded by sh.mu unless their comment says otherwise; run and lanes.core
-// are set once, when the session is made.
+// retire and Remove); once forgotten it is recycled through the pool.
+// Fields are guarded by sh.mu unless their comment says otherwise; run and
+// lanes.core are set once, when the session is made.
 type session[K comparable] struct {
 	lanes
 	key K
@@ -85,7 +85,6 @@ type session[K comparable] struct {
 	nextReady *session[K]
 	// Links in the shard's record list (see shard.idleHead), while listed.
 	idlePrev, idleNext *session[K]
-	listed             bool   // on the record list
 	reused             bool   // active again since it was listed or last passed over (see evictOldest)
 	run                func() // starts this session's turn; made once, so `go run()` allocates nothing
 }
@@ -160,7 +159,7 @@ func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K]
 			sh.drop(forgotten)
 		}
 	}
-	if !sess.listed {
+	if !sh.listed(sess) {
 		sh.list(sess)
 	}
 	sh.nidle++
@@ -200,7 +199,13 @@ func (sh *shard[K]) list(sess *session[K]) {
 		sh.idleTail = sess
 	}
 	sh.idleHead = sess
-	sess.listed, sess.reused = true, false
+	sess.reused = false
+}
+
+// listed reports whether sess is on the record list. Called with sh.mu
+// held.
+func (sh *shard[K]) listed(sess *session[K]) bool {
+	return sess.idlePrev != nil || sh.idleHead == sess
 }
 
 // unlist takes sess off the record list. Called with sh.mu held.
@@ -216,7 +221,7 @@ func (sh *shard[K]) unlist(sess *session[K]) {
 		sh.idleTail = sess.idlePrev
 	}
 	sess.idleNext, sess.idlePrev = nil, nil
-	sess.listed, sess.reused = false, false
+	sess.reused = false
 }
 
 // unidle makes sess, an idle record, active again. It stays on the record
@@ -232,7 +237,7 @@ func (sh *shard[K]) unidle(sess *session[K]) {
 // key, and a key has one session at a time, so the entry is sess. Called
 // with sh.mu held.
 func (sh *shard[K]) forget(sess *session[K]) {
-	if sess.listed {
+	if sh.listed(sess) {
 		sh.unlist(sess)
 	}
 	delete(sh.sessions, sess.key)
