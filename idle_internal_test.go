@@ -94,7 +94,8 @@ func idleListProblem[K comparable](sh *shard[K], idleCap int) (string, int) {
 	return "", n
 }
 
-// keysOf returns the first n keys from on that hash to shard sh.
+// keysOf returns the first n keys, counting up from from, that hash to
+// shard sh.
 func keysOf(s *Scheduler[int], sh *shard[int], from, n int) []int {
 	var keys []int
 	for k := from; len(keys) < n; k++ {

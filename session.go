@@ -107,7 +107,7 @@ type shard[K comparable] struct {
 	submitted uint64    // tasks accepted
 	skipped   uint64    // tasks resolved without running
 	// Idle records: sessions with no work, kept in sessions for reuse (see
-	// retire). The record list holds every idle record, newest first, and
+	// retire). The record list holds every idle record, newest listed first, and
 	// may hold sessions that became active again since they were listed:
 	// they are not taken off it, so that reusing a record touches no other
 	// session. nidle counts the idle records.

@@ -11,17 +11,6 @@ import (
 // These tests look inside a shard's start queue: which goroutine starts a
 // session is invisible through the public API except in goroutine counts.
 
-// sameShard returns n keys other than key that share key's shard.
-func sameShard(s *Scheduler[int], key, n int) []int {
-	var keys []int
-	for k := key + 1; len(keys) < n; k++ {
-		if s.shard(k) == s.shard(key) {
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
-
 // startState reads a shard's start-queue state.
 func startState(sh *shard[int]) (pending, workers int, starter bool) {
 	sh.mu.Lock()
@@ -53,7 +42,7 @@ func TestSessionStartsWhileItsShardsWorkersBlock(t *testing.T) {
 		synctest.Wait() // key 0's worker is blocked in its task
 		// Sessions activated now wait in the start queue; a starter must
 		// start each of them although key 0's worker never comes back.
-		for _, k := range sameShard(s, 0, 5) {
+		for _, k := range keysOf(s, sh, 1, 5) {
 			fs = append(fs, gated(t, s, k, gate))
 		}
 		synctest.Wait()
@@ -93,7 +82,7 @@ func TestIdleWorkerTakesWaitingSession(t *testing.T) {
 		s, err := New[int]()
 		require.NoError(t, err)
 		sh, gate, first := busyWithoutStarter(t, s)
-		other := sameShard(s, 0, 1)[0]
+		other := keysOf(s, sh, 1, 1)[0]
 		ran := false
 		f, err := s.Go(context.Background(), other, func(context.Context) error {
 			ran = true
@@ -128,7 +117,7 @@ func TestStarterFindingQueueEmptiedExits(t *testing.T) {
 		// A waiting session taken by key 0's worker leaves the starter
 		// nothing to do; it must exit and clear the flag.
 		sh, gate, first := busyWithoutStarter(t, s)
-		f, err := s.Go(context.Background(), sameShard(s, 0, 1)[0], noopTask)
+		f, err := s.Go(context.Background(), keysOf(s, sh, 1, 1)[0], noopTask)
 		require.NoError(t, err)
 		close(gate)
 		awaitOK(t, first, f)
