@@ -74,6 +74,26 @@ func TestRecommendTakesLowestP99WithinFivePercentOfBestThroughput(t *testing.T) 
 	assert.NotContains(t, why, "\n")
 }
 
+// The rule compares the p99 wait over all tasks: the table must show that
+// figure, so that the recommendation's number can be found in it.
+func TestTableShowsTheP99TheRecommendationCompares(t *testing.T) {
+	ms := time.Millisecond
+	rows := []row{
+		{Threshold: 10, Throughput: 100, AllP99: 7 * ms, NormalP99: 9 * ms, HighP99: 2 * ms, YieldsPerSec: 9},
+		{Threshold: 20, Throughput: 99, AllP99: 3 * ms, NormalP99: 4 * ms, HighP99: time.Millisecond, YieldsPerSec: 5},
+	}
+	var out bytes.Buffer
+	require.NoError(t, writeTable(&out, rows))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 3, "header and two rows:\n%s", out.String())
+	assert.Contains(t, lines[0], "all p99")
+	assert.Equal(t, []string{"20", "99", "3ms"}, strings.Fields(lines[2])[:3], "threshold, tasks/s, all p99")
+
+	got, why := recommend(rows)
+	assert.Equal(t, 20, got.Threshold)
+	assert.Contains(t, why, "lowest p99 wait over all tasks (3ms)")
+}
+
 func TestRecommendBreaksTiesTowardTheLowerThreshold(t *testing.T) {
 	rows := []row{
 		{Threshold: 30, Throughput: 100, AllP99: time.Millisecond, YieldsPerSec: 1},

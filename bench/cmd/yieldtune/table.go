@@ -112,10 +112,10 @@ func recommend(rows []row) (row, string) {
 			pick, found = r, true
 		}
 	}
-	why := fmt.Sprintf("WithYieldAfter(%d): lowest p99 wait (%s) among the thresholds within %.0f%% of the best throughput (%.0f tasks/s at %d)",
+	why := fmt.Sprintf("WithYieldAfter(%d): lowest p99 wait over all tasks (%s) among the thresholds within %.0f%% of the best throughput (%.0f tasks/s at %d)",
 		pick.Threshold, round(pick.AllP99), throughputSlack*100, best.Throughput, best.Threshold)
 	if pick.Threshold == best.Threshold {
-		why = fmt.Sprintf("WithYieldAfter(%d): best throughput (%.0f tasks/s) and the lowest p99 wait (%s) of the thresholds within %.0f%% of it",
+		why = fmt.Sprintf("WithYieldAfter(%d): best throughput (%.0f tasks/s) and the lowest p99 wait over all tasks (%s) of the thresholds within %.0f%% of it",
 			pick.Threshold, best.Throughput, round(pick.AllP99), throughputSlack*100)
 	}
 	if !slices.ContainsFunc(rows, func(r row) bool { return r.YieldsPerSec > 0 }) {
@@ -135,12 +135,12 @@ func round(d time.Duration) time.Duration {
 	return d.Round(100 * time.Nanosecond)
 }
 
-var header = []string{"yield", "tasks/s", "normal p50", "normal p99", "normal max",
+var header = []string{"yield", "tasks/s", "all p99", "normal p50", "normal p99", "normal max",
 	"high p50", "high p99", "high max", "jain", "worst sess max", "yields/s"}
 
 func (r row) cells() []string {
 	return []string{
-		strconv.Itoa(r.Threshold), fmt.Sprintf("%.0f", r.Throughput),
+		strconv.Itoa(r.Threshold), fmt.Sprintf("%.0f", r.Throughput), round(r.AllP99).String(),
 		round(r.NormalP50).String(), round(r.NormalP99).String(), round(r.NormalMax).String(),
 		round(r.HighP50).String(), round(r.HighP99).String(), round(r.HighMax).String(),
 		fmt.Sprintf("%.3f", r.Jain), round(r.WorstSessionMaxWait).String(), fmt.Sprintf("%.0f", r.YieldsPerSec),
