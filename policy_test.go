@@ -303,6 +303,94 @@ func TestHighBurstIsStrictHighFirstWhenNoNormalWaits(t *testing.T) {
 	require.Equal(t, []string{"H1", "N1", "H2", "H3"}, r.get())
 }
 
+// The first task of an idle session goes straight to the goroutine that
+// Submit starts, without waiting in a queue; a High one still counts
+// towards the burst.
+func TestHighBurstCountsTheHighTaskThatStartsTheSession(t *testing.T) {
+	for _, opts := range [][]seqsched.Option{
+		{seqsched.WithHighBurst(1)},
+		{seqsched.WithHighBurst(1), seqsched.WithMaxConcurrency(1)},
+	} {
+		t.Run(fmt.Sprint(opts), func(t *testing.T) {
+			s := newScheduler[string](t, opts...)
+			var r recorder
+			release, h0 := gate(t, s, "k", seqsched.High) // starts the session
+			fs := []*seqsched.Future[struct{}]{
+				record(t, s, &r, "k", "N1"),
+				record(t, s, &r, "k", "H1", seqsched.High),
+				record(t, s, &r, "k", "H2", seqsched.High),
+			}
+			release()
+			awaitAll(t, append(fs, h0)...)
+			require.Equal(t, []string{"N1", "H1", "H2"}, r.get(), "the gate was High task 1 of the burst of 1")
+		})
+	}
+}
+
+// Every yield counted in Stats is logged at Debug, with the session: with a
+// limit (the slot goes to a waiting session) and without one (Gosched).
+func TestYieldsAreLoggedAtDebug(t *testing.T) {
+	for _, limit := range []int{0, 1} {
+		t.Run(fmt.Sprint("limit=", limit), func(t *testing.T) {
+			var logs syncBuffer
+			opts := []seqsched.Option{seqsched.WithYieldAfter(10),
+				seqsched.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))}
+			if limit > 0 {
+				opts = append(opts, seqsched.WithMaxConcurrency(limit))
+			}
+			s := newScheduler[string](t, opts...)
+			// Without a limit, another live goroutine makes the busy
+			// session yield; with one, a session waiting for the slot.
+			other, og := gate(t, s, "other")
+			if limit > 0 {
+				other()
+				awaitAll(t, og)
+			}
+			release, g := gate(t, s, "busy")
+			fs := []*seqsched.Future[struct{}]{g}
+			for range 29 {
+				f, err := s.Go(context.Background(), "busy", func(context.Context) error { return nil })
+				require.NoError(t, err)
+				fs = append(fs, f)
+			}
+			if limit > 0 {
+				f, err := s.Go(context.Background(), "waiting", func(context.Context) error { return nil })
+				require.NoError(t, err)
+				fs = append(fs, f)
+			}
+			release()
+			awaitAll(t, fs...)
+			other()
+			awaitAll(t, og)
+			yields := s.Stats().Yields
+			require.NotZero(t, yields)
+			out := logs.String()
+			require.Equal(t, int(yields), strings.Count(out, "session yielded"), out)
+			require.Equal(t, int(yields), strings.Count(out, "session=busy"), out)
+			require.Equal(t, int(yields), strings.Count(out, "level=DEBUG"), out)
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the scheduler's goroutines to log
+// into while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 func TestSlowTasksAreLoggedAndCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs bytes.Buffer

@@ -280,8 +280,10 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 			s.live.Add(1) // sess's; under the lock, so Shutdown's barrier sees it
 			if s.schedule(sess) {
 				// The session's only task goes straight to the goroutine
-				// that starts now: it is running, not queued.
+				// that starts now: it is running, not queued, and counts
+				// towards WithHighBurst's run as a popped task does.
 				sess.first = t
+				sess.handedOff(t)
 				sh.running++
 				if s.opts.maxConcurrency == 0 {
 					sh.workers++

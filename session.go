@@ -61,6 +61,17 @@ func (l *lanes) pop(burst int) *task {
 	return l.normal.pop()
 }
 
+// handedOff counts t, the first task of a session that was idle, which
+// Submit hands to the session's new goroutine without a pop, in the run of
+// High tasks that WithHighBurst caps, as pop would have.
+func (l *lanes) handedOff(t *task) {
+	if t.prio == High {
+		l.highRun++
+	} else {
+		l.highRun = 0
+	}
+}
+
 func (l *lanes) len() int { return l.high.n + l.normal.n }
 
 // session is one key's queues and turn. It is made when an unknown key gets

@@ -118,6 +118,7 @@ func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K]) {
 	if s.opts.maxConcurrency == 0 {
 		if s.live.Load() > 1 {
 			s.yields.Add(1)
+			s.log(slog.LevelDebug, "seqsched: session yielded", sess.key)
 			runtime.Gosched()
 		}
 		return sess
