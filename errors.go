@@ -5,8 +5,11 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Every error the package returns wraps one of these (or is a
-// context error returned unchanged), so callers can test with [errors.Is].
+// Sentinel errors. Every error the package itself returns wraps one of these
+// (or is a context error returned unchanged), so callers can test with
+// [errors.Is]. A future also resolves with what its task's fn returned,
+// unchanged, or, when fn panicked, with a [*PanicError], which callers test
+// with [errors.As].
 var (
 	// ErrClosed is returned by Submit after [Scheduler.Shutdown] has begun,
 	// and resolves every future that a forced shutdown skipped.
@@ -22,7 +25,9 @@ var (
 
 	// ErrWouldDeadlock is returned by [Future.Await] and [Scheduler.Remove]
 	// when called from a running task of the very session they would wait
-	// for: that wait could never end.
+	// for, with that task's ctx (or one derived from it): that wait could
+	// never end. The task is known by its ctx; under another ctx the wait
+	// lasts until that ctx ends.
 	ErrWouldDeadlock = errors.New("seqsched: would deadlock")
 
 	// ErrInvalidOption is wrapped by the [*OptionError] that New and Submit
