@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -324,6 +325,68 @@ func TestHighBurstCountsTheHighTaskThatStartsTheSession(t *testing.T) {
 			awaitAll(t, append(fs, h0)...)
 			require.Equal(t, []string{"N1", "H1", "H2"}, r.get(), "the gate was High task 1 of the burst of 1")
 		})
+	}
+}
+
+// Random mixes of High and Normal tasks queued behind a first task that
+// wakes the session, checked against the rule as WithHighBurst states it:
+// after n High tasks in a row (the first task counts), one waiting Normal
+// task goes next; the count resets when a Normal task runs or the session
+// goes idle, and survives turn boundaries (another session competes for
+// the one slot, and turns are 10 tasks long).
+func TestHighBurstOrderFollowsTheRule(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 11))
+	for _, limit := range []int{0, 1} {
+		for burst := 1; burst <= 3; burst++ {
+			opts := []seqsched.Option{seqsched.WithHighBurst(burst), seqsched.WithYieldAfter(10)}
+			if limit > 0 {
+				opts = append(opts, seqsched.WithMaxConcurrency(limit))
+			}
+			s := newScheduler[string](t, opts...)
+			for batch := range 30 {
+				prio := func() seqsched.Priority {
+					if rng.IntN(3) > 0 {
+						return seqsched.High
+					}
+					return seqsched.Normal
+				}
+				var r recorder
+				firstPrio := prio()
+				release, first := gate(t, s, "k", firstPrio)
+				fs := []*seqsched.Future[struct{}]{first}
+				var high, normal []string
+				for i := range 5 + rng.IntN(30) {
+					name := fmt.Sprint("N", i)
+					p := prio()
+					if p == seqsched.High {
+						name = fmt.Sprint("H", i)
+						high = append(high, name)
+					} else {
+						normal = append(normal, name)
+					}
+					fs = append(fs, record(t, s, &r, "k", name, p))
+					if limit > 0 && i%4 == 0 { // a rival for the slot
+						fs = append(fs, record(t, s, &recorder{}, "rival", "x"))
+					}
+				}
+				// The rule, run on the queues as they stand at release.
+				run := 0
+				if firstPrio == seqsched.High {
+					run = 1
+				}
+				var want []string
+				for len(high)+len(normal) > 0 {
+					if len(high) > 0 && (run < burst || len(normal) == 0) {
+						want, high, run = append(want, high[0]), high[1:], run+1
+					} else {
+						want, normal, run = append(want, normal[0]), normal[1:], 0
+					}
+				}
+				release()
+				awaitAll(t, fs...)
+				require.Equal(t, want, r.get(), "limit %d, burst %d, batch %d, first task %v", limit, burst, batch, firstPrio)
+			}
+		}
 	}
 }
 
