@@ -121,8 +121,9 @@ func WithMaxQueue(n int) Option { return maxQueueOption(n) }
 
 // WithLogger sets where the scheduler logs, each record with the session's
 // key: recovered panics, runtime.Goexit calls and a bad [WithWeight] value
-// (Error; the last once per scheduler), slow tasks (Warn, with [WithSlowTask]) and yields (Debug). l must
-// not be nil; without this option logs are discarded.
+// (Error; the last once per scheduler), slow tasks (Warn, with
+// [WithSlowTask]) and yields (Debug). l must not be nil; without this
+// option logs are discarded.
 func WithLogger(l *slog.Logger) Option { return loggerOption{l} }
 
 // WithYieldInterval adds a time quantum to turns: a session's turn also ends

@@ -63,7 +63,9 @@ func (l *lanes) pop(burst int) *task {
 
 // handedOff counts t, the first task of a session that was idle, which
 // Submit hands to the session's new goroutine without a pop, in the run of
-// High tasks that WithHighBurst caps, as pop would have.
+// High tasks that WithHighBurst caps, as pop would have: the hand-off skips
+// the queue, so it does the queue's bookkeeping itself (Submit counts the
+// task running for the same reason).
 func (l *lanes) handedOff(t *task) {
 	if t.prio == High {
 		l.highRun++
