@@ -282,8 +282,7 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 				// The session's only task goes straight to the goroutine
 				// that starts now: it is running, not queued, and counts
 				// towards WithHighBurst's run as a popped task does.
-				sess.first = t
-				sess.handedOff(t)
+				sess.first = sess.started(t)
 				sh.running++
 				if s.opts.maxConcurrency == 0 {
 					sh.workers++

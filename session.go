@@ -41,7 +41,7 @@ func (q *queue) pop() *task {
 // the deadlock guard.
 type lanes struct {
 	high, normal queue
-	highRun      int   // High tasks popped in a row (for WithHighBurst)
+	highRun      int   // High tasks started in a row (for WithHighBurst; see started)
 	core         *core // the scheduler's untyped half; set once, when the session is made
 }
 
@@ -50,28 +50,25 @@ type lanes struct {
 // goes first.
 func (l *lanes) pop(burst int) *task {
 	if burst > 0 && l.highRun >= burst && l.normal.n > 0 {
-		l.highRun = 0
-		return l.normal.pop()
+		return l.started(l.normal.pop())
 	}
-	if t := l.high.pop(); t != nil {
-		l.highRun++
-		return t
+	if l.high.n > 0 {
+		return l.started(l.high.pop())
 	}
-	l.highRun = 0
-	return l.normal.pop()
+	return l.started(l.normal.pop())
 }
 
-// handedOff counts t, the first task of a session that was idle, which
-// Submit hands to the session's new goroutine without a pop, in the run of
-// High tasks that WithHighBurst caps, as pop would have: the hand-off skips
-// the queue, so it does the queue's bookkeeping itself (Submit counts the
-// task running for the same reason).
-func (l *lanes) handedOff(t *task) {
-	if t.prio == High {
+// started counts t, the task about to run (nil if none), in the run of High
+// tasks in a row that WithHighBurst caps, and returns it. pop calls it, and
+// so does Submit for the first task of an idle session, which it hands to
+// the session's new goroutine without a pop.
+func (l *lanes) started(t *task) *task {
+	if t != nil && t.prio == High {
 		l.highRun++
 	} else {
 		l.highRun = 0
 	}
+	return t
 }
 
 func (l *lanes) len() int { return l.high.n + l.normal.n }
