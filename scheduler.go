@@ -112,14 +112,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	if err != nil {
 		return nil, err
 	}
-	// 16 shards per P (at most 256): producers and the goroutines that
-	// retire sessions take shard locks about once per task, and with
-	// fewer shards they collide often enough to park each other (see
-	// BENCHMARKS.md, change 15).
-	n := 8
-	for n < 16*runtime.GOMAXPROCS(0) && n < 256 {
-		n *= 2
-	}
+	n := shardCount(runtime.GOMAXPROCS(0))
 	if o.shards > 0 {
 		n = o.shards
 	}
@@ -217,6 +210,18 @@ func (s *Scheduler[K]) check(ctx context.Context, opts []TaskOption) (Priority, 
 // all its shards: a key that comes back soon finds its record instead of
 // making one. About 200 bytes each with a small key, so under 1 MiB in all.
 const idleRecords = 4096
+
+// shardCount is how many shards New makes for procs Ps: 16 per P, rounded
+// up to a power of two, at most 256. Producers and the goroutines that retire
+// sessions take shard locks about once per task, and with fewer shards they
+// collide often enough to park each other (see BENCHMARKS.md, change 15).
+func shardCount(procs int) int {
+	n := 8
+	for n < 16*procs && n < 256 {
+		n *= 2
+	}
+	return n
+}
 
 // notNew is returned for a nil or zero Scheduler.
 var notNew = &OptionError{Option: "Scheduler", Reason: "must be created by New"}
