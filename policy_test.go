@@ -167,38 +167,94 @@ func TestForcedShutdownLetsTaskBackFromAwaitRunWithoutSlot(t *testing.T) {
 	})
 }
 
-func TestYieldIntervalEndsTurnsByTime(t *testing.T) {
+// An Await with the task's ctx may run on a goroutine of the task's own. If
+// it is back from its wait, queued for a slot, when fn returns, it no longer
+// needs one: it returns at once, and the worker takes the slot back itself.
+func TestAwaitOnTasksOtherGoroutineReturnsWhenTaskEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1), seqsched.WithYieldAfter(50),
-			seqsched.WithYieldInterval(10*time.Millisecond))
+		s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1))
 		require.NoError(t, err)
 		var r recorder
-		open := make(chan struct{})
-		g, err := s.Go(context.Background(), "gate", func(context.Context) error { <-open; return nil })
-		require.NoError(t, err)
-		var fs []*seqsched.Future[struct{}]
-		for _, key := range []string{"A", "B"} {
-			for range 12 {
-				f, err := s.Go(context.Background(), key, func(context.Context) error {
-					time.Sleep(3 * time.Millisecond) // a task's duration, on the bubble's clock
-					r.add("%s", key)
-					return nil
-				})
-				require.NoError(t, err)
-				fs = append(fs, f)
+		open := make(chan struct{})   // b2 keeps B's turn, and so the slot, until then
+		finish := make(chan struct{}) // a1's fn returns then
+		awaited := make(chan error, 1)
+		a1, err := s.Go(context.Background(), "A", func(ctx context.Context) error {
+			b1, err := s.Go(ctx, "B", func(context.Context) error { r.add("b1"); return nil })
+			if err != nil {
+				return err
 			}
-		}
+			if _, err := s.Go(ctx, "B", func(context.Context) error { <-open; r.add("b2"); return nil }); err != nil {
+				return err
+			}
+			go func() {
+				_, err := b1.Await(ctx)
+				r.add("await back")
+				awaited <- err
+			}()
+			<-finish
+			r.add("a1 end")
+			return nil
+		})
+		require.NoError(t, err)
+		synctest.Wait() // b1 has run; its Await waits for the slot b2 holds
+		require.Equal(t, []string{"b1"}, r.get())
+
+		close(finish)
+		synctest.Wait() // a1's worker now waits for the slot
+		require.Equal(t, []string{"b1", "a1 end", "await back"}, r.get())
+		require.NoError(t, <-awaited)
+
 		close(open)
-		awaitAll(t, append(fs, g)...)
-		// 3 tasks take 9ms, the 4th ends the turn at 12ms >= 10ms.
-		var want []string
-		for range 3 {
-			want = append(want, "A", "A", "A", "A", "B", "B", "B", "B")
-		}
-		require.Equal(t, want, r.get())
-		require.Equal(t, uint64(4), s.Stats().Yields) // A and B after turns 1 and 2; turn 3 empties each
+		awaitAll(t, a1)
 		require.NoError(t, s.Shutdown(context.Background()))
+		require.Equal(t, []string{"b1", "a1 end", "await back", "b2"}, r.get())
 	})
+}
+
+func TestYieldIntervalEndsTurnsByTime(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		task    time.Duration // each task's duration, on the bubble's clock
+		perTurn int
+	}{
+		{"past d", 3 * time.Millisecond, 4},    // 3 tasks take 9ms, the 4th ends the turn at 12ms
+		{"exactly d", 5 * time.Millisecond, 2}, // the 2nd ends the turn at 10ms: it has lasted d
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1), seqsched.WithYieldAfter(50),
+					seqsched.WithYieldInterval(10*time.Millisecond))
+				require.NoError(t, err)
+				var r recorder
+				open := make(chan struct{})
+				g, err := s.Go(context.Background(), "gate", func(context.Context) error { <-open; return nil })
+				require.NoError(t, err)
+				var fs []*seqsched.Future[struct{}]
+				for _, key := range []string{"A", "B"} {
+					for range 12 {
+						f, err := s.Go(context.Background(), key, func(context.Context) error {
+							time.Sleep(tc.task)
+							r.add("%s", key)
+							return nil
+						})
+						require.NoError(t, err)
+						fs = append(fs, f)
+					}
+				}
+				close(open)
+				awaitAll(t, append(fs, g)...)
+				turns := 12 / tc.perTurn
+				var want []string
+				for range turns {
+					want = append(append(want, repeat("A", tc.perTurn)...), repeat("B", tc.perTurn)...)
+				}
+				require.Equal(t, want, r.get())
+				// A and B yield after every turn but the last, which empties them.
+				require.Equal(t, uint64(2*(turns-1)), s.Stats().Yields)
+				require.NoError(t, s.Shutdown(context.Background()))
+			})
+		})
+	}
 }
 
 func TestWeightsShareSlotInProportion(t *testing.T) {
@@ -264,6 +320,33 @@ func TestOutOfRangeWeightCountsAsOneAndIsLoggedOnce(t *testing.T) {
 	want := append(append(append(repeat("A", 10), repeat("B", 10)...), repeat("A", 10)...), repeat("B", 10)...)
 	require.Equal(t, want, r.get())
 	require.Equal(t, 1, strings.Count(logs.String(), "WithWeight"), logs.String())
+}
+
+func TestBoundaryWeightsAreTakenAsGiven(t *testing.T) {
+	var logs bytes.Buffer
+	s := newScheduler[string](t, seqsched.WithMaxConcurrency(1), seqsched.WithYieldAfter(10),
+		seqsched.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+		seqsched.WithWeight(func(key string) int {
+			if key == "max" {
+				return seqsched.MaxWeight
+			}
+			return seqsched.MinWeight
+		}))
+	var r recorder
+	release, g := gate(t, s, "gate")
+	long := 10 * seqsched.MaxWeight // one turn of "max"
+	var fs []*seqsched.Future[struct{}]
+	for range long + 1 {
+		fs = append(fs, record(t, s, &r, "max", "max"))
+	}
+	for range 11 {
+		fs = append(fs, record(t, s, &r, "min", "min"))
+	}
+	release()
+	awaitAll(t, append(fs, g)...)
+	want := append(append(repeat("max", long), repeat("min", 10)...), "max", "min")
+	require.Equal(t, want, r.get())
+	require.Empty(t, logs.String())
 }
 
 func TestWeightKeyTypeMustMatchScheduler(t *testing.T) {
@@ -483,6 +566,9 @@ func TestWaitHistogramReportsQueueWaitsByPriority(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, err := seqsched.New[string](seqsched.WithWaitHistogram())
 		require.NoError(t, err)
+		// Submit later than New, so that a wait measured from anything but
+		// the task's submit shows.
+		time.Sleep(time.Second)
 		work := func(context.Context) error { time.Sleep(10 * time.Millisecond); return nil }
 		var fs []*seqsched.Future[struct{}]
 		for i := range 10 { // waits 0, 20ms, 30ms, ... 100ms (the High task runs second)
