@@ -107,7 +107,9 @@ func WithYieldAfter(n int) Option { return yieldAfterOption(n) }
 // A task that awaits another session's future with its own ctx (see
 // [Future.Await]) lends its slot while it waits and takes one back, ahead of
 // waiting sessions, before Await returns: chains of sessions awaiting each
-// other complete even with n = 1. A wait on [Future.Done], or an Await with
+// other complete even with n = 1. A task may await on several goroutines
+// at once: its slot stays lent while any of those Awaits waits and is taken
+// back once, by the last to return. A wait on [Future.Done], or an Await with
 // an unrelated ctx, keeps the slot. After a forced Shutdown (see
 // [Scheduler.Shutdown]) a task coming back from such an Await does not
 // wait for a slot: it runs on beyond n, its ctx canceled.

@@ -3,6 +3,7 @@ package seqsched_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -208,6 +209,128 @@ func TestAwaitOnTasksOtherGoroutineReturnsWhenTaskEnds(t *testing.T) {
 		awaitAll(t, a1)
 		require.NoError(t, s.Shutdown(context.Background()))
 		require.Equal(t, []string{"b1", "a1 end", "await back", "b2"}, r.get())
+	})
+}
+
+// fanOutAwait submits on A a task that awaits two futures under its own ctx
+// on two goroutines: b1's, queued on B ahead of b2, which holds B's turn (and
+// its slot) until openB is closed, and that of c1 on C. The second Await
+// starts when startSecond is closed, after the first is back from its wait.
+func fanOutAwait(t *testing.T, s *seqsched.Scheduler[string], r *recorder, openB, startSecond chan struct{}) *seqsched.Future[struct{}] {
+	t.Helper()
+	a, err := s.Go(context.Background(), "A", func(ctx context.Context) error {
+		b1, err := s.Go(ctx, "B", func(context.Context) error { r.add("b1"); return nil })
+		if err != nil {
+			return err
+		}
+		if _, err := s.Go(ctx, "B", func(context.Context) error { <-openB; r.add("b2"); return nil }); err != nil {
+			return err
+		}
+		c1, err := s.Go(ctx, "C", func(context.Context) error { r.add("c1"); return nil })
+		if err != nil {
+			return err
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		wg.Go(func() { _, errs[0] = b1.Await(ctx); r.add("b1 awaited") })
+		<-startSecond
+		wg.Go(func() { _, errs[1] = c1.Await(ctx); r.add("c1 awaited") })
+		wg.Wait()
+		r.add("a end")
+		return errors.Join(errs...)
+	})
+	require.NoError(t, err)
+	return a
+}
+
+// A task's slot stays lent while any of its Awaits is in progress. Here the
+// first Await is back and waits to take the slot back when the second
+// begins: the first returns at once, the slot stays lent, and c1, which the
+// second awaits, gets it when B's turn ends. Were the slot taken back then,
+// c1 could never run with one slot.
+func TestSlotStaysLentWhileAnyAwaitOfTheTaskWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1))
+		require.NoError(t, err)
+		var r recorder
+		openB, startSecond := make(chan struct{}), make(chan struct{})
+		a := fanOutAwait(t, s, &r, openB, startSecond)
+		synctest.Wait() // b1 has run; its Await waits for the slot b2 holds
+		require.Equal(t, []string{"b1"}, r.get())
+
+		close(startSecond)
+		synctest.Wait()
+		require.Equal(t, []string{"b1", "b1 awaited"}, r.get())
+
+		close(openB)
+		awaitAll(t, a)
+		require.NoError(t, s.Shutdown(context.Background()))
+		require.Equal(t, []string{"b1", "b1 awaited", "b2", "c1", "c1 awaited", "a end"}, r.get())
+	})
+}
+
+// However a task's Awaits overlap, it takes back one slot and gives back
+// one. Here the second Await ends while the first still waits to take the
+// slot back: B keeps the slot from b1 to b4, and X holds the other one.
+// Afterwards both slots of WithMaxConcurrency(2) are free.
+func TestOverlappingAwaitsOfOneTaskLeaveEverySlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := seqsched.New[string](seqsched.WithMaxConcurrency(2))
+		require.NoError(t, err)
+		releaseX, x := gate(t, s, "X")
+		var r recorder
+		openB2, openB4, startSecond := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		a, err := s.Go(context.Background(), "A", func(ctx context.Context) error {
+			var fs [4]*seqsched.Future[struct{}]
+			for i, open := range []chan struct{}{nil, openB2, nil, openB4} {
+				name := fmt.Sprint("b", i+1)
+				f, err := s.Go(ctx, "B", func(context.Context) error {
+					if open != nil {
+						<-open
+					}
+					r.add("%s", name)
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+				fs[i] = f
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			wg.Go(func() { _, errs[0] = fs[0].Await(ctx); r.add("b1 awaited") })
+			<-startSecond
+			wg.Go(func() { _, errs[1] = fs[2].Await(ctx); r.add("b3 awaited") })
+			wg.Wait()
+			r.add("a end")
+			return errors.Join(errs...)
+		})
+		require.NoError(t, err)
+		synctest.Wait() // b1 has run; its Await waits for a slot (X and B hold them)
+		close(startSecond)
+		synctest.Wait()
+		close(openB2)
+		synctest.Wait() // b3 has run; its Await waits for a slot
+		close(openB4)
+		synctest.Wait()
+		releaseX()
+		awaitAll(t, a, x)
+		require.Equal(t, []string{"b1", "b1 awaited", "b2", "b3", "b4", "b3 awaited", "a end"}, r.get())
+
+		// Two sessions now run at once.
+		open := make(chan struct{})
+		var started atomic.Int32
+		var fs []*seqsched.Future[struct{}]
+		for _, key := range []string{"Y", "Z"} {
+			f, err := s.Go(context.Background(), key, func(context.Context) error { started.Add(1); <-open; return nil })
+			require.NoError(t, err)
+			fs = append(fs, f)
+		}
+		synctest.Wait()
+		require.Equal(t, int32(2), started.Load())
+		close(open)
+		awaitAll(t, fs...)
+		require.NoError(t, s.Shutdown(context.Background()))
 	})
 }
 

@@ -62,9 +62,23 @@ func (q *slots[K]) grantResumer() bool {
 	r := q.resumers[0]
 	q.resumers[0] = nil
 	q.resumers = q.resumers[1:]
-	r.ls.lent = false
+	r.ls.lent, r.ls.back = false, nil
 	close(r.granted)
 	return true
+}
+
+// cancelBack takes ls's queued take-back out of the resumers without a
+// slot: the Await waiting in it returns, and the slot stays lent. Called
+// with mu held.
+func (q *slots[K]) cancelBack(ls *lentSlot) {
+	for i, r := range q.resumers {
+		if r == ls.back {
+			q.resumers = append(q.resumers[:i], q.resumers[i+1:]...)
+			break
+		}
+	}
+	close(ls.back.granted)
+	ls.back = nil
 }
 
 // handOn passes on a slot its holder gives up: to the oldest resumer, else
@@ -184,7 +198,14 @@ func (s *Scheduler[K]) lend(t *task) bool {
 		return false
 	}
 	ls.awaiting++
-	if ls.awaiting == 1 && !ls.lent {
+	switch {
+	case ls.awaiting > 1:
+		// Another Await of t's lent the slot already.
+	case ls.back != nil:
+		// An Await of t's that ended waits to take the slot back: t is
+		// awaiting again, so the slot stays lent and that Await returns.
+		s.slots.cancelBack(ls)
+	case !ls.lent:
 		ls.lent = true
 		// After a forced Shutdown the head still starts: it finds its
 		// queues emptied and retires, releasing its token.
@@ -220,12 +241,8 @@ func (s *Scheduler[K]) settle(ls *lentSlot) {
 		s.slots.mu.Unlock()
 		return
 	}
-	for i, r := range s.slots.resumers {
-		if r.ls == ls {
-			s.slots.resumers = append(s.slots.resumers[:i], s.slots.resumers[i+1:]...)
-			close(r.granted)
-			break
-		}
+	if ls.back != nil {
+		s.slots.cancelBack(ls)
 	}
 	s.takeBackLocked(ls)
 }
@@ -241,6 +258,7 @@ func (s *Scheduler[K]) takeBackLocked(ls *lentSlot) {
 		return
 	}
 	r := &resumer{ls: ls, granted: make(chan struct{})}
+	ls.back = r
 	s.slots.resumers = append(s.slots.resumers, r)
 	s.slots.mu.Unlock()
 	<-r.granted

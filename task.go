@@ -114,9 +114,10 @@ type lender interface {
 // lentSlot is the slot state of a task whose fn awaited under a concurrency
 // limit; it is guarded by the scheduler's slots.mu.
 type lentSlot struct {
-	awaiting int32 // Awaits in progress that lent the slot
-	lent     bool  // the slot is given away while fn awaits
-	finished bool  // fn returned: Awaits neither lend nor take back
+	awaiting int32    // Awaits in progress that lent the slot
+	lent     bool     // the slot is given away while fn awaits
+	finished bool     // fn returned: Awaits neither lend nor take back
+	back     *resumer // the queued take-back of the slot, if one waits
 }
 
 // job is the typed half of a task, implemented by *Future[T].
