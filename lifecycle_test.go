@@ -300,6 +300,12 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 	require.ErrorIs(t, zero.Remove(context.Background(), "k"), seqsched.ErrInvalidOption)
 	require.ErrorIs(t, zero.Shutdown(context.Background()), seqsched.ErrInvalidOption)
 	require.Equal(t, seqsched.Stats{}, zero.Stats())
+	var none *seqsched.Scheduler[string]
+	_, err = none.Go(context.Background(), "k", noop)
+	require.ErrorIs(t, err, seqsched.ErrInvalidOption)
+	require.ErrorIs(t, none.Remove(context.Background(), "k"), seqsched.ErrInvalidOption)
+	require.ErrorIs(t, none.Shutdown(context.Background()), seqsched.ErrInvalidOption)
+	require.Equal(t, seqsched.Stats{}, none.Stats())
 	require.Zero(t, s.Stats().Submitted, "rejected tasks must leave no trace")
 }
 
