@@ -269,6 +269,54 @@ func TestSlotStaysLentWhileAnyAwaitOfTheTaskWaits(t *testing.T) {
 	})
 }
 
+// Of two Awaits of one task that both lent the slot, the first back
+// returns at once; the last takes the slot back. With one slot, c1, which
+// the other Await waits for, could never run otherwise.
+func TestLastOfATasksAwaitsTakesTheSlotBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1))
+		require.NoError(t, err)
+		var r recorder
+		openB1, openC1 := make(chan struct{}), make(chan struct{})
+		a, err := s.Go(context.Background(), "A", func(ctx context.Context) error {
+			var fs []*seqsched.Future[struct{}]
+			for _, key := range []string{"B", "C"} {
+				open := openB1
+				if key == "C" {
+					open = openC1
+				}
+				f, err := s.Go(ctx, key, func(context.Context) error {
+					r.add("%s start", key)
+					<-open
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+				fs = append(fs, f)
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for i, f := range fs {
+				wg.Go(func() { _, errs[i] = f.Await(ctx); r.add("awaited %d", i) })
+			}
+			wg.Wait()
+			r.add("a end")
+			return errors.Join(errs...)
+		})
+		require.NoError(t, err)
+		synctest.Wait() // both Awaits lent the slot; B runs
+		require.Equal(t, []string{"B start"}, r.get())
+		close(openB1)
+		synctest.Wait() // the first Await returned; C has the slot
+		require.ElementsMatch(t, []string{"B start", "awaited 0", "C start"}, r.get())
+		close(openC1)
+		awaitAll(t, a)
+		require.NoError(t, s.Shutdown(context.Background()))
+		require.Equal(t, []string{"awaited 1", "a end"}, r.get()[3:])
+	})
+}
+
 // However a task's Awaits overlap, it takes back one slot and gives back
 // one. Here the second Await ends while the first still waits to take the
 // slot back: B keeps the slot from b1 to b4, and X holds the other one.
