@@ -146,10 +146,15 @@ const (
 	// older seeds changed as little as possible.
 	bSelfAwait  = nBehaviours     // submit to its own key and await that: ErrWouldDeadlock
 	bSelfRemove = nBehaviours + 1 // Remove its own key: ErrWouldDeadlock, and the key drains
+	// await the last futures of keys arg and arg+1 on two goroutines, the
+	// second after 0-3 yields of the processor (the task's id mod 4): the
+	// Awaits overlap or follow each other, and one may begin while the
+	// other waits to take the slot back
+	bFanAwait = nBehaviours + 2
 )
 
 var behaviourNames = [...]string{"ok", "err", "panic", "goexit", "gosched", "gate", "blockctx", "submit", "await",
-	"selfawait", "selfremove"}
+	"selfawait", "selfremove", "fanawait"}
 
 func (b behaviour) String() string { return behaviourNames[b] }
 
@@ -293,7 +298,7 @@ func genPlan(data []byte) plan {
 
 func genSpec(src *source, p plan, key int, outer bool) taskSpec {
 	ts := taskSpec{b: behaviour(src.intn(int(nBehaviours) + 4))}
-	if ts.b > bSelfRemove || (!outer && ts.b >= nBehaviours) {
+	if ts.b > bFanAwait || (!outer && ts.b >= nBehaviours) {
 		ts.b = bOK
 	}
 	switch ts.b {
@@ -319,6 +324,14 @@ func genSpec(src *source, p plan, key int, outer bool) taskSpec {
 			break
 		}
 		ts.arg = key + 1 + src.intn(p.keys-key-1)
+	case bFanAwait:
+		// No draw: plans of older seeds, where this value meant bOK, keep
+		// their shape. Awaits point to higher keys only, as for bAwait.
+		if key+2 >= p.keys || (p.maxConc > 0 && !awaitUnderLimit) {
+			ts.b = bOK
+			break
+		}
+		ts.arg = key + 1
 	}
 	if !outer && (ts.b == bGate || ts.b == bBlockCtx) {
 		ts.b = bGosched // nested tasks run to completion on their own
@@ -567,9 +580,12 @@ func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec 
 	rc := &rec{id: len(r.recs), key: key, prio: prio, spec: spec, nested: nested, canceled: canceled}
 	r.recs = append(r.recs, rc)
 	rc.submitBefore = r.tick()
-	var target *handle
-	if spec.b == bAwait {
+	var target, second *handle
+	switch spec.b {
+	case bAwait:
 		target = r.last[spec.arg]
+	case bFanAwait:
+		target, second = r.last[spec.arg], r.last[spec.arg+1]
 	}
 	r.mu.Unlock()
 
@@ -600,6 +616,23 @@ func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec 
 				_, _ = target.await(ctx) // any outcome; the target is checked on its own
 				r.reclaim(rc)
 			}
+		case bFanAwait:
+			// The task counts as awaiting from before the first Await until
+			// the last returns, which takes the slot back.
+			r.lend(rc)
+			var wg sync.WaitGroup
+			for i, h := range []*handle{target, second} {
+				if h != nil {
+					wg.Go(func() {
+						for range i * (rc.id % 4) {
+							runtime.Gosched()
+						}
+						_, _ = h.await(ctx)
+					})
+				}
+			}
+			wg.Wait()
+			r.reclaim(rc)
 		case bSelfAwait:
 			own := r.submit(ctx, key, seqsched.Normal, taskSpec{b: bOK}, gates, canceled, true)
 			if own == nil {
