@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seqsched/seqsched"
+	"github.com/seqsched/seqsched/bench"
 )
 
 // config describes the load and the sweep.
@@ -97,6 +98,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		c.duration, c.paced = c.spread(), true
 	}
 	return c, nil
+}
+
+// spinIters is how many bench.Spin iterations make one task's -work: 0
+// for none.
+func (c config) spinIters() int {
+	if c.work <= 0 {
+		return 0
+	}
+	return bench.SpinIters(c.work)
 }
 
 // spread is the time over which submissions go so that the offered work is

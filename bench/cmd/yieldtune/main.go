@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"github.com/seqsched/seqsched/bench"
 )
 
 func main() {
@@ -62,10 +61,7 @@ func describe(c config) string {
 func sweep(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	ts := c.thresholds()
 	total := c.sessions * c.tasks
-	iters := 0
-	if c.work > 0 {
-		iters = bench.SpinIters(c.work)
-	}
+	iters := c.spinIters()
 	bar := progressbar.NewOptions(len(ts)*total,
 		progressbar.OptionSetWriter(stderr),
 		progressbar.OptionSetVisibility(!c.noProgress),

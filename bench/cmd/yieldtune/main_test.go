@@ -230,14 +230,55 @@ func TestSpreadOffersLoadTimesWhatTheSlotsRun(t *testing.T) {
 func TestDefaultLoadMakesSessionsYield(t *testing.T) {
 	c, err := parseFlags([]string{"-quick"}, &bytes.Buffer{})
 	require.NoError(t, err)
-	r, err := runOne(context.Background(), c, seqsched.MinYieldAfter, bench.SpinIters(c.work), func(int) {})
+	r, err := runOne(context.Background(), c, seqsched.MinYieldAfter, c.spinIters(), func(int) {})
 	require.NoError(t, err)
 	assert.Positive(t, r.yields, "no session yielded under the default load")
+}
+
+func TestDefaultsAreTheDocumentedOnes(t *testing.T) {
+	c, err := parseFlags(nil, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, config{sessions: 100, tasks: 500, work: 50 * time.Microsecond, high: 0.1,
+		maxConc: runtime.GOMAXPROCS(0), producers: 2, duration: c.spread(), load: 1.25, paced: true,
+		from: seqsched.MinYieldAfter, to: seqsched.MaxYieldAfter, step: 10}, c)
+}
+
+func TestWorkIsSpunAndNoWorkIsNone(t *testing.T) {
+	assert.Zero(t, config{}.spinIters())
+	c := config{work: 50 * time.Microsecond}
+	assert.Equal(t, bench.SpinIters(c.work), c.spinIters())
+	assert.Positive(t, c.spinIters())
 }
 
 func TestThresholdsIncludeTheLast(t *testing.T) {
 	c := config{from: 10, to: 45, step: 10}
 	assert.Equal(t, []int{10, 20, 30, 40, 45}, c.thresholds())
+}
+
+// -high is a fraction of all tasks: every round(1/high)-th task is High,
+// so it falls on every session in turn; 0 submits none.
+func TestRunOneSubmitsTheHighFractionAsHigh(t *testing.T) {
+	for _, tc := range []struct {
+		high  float64
+		every int // 0: none
+	}{{0, 0}, {0.1, 10}, {0.25, 4}, {0.3, 3}, {1, 1}} {
+		c := config{sessions: 3, tasks: 40, producers: 2, high: tc.high}
+		r, err := runOne(context.Background(), c, 10, 0, func(int) {})
+		require.NoError(t, err)
+		var highs []int
+		for id, smp := range r.samples {
+			require.Equal(t, id%c.sessions, smp.session, "task %d", id)
+			if smp.high {
+				highs = append(highs, id)
+			}
+		}
+		var want []int
+		for id := tc.every - 1; tc.every > 0 && id < c.sessions*c.tasks; id += tc.every {
+			want = append(want, id)
+		}
+		require.Equal(t, want, highs, "high %v", tc.high)
+		require.Equal(t, []int{40, 40, 40}, r.done)
+	}
 }
 
 func TestRunPrintsTableRecommendationCSVAndSVG(t *testing.T) {
