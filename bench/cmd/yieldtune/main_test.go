@@ -29,10 +29,10 @@ func TestSummarizeComputesPercentilesFairnessAndRates(t *testing.T) {
 		elapsed:   2 * time.Second,
 		samples: []sample{
 			{session: 0, wait: 1 * ms}, {session: 0, wait: 2 * ms}, {session: 0, wait: 3 * ms},
-			{session: 1, wait: 4 * ms}, {session: 1, high: true, wait: 10 * ms}, {session: 1, high: true, wait: 20 * ms},
+			{session: 0, wait: 4 * ms}, {session: 1, high: true, wait: 10 * ms}, {session: 1, high: true, wait: 20 * ms},
 		},
 		finished: []time.Duration{time.Second, 2 * time.Second},
-		done:     []int{3, 3},
+		done:     []int{4, 2},
 		yields:   50,
 	}
 	got := summarize(r)
@@ -47,8 +47,8 @@ func TestSummarizeComputesPercentilesFairnessAndRates(t *testing.T) {
 	assert.Equal(t, 20*ms, got.HighMax)
 	assert.Equal(t, 20*ms, got.AllP99)
 	assert.Equal(t, 20*ms, got.WorstSessionMaxWait, "session 1's max wait")
-	// Session throughputs 3/s and 1.5/s: (4.5)² / (2·(9+2.25)) = 0.9.
-	assert.InDelta(t, 0.9, got.Jain, 1e-9)
+	// Session throughputs 4/s and 1/s: 5² / (2·(16+1)) = 25/34.
+	assert.InDelta(t, 25.0/34, got.Jain, 1e-9)
 	assert.Equal(t, 2, got.HighTasks)
 	assert.Equal(t, 4, got.NormalTask)
 }
@@ -95,13 +95,56 @@ func TestTableShowsTheP99TheRecommendationCompares(t *testing.T) {
 }
 
 func TestRecommendBreaksTiesTowardTheLowerThreshold(t *testing.T) {
-	rows := []row{
-		{Threshold: 30, Throughput: 100, AllP99: time.Millisecond, YieldsPerSec: 1},
-		{Threshold: 20, Throughput: 100, AllP99: time.Millisecond, YieldsPerSec: 1},
+	for _, order := range [][]int{{30, 20}, {20, 30}} {
+		var rows []row
+		for _, th := range order {
+			rows = append(rows, row{Threshold: th, Throughput: 100, AllP99: time.Millisecond, YieldsPerSec: 1})
+		}
+		got, why := recommend(rows)
+		assert.Equal(t, 20, got.Threshold, "rows %v", order)
+		// The best throughput is tied too: the lower threshold has it.
+		assert.True(t, strings.HasPrefix(why, "WithYieldAfter(20): best throughput (100 tasks/s)"), why)
 	}
-	got, why := recommend(rows)
-	assert.Equal(t, 20, got.Threshold)
-	assert.Contains(t, why, "WithYieldAfter(20)")
+}
+
+// "Within 5%" includes a threshold exactly 5% below the best.
+func TestRecommendCountsExactlyFivePercentBelowAsWithin(t *testing.T) {
+	rows := []row{
+		{Threshold: 10, Throughput: 95, AllP99: time.Millisecond, YieldsPerSec: 1},
+		{Threshold: 20, Throughput: 100, AllP99: 2 * time.Millisecond, YieldsPerSec: 1},
+	}
+	got, _ := recommend(rows)
+	assert.Equal(t, 10, got.Threshold)
+}
+
+func TestRoundKeepsThreeSignificantPlaces(t *testing.T) {
+	for d, want := range map[time.Duration]time.Duration{
+		1234567 * time.Microsecond: 1235 * time.Millisecond,
+		time.Second:                time.Second,
+		1234567 * time.Nanosecond:  1230 * time.Microsecond,
+		time.Millisecond:           time.Millisecond,
+		1234 * time.Nanosecond:     1200 * time.Nanosecond,
+		999 * time.Microsecond:     999 * time.Microsecond,
+	} {
+		assert.Equal(t, want, round(d), "round(%v)", d)
+	}
+}
+
+func TestCSVHasDurationsInMicroseconds(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, writeCSV(&out, []row{{Threshold: 10, Throughput: 1000, NormalP50: 1500 * time.Nanosecond,
+		AllP99: 2 * time.Millisecond, Jain: 0.5, YieldsPerSec: 3}}))
+	recs, err := csv.NewReader(&out).ReadAll()
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	got := map[string]string{}
+	for i, name := range recs[0] {
+		got[name] = recs[1][i]
+	}
+	assert.Equal(t, "10", got["yield_after"])
+	assert.Equal(t, "1000", got["tasks_per_s"])
+	assert.Equal(t, "1.5", got["normal_p50_us"])
+	assert.Equal(t, "2000.0", got["all_p99_us"])
 }
 
 func TestRecommendSaysWhenBestThroughputAlsoHasBestLatency(t *testing.T) {
@@ -111,7 +154,7 @@ func TestRecommendSaysWhenBestThroughputAlsoHasBestLatency(t *testing.T) {
 	}
 	got, why := recommend(rows)
 	assert.Equal(t, 20, got.Threshold)
-	assert.Contains(t, why, "best throughput")
+	assert.Equal(t, "WithYieldAfter(20): best throughput (100 tasks/s) and the lowest p99 wait over all tasks (1ms) of the thresholds within 5% of it", why)
 }
 
 // A sweep in which no session ever yielded measured nothing the threshold

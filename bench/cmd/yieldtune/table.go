@@ -90,14 +90,15 @@ const throughputSlack = 0.05
 // within 5% of the best, take the one with the lowest p99 wait over all
 // tasks (ties: the lower threshold). It returns the chosen row and a
 // one-line explanation, which says instead that the threshold does not
-// matter when no session yielded at any threshold.
+// matter when no session yielded at any threshold. The best throughput,
+// too, goes to the lower threshold on a tie.
 func recommend(rows []row) (row, string) {
 	if len(rows) == 0 {
 		return row{}, "no thresholds measured"
 	}
 	best := rows[0]
 	for _, r := range rows[1:] {
-		if r.Throughput > best.Throughput {
+		if r.Throughput > best.Throughput || (r.Throughput == best.Throughput && r.Threshold < best.Threshold) {
 			best = r
 		}
 	}
