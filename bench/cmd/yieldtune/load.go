@@ -95,12 +95,16 @@ wait:
 	r.elapsed = time.Since(start)
 	prod.Wait()
 	progress(total)
-	r.yields = s.Stats().Yields - y0
+	st := s.Stats()
+	r.yields = st.Yields - y0
 	if err := s.Shutdown(ctx); err != nil {
 		return r, err
 	}
 	if err, _ := submitErr.Load().(error); err != nil {
 		return r, fmt.Errorf("submit: %w", err)
+	}
+	if st.Panics > 0 { // a bug in the load itself: its figures would be wrong
+		return r, fmt.Errorf("%d tasks panicked", st.Panics)
 	}
 	return r, nil
 }

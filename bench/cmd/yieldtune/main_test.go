@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/seqsched/seqsched"
@@ -322,6 +323,22 @@ func TestRunOneSubmitsTheHighFractionAsHigh(t *testing.T) {
 		require.Equal(t, want, highs, "high %v", tc.high)
 		require.Equal(t, []int{40, 40, 40}, r.done)
 	}
+}
+
+// On the bubble's clock: one session, three tasks that only sleep, all
+// submitted at once. Each waits for the sleeps before it.
+func TestRunOneTasksSleepForSleep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := config{sessions: 1, tasks: 3, producers: 1, sleep: 10 * time.Millisecond}
+		r, err := runOne(context.Background(), c, 10, 0, func(int) {})
+		require.NoError(t, err)
+		assert.Equal(t, 30*time.Millisecond, r.elapsed)
+		var waits []time.Duration
+		for _, smp := range r.samples {
+			waits = append(waits, smp.wait)
+		}
+		assert.Equal(t, []time.Duration{0, 10 * time.Millisecond, 20 * time.Millisecond}, waits)
+	})
 }
 
 func TestRunPrintsTableRecommendationCSVAndSVG(t *testing.T) {
