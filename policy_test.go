@@ -212,6 +212,29 @@ func TestAwaitOnTasksOtherGoroutineReturnsWhenTaskEnds(t *testing.T) {
 	})
 }
 
+// awaited is a future to await and the name it is recorded by.
+type awaited struct {
+	name string
+	f    *seqsched.Future[struct{}]
+}
+
+// awaitBoth awaits first and second under ctx on two goroutines, the second
+// once startSecond is closed (nil: at once), records "<name> awaited" as
+// each returns and "a end" after both, and returns their errors.
+func awaitBoth(ctx context.Context, r *recorder, first, second awaited, startSecond <-chan struct{}) error {
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, a := range []awaited{first, second} {
+		if i == 1 && startSecond != nil {
+			<-startSecond
+		}
+		wg.Go(func() { _, errs[i] = a.f.Await(ctx); r.add("%s awaited", a.name) })
+	}
+	wg.Wait()
+	r.add("a end")
+	return errors.Join(errs...)
+}
+
 // fanOutAwait submits on A a task that awaits two futures under its own ctx
 // on two goroutines: b1's, queued on B ahead of b2, which holds B's turn (and
 // its slot) until openB is closed, and that of c1 on C. The second Await
@@ -230,14 +253,7 @@ func fanOutAwait(t *testing.T, s *seqsched.Scheduler[string], r *recorder, openB
 		if err != nil {
 			return err
 		}
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		wg.Go(func() { _, errs[0] = b1.Await(ctx); r.add("b1 awaited") })
-		<-startSecond
-		wg.Go(func() { _, errs[1] = c1.Await(ctx); r.add("c1 awaited") })
-		wg.Wait()
-		r.add("a end")
-		return errors.Join(errs...)
+		return awaitBoth(ctx, r, awaited{"b1", b1}, awaited{"c1", c1}, startSecond)
 	})
 	require.NoError(t, err)
 	return a
@@ -295,25 +311,18 @@ func TestLastOfATasksAwaitsTakesTheSlotBack(t *testing.T) {
 				}
 				fs = append(fs, f)
 			}
-			var wg sync.WaitGroup
-			errs := make([]error, 2)
-			for i, f := range fs {
-				wg.Go(func() { _, errs[i] = f.Await(ctx); r.add("awaited %d", i) })
-			}
-			wg.Wait()
-			r.add("a end")
-			return errors.Join(errs...)
+			return awaitBoth(ctx, &r, awaited{"B", fs[0]}, awaited{"C", fs[1]}, nil)
 		})
 		require.NoError(t, err)
 		synctest.Wait() // both Awaits lent the slot; B runs
 		require.Equal(t, []string{"B start"}, r.get())
 		close(openB1)
 		synctest.Wait() // the first Await returned; C has the slot
-		require.ElementsMatch(t, []string{"B start", "awaited 0", "C start"}, r.get())
+		require.ElementsMatch(t, []string{"B start", "B awaited", "C start"}, r.get())
 		close(openC1)
 		awaitAll(t, a)
 		require.NoError(t, s.Shutdown(context.Background()))
-		require.Equal(t, []string{"awaited 1", "a end"}, r.get()[3:])
+		require.Equal(t, []string{"C awaited", "a end"}, r.get()[3:])
 	})
 }
 
@@ -344,14 +353,7 @@ func TestOverlappingAwaitsOfOneTaskLeaveEverySlot(t *testing.T) {
 				}
 				fs[i] = f
 			}
-			var wg sync.WaitGroup
-			errs := make([]error, 2)
-			wg.Go(func() { _, errs[0] = fs[0].Await(ctx); r.add("b1 awaited") })
-			<-startSecond
-			wg.Go(func() { _, errs[1] = fs[2].Await(ctx); r.add("b3 awaited") })
-			wg.Wait()
-			r.add("a end")
-			return errors.Join(errs...)
+			return awaitBoth(ctx, &r, awaited{"b1", fs[0]}, awaited{"b3", fs[2]}, startSecond)
 		})
 		require.NoError(t, err)
 		synctest.Wait() // b1 has run; its Await waits for a slot (X and B hold them)
