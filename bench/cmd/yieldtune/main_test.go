@@ -341,6 +341,19 @@ func TestRunOneTasksSleepForSleep(t *testing.T) {
 	})
 }
 
+// With -duration, submissions are spread evenly over it: task id is
+// submitted at id × duration/total (on the bubble's clock, tasks of no
+// work start as they are submitted).
+func TestRunOnePacesSubmissionsOverDuration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := config{sessions: 2, tasks: 5, producers: 2, duration: 100 * time.Millisecond}
+		r, err := runOne(context.Background(), c, 10, 0, func(int) {})
+		require.NoError(t, err)
+		assert.Equal(t, 90*time.Millisecond, r.elapsed, "the last of 10 tasks is submitted at 9 × 10ms")
+		assert.Equal(t, []time.Duration{80 * time.Millisecond, 90 * time.Millisecond}, r.finished, "session i takes tasks i, i+2, ...")
+	})
+}
+
 func TestRunPrintsTableRecommendationCSVAndSVG(t *testing.T) {
 	dir := t.TempDir()
 	csvPath, svgPath := filepath.Join(dir, "rows.csv"), filepath.Join(dir, "chart.svg")
