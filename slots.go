@@ -217,8 +217,11 @@ func (s *Scheduler[K]) lend(t *task) bool {
 }
 
 // reclaim takes t's slot back after the wait that lend began, ahead of
-// sessions that have not started their turn. It blocks until a slot is
-// free: the task must not run on without one.
+// sessions that have not started their turn, when it ends t's last Await
+// in progress. It blocks until a slot is free: the task must not run on
+// without one. Only two things end that wait without a slot: another Await
+// of t's begins (the slot stays lent for it; see lend), or fn returns (the
+// worker takes the slot back itself; see settle).
 func (s *Scheduler[K]) reclaim(t *task) {
 	s.slots.mu.Lock()
 	ls := t.lentSlot()
