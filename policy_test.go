@@ -180,11 +180,11 @@ func TestAwaitOnTasksOtherGoroutineReturnsWhenTaskEnds(t *testing.T) {
 		finish := make(chan struct{}) // a1's fn returns then
 		awaited := make(chan error, 1)
 		a1, err := s.Go(context.Background(), "A", func(ctx context.Context) error {
-			b1, err := s.Go(ctx, "B", func(context.Context) error { r.add("b1"); return nil })
+			b1, err := goRecorded(ctx, s, &r, "B", "b1", nil)
 			if err != nil {
 				return err
 			}
-			if _, err := s.Go(ctx, "B", func(context.Context) error { <-open; r.add("b2"); return nil }); err != nil {
+			if _, err := goRecorded(ctx, s, &r, "B", "b2", open); err != nil {
 				return err
 			}
 			go func() {
@@ -212,6 +212,18 @@ func TestAwaitOnTasksOtherGoroutineReturnsWhenTaskEnds(t *testing.T) {
 	})
 }
 
+// goRecorded submits from a task, under its ctx, a task on key that waits
+// for open (if not nil) and then records name.
+func goRecorded(ctx context.Context, s *seqsched.Scheduler[string], r *recorder, key, name string, open <-chan struct{}) (*seqsched.Future[struct{}], error) {
+	return s.Go(ctx, key, func(context.Context) error {
+		if open != nil {
+			<-open
+		}
+		r.add("%s", name)
+		return nil
+	})
+}
+
 // awaited is a future to await and the name it is recorded by.
 type awaited struct {
 	name string
@@ -235,42 +247,33 @@ func awaitBoth(ctx context.Context, r *recorder, first, second awaited, startSec
 	return errors.Join(errs...)
 }
 
-// fanOutAwait submits on A a task that awaits two futures under its own ctx
-// on two goroutines: b1's, queued on B ahead of b2, which holds B's turn (and
-// its slot) until openB is closed, and that of c1 on C. The second Await
-// starts when startSecond is closed, after the first is back from its wait.
-func fanOutAwait(t *testing.T, s *seqsched.Scheduler[string], r *recorder, openB, startSecond chan struct{}) *seqsched.Future[struct{}] {
-	t.Helper()
-	a, err := s.Go(context.Background(), "A", func(ctx context.Context) error {
-		b1, err := s.Go(ctx, "B", func(context.Context) error { r.add("b1"); return nil })
-		if err != nil {
-			return err
-		}
-		if _, err := s.Go(ctx, "B", func(context.Context) error { <-openB; r.add("b2"); return nil }); err != nil {
-			return err
-		}
-		c1, err := s.Go(ctx, "C", func(context.Context) error { r.add("c1"); return nil })
-		if err != nil {
-			return err
-		}
-		return awaitBoth(ctx, r, awaited{"b1", b1}, awaited{"c1", c1}, startSecond)
-	})
-	require.NoError(t, err)
-	return a
-}
-
-// A task's slot stays lent while any of its Awaits is in progress. Here the
-// first Await is back and waits to take the slot back when the second
-// begins: the first returns at once, the slot stays lent, and c1, which the
-// second awaits, gets it when B's turn ends. Were the slot taken back then,
-// c1 could never run with one slot.
+// A task's slot stays lent while any of its Awaits is in progress. Here A's
+// task awaits b1 and, once startSecond is closed, c1, on two goroutines.
+// The first Await is back and waits to take the slot back (b2 holds B's
+// turn, and the slot, until openB is closed) when the second begins: the
+// first returns at once, the slot stays lent, and c1 gets it when B's turn
+// ends. Were the slot taken back then, c1 could never run with one slot.
 func TestSlotStaysLentWhileAnyAwaitOfTheTaskWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1))
 		require.NoError(t, err)
 		var r recorder
 		openB, startSecond := make(chan struct{}), make(chan struct{})
-		a := fanOutAwait(t, s, &r, openB, startSecond)
+		a, err := s.Go(context.Background(), "A", func(ctx context.Context) error {
+			b1, err := goRecorded(ctx, s, &r, "B", "b1", nil)
+			if err != nil {
+				return err
+			}
+			if _, err := goRecorded(ctx, s, &r, "B", "b2", openB); err != nil {
+				return err
+			}
+			c1, err := goRecorded(ctx, s, &r, "C", "c1", nil)
+			if err != nil {
+				return err
+			}
+			return awaitBoth(ctx, &r, awaited{"b1", b1}, awaited{"c1", c1}, startSecond)
+		})
+		require.NoError(t, err)
 		synctest.Wait() // b1 has run; its Await waits for the slot b2 holds
 		require.Equal(t, []string{"b1"}, r.get())
 
@@ -286,8 +289,8 @@ func TestSlotStaysLentWhileAnyAwaitOfTheTaskWaits(t *testing.T) {
 }
 
 // Of two Awaits of one task that both lent the slot, the first back
-// returns at once; the last takes the slot back. With one slot, c1, which
-// the other Await waits for, could never run otherwise.
+// returns at once; the last takes the slot back. With one slot, C's task,
+// which the other Await waits for, could never run otherwise.
 func TestLastOfATasksAwaitsTakesTheSlotBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1))
@@ -340,14 +343,7 @@ func TestOverlappingAwaitsOfOneTaskLeaveEverySlot(t *testing.T) {
 		a, err := s.Go(context.Background(), "A", func(ctx context.Context) error {
 			var fs [4]*seqsched.Future[struct{}]
 			for i, open := range []chan struct{}{nil, openB2, nil, openB4} {
-				name := fmt.Sprint("b", i+1)
-				f, err := s.Go(ctx, "B", func(context.Context) error {
-					if open != nil {
-						<-open
-					}
-					r.add("%s", name)
-					return nil
-				})
+				f, err := goRecorded(ctx, s, &r, "B", fmt.Sprint("b", i+1), open)
 				if err != nil {
 					return err
 				}

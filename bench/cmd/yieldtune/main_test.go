@@ -118,7 +118,9 @@ func TestRecommendCountsExactlyFivePercentBelowAsWithin(t *testing.T) {
 	assert.Equal(t, 10, got.Threshold)
 }
 
-func TestRoundKeepsThreeSignificantPlaces(t *testing.T) {
+// Durations are shown to the millisecond from a second up, to 10µs from a
+// millisecond up, and to 100ns below.
+func TestRoundPrecisionFollowsTheScale(t *testing.T) {
 	for d, want := range map[time.Duration]time.Duration{
 		1234567 * time.Microsecond: 1235 * time.Millisecond,
 		time.Second:                time.Second,
