@@ -32,6 +32,14 @@ type config struct {
 	noProgress bool          // hide the progress bar
 }
 
+// Limits on the size of a run, so that a mistyped flag gets an error
+// instead of a crash or a run that never ends.
+const (
+	maxTasks     = 10_000_000     // sessions × tasks, per threshold: each keeps a wait sample
+	maxProducers = 10_000         // goroutines submitting
+	maxDuration  = 24 * time.Hour // the time one threshold's submissions are spread over
+)
+
 // usageError is an error in the command line (exit code 2).
 type usageError struct{ msg string }
 
@@ -90,11 +98,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, usagef("-load and -duration: give one or the other")
 	case set["duration"] && c.duration <= 0:
 		return c, usagef("-duration %v: must be positive", c.duration)
+	case c.duration > maxDuration:
+		return c, usagef("-duration %v: must be at most %v", c.duration, maxDuration)
 	}
 	if err := c.validate(); err != nil {
 		return c, err
 	}
 	if !set["duration"] {
+		secs := c.spreadSeconds()
+		if secs > maxDuration.Seconds() {
+			return c, usagef("-load %v: spreads each threshold's tasks over %.3gh, more than %v; offer more (a larger -load) or give fewer -tasks",
+				c.load, secs/3600, maxDuration)
+		}
 		c.duration, c.paced = c.spread(), true
 	}
 	return c, nil
@@ -114,7 +129,13 @@ func (c config) spinIters() int {
 // work+sleep, and only its work needs a CPU: with no concurrency limit,
 // every session is a slot and GOMAXPROCS bounds the work. Tasks that take
 // no time get no pacing (0): producers submit as fast as they can.
+// parseFlags keeps it within maxDuration.
 func (c config) spread() time.Duration {
+	return time.Duration(c.spreadSeconds() * float64(time.Second))
+}
+
+// spreadSeconds is spread in seconds, which cannot overflow.
+func (c config) spreadSeconds() float64 {
 	per := c.work + c.sleep
 	if per <= 0 {
 		return 0
@@ -127,7 +148,16 @@ func (c config) spread() time.Duration {
 	if c.work > 0 {
 		rate = min(rate, float64(runtime.GOMAXPROCS(0))/c.work.Seconds())
 	}
-	return time.Duration(float64(c.sessions*c.tasks) / (c.load * rate) * float64(time.Second))
+	return float64(c.sessions*c.tasks) / (c.load * rate)
+}
+
+// highEvery is n where every n-th task is High: 0 for none. A fraction too
+// small for one High task in the run gives more than the run's tasks.
+func (c config) highEvery() int {
+	if c.high <= 0 {
+		return 0
+	}
+	return int(min(1/c.high+0.5, float64(c.sessions*c.tasks+1)))
 }
 
 func (c config) validate() error {
@@ -139,16 +169,18 @@ func (c config) validate() error {
 		return bad("sessions", c.sessions, "must be at least 1")
 	case c.tasks < 1:
 		return bad("tasks", c.tasks, "must be at least 1")
+	case c.tasks > maxTasks/c.sessions:
+		return usagef("-sessions %d × -tasks %d: more than %d tasks per threshold", c.sessions, c.tasks, maxTasks)
 	case c.work < 0:
 		return bad("work", c.work, "must not be negative")
 	case c.sleep < 0:
 		return bad("sleep", c.sleep, "must not be negative")
-	case c.high < 0 || c.high > 1:
+	case !(c.high >= 0 && c.high <= 1): // NaN too
 		return bad("high", c.high, "must be between 0 and 1")
 	case c.maxConc < 0:
 		return bad("max-concurrency", c.maxConc, "must be >= 0 (0 means no limit)")
-	case c.producers < 1:
-		return bad("producers", c.producers, "must be at least 1")
+	case c.producers < 1 || c.producers > maxProducers:
+		return bad("producers", c.producers, fmt.Sprintf("must be 1..%d", maxProducers))
 	case c.load <= 0 || math.IsInf(c.load, 0) || math.IsNaN(c.load):
 		return bad("load", c.load, "must be a positive number")
 	case c.from < seqsched.MinYieldAfter || c.from > seqsched.MaxYieldAfter:

@@ -34,11 +34,7 @@ func runOne(ctx context.Context, c config, threshold int, iters int, progress fu
 		start     = time.Now()
 		y0        = s.Stats().Yields
 	)
-	// Every highEvery-th task is High (none when the fraction is 0).
-	highEvery := 0
-	if c.high > 0 {
-		highEvery = max(1, int(1/c.high+0.5))
-	}
+	highEvery := c.highEvery() // every highEvery-th task is High; 0: none
 	task := func(id, session int, high bool, submitted time.Time) func(context.Context) error {
 		return func(context.Context) error {
 			r.samples[id] = sample{session: session, high: high, wait: time.Since(submitted)}

@@ -183,24 +183,30 @@ func TestBadFlagsGiveOneLineErrorAndExitCode2(t *testing.T) {
 		args []string
 		want string
 	}{
-		"unknown flag":      {[]string{"-nope"}, "flag provided but not defined: -nope"},
-		"not a number":      {[]string{"-sessions", "many"}, `invalid value "many" for flag -sessions`},
-		"zero sessions":     {[]string{"-sessions", "0"}, "-sessions 0: must be at least 1"},
-		"zero tasks":        {[]string{"-tasks", "0"}, "-tasks 0: must be at least 1"},
-		"negative work":     {[]string{"-work", "-1ms"}, "-work -1ms: must not be negative"},
-		"negative sleep":    {[]string{"-sleep", "-1ms"}, "-sleep -1ms: must not be negative"},
-		"high above one":    {[]string{"-high", "1.5"}, "-high 1.5: must be between 0 and 1"},
-		"negative conc":     {[]string{"-max-concurrency", "-1"}, "-max-concurrency -1: must be >= 0"},
-		"no producers":      {[]string{"-producers", "0"}, "-producers 0: must be at least 1"},
-		"zero duration":     {[]string{"-duration", "0s"}, "-duration 0s: must be positive"},
-		"zero load":         {[]string{"-load", "0"}, "-load 0: must be a positive number"},
-		"load not finite":   {[]string{"-load", "Inf"}, "-load +Inf: must be a positive number"},
-		"load and duration": {[]string{"-load", "2", "-duration", "1s"}, "-load and -duration: give one or the other"},
-		"from below range":  {[]string{"-from", "5"}, "-from 5: must be 10..50"},
-		"to above range":    {[]string{"-to", "60"}, "-to 60: must be -from..50"},
-		"to below from":     {[]string{"-from", "30", "-to", "20"}, "-to 20: must be -from..50"},
-		"zero step":         {[]string{"-step", "0"}, "-step 0: must be at least 1"},
-		"stray argument":    {[]string{"extra"}, `unexpected argument "extra"`},
+		"unknown flag":            {[]string{"-nope"}, "flag provided but not defined: -nope"},
+		"not a number":            {[]string{"-sessions", "many"}, `invalid value "many" for flag -sessions`},
+		"zero sessions":           {[]string{"-sessions", "0"}, "-sessions 0: must be at least 1"},
+		"zero tasks":              {[]string{"-tasks", "0"}, "-tasks 0: must be at least 1"},
+		"negative work":           {[]string{"-work", "-1ms"}, "-work -1ms: must not be negative"},
+		"negative sleep":          {[]string{"-sleep", "-1ms"}, "-sleep -1ms: must not be negative"},
+		"high above one":          {[]string{"-high", "1.5"}, "-high 1.5: must be between 0 and 1"},
+		"negative conc":           {[]string{"-max-concurrency", "-1"}, "-max-concurrency -1: must be >= 0"},
+		"no producers":            {[]string{"-producers", "0"}, "-producers 0: must be 1..10000"},
+		"too many producers":      {[]string{"-producers", "10001"}, "-producers 10001: must be 1..10000"},
+		"high not a number":       {[]string{"-high", "NaN"}, "-high NaN: must be between 0 and 1"},
+		"too many tasks":          {[]string{"-sessions", "1000", "-tasks", "10001"}, "-sessions 1000 × -tasks 10001: more than 10000000 tasks per threshold"},
+		"tasks overflow int":      {[]string{"-sessions", "3000000000", "-tasks", "4000000000"}, "-sessions 3000000000 × -tasks 4000000000: more than 10000000 tasks"},
+		"duration over a day":     {[]string{"-duration", "25h"}, "-duration 25h0m0s: must be at most 24h0m0s"},
+		"load spreads over a day": {[]string{"-load", "1e-300"}, "-load 1e-300: spreads each threshold's tasks over"},
+		"zero duration":           {[]string{"-duration", "0s"}, "-duration 0s: must be positive"},
+		"zero load":               {[]string{"-load", "0"}, "-load 0: must be a positive number"},
+		"load not finite":         {[]string{"-load", "Inf"}, "-load +Inf: must be a positive number"},
+		"load and duration":       {[]string{"-load", "2", "-duration", "1s"}, "-load and -duration: give one or the other"},
+		"from below range":        {[]string{"-from", "5"}, "-from 5: must be 10..50"},
+		"to above range":          {[]string{"-to", "60"}, "-to 60: must be -from..50"},
+		"to below from":           {[]string{"-from", "30", "-to", "20"}, "-to 20: must be -from..50"},
+		"zero step":               {[]string{"-step", "0"}, "-step 0: must be at least 1"},
+		"stray argument":          {[]string{"extra"}, `unexpected argument "extra"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -302,12 +308,14 @@ func TestThresholdsIncludeTheLast(t *testing.T) {
 }
 
 // -high is a fraction of all tasks: every round(1/high)-th task is High,
-// so it falls on every session in turn; 0 submits none.
+// so it falls on every session in turn; 0 submits none, and so does a
+// fraction too small for one High task among the run's (1/high used to
+// overflow the int and made every task High).
 func TestRunOneSubmitsTheHighFractionAsHigh(t *testing.T) {
 	for _, tc := range []struct {
 		high  float64
 		every int // 0: none
-	}{{0, 0}, {0.1, 10}, {0.25, 4}, {0.3, 3}, {1, 1}} {
+	}{{0, 0}, {0.1, 10}, {0.25, 4}, {0.3, 3}, {1, 1}, {0.01, 100}, {1e-20, 0}} {
 		c := config{sessions: 3, tasks: 40, producers: 2, high: tc.high}
 		r, err := runOne(context.Background(), c, 10, 0, func(int) {})
 		require.NoError(t, err)
