@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -198,15 +201,17 @@ func TestBadFlagsGiveOneLineErrorAndExitCode2(t *testing.T) {
 		"tasks overflow int":      {[]string{"-sessions", "3000000000", "-tasks", "4000000000"}, "-sessions 3000000000 × -tasks 4000000000: more than 10000000 tasks"},
 		"duration over a day":     {[]string{"-duration", "25h"}, "-duration 25h0m0s: must be at most 24h0m0s"},
 		"load spreads over a day": {[]string{"-load", "1e-300"}, "-load 1e-300: spreads each threshold's tasks over"},
-		"zero duration":           {[]string{"-duration", "0s"}, "-duration 0s: must be positive"},
-		"zero load":               {[]string{"-load", "0"}, "-load 0: must be a positive number"},
-		"load not finite":         {[]string{"-load", "Inf"}, "-load +Inf: must be a positive number"},
-		"load and duration":       {[]string{"-load", "2", "-duration", "1s"}, "-load and -duration: give one or the other"},
-		"from below range":        {[]string{"-from", "5"}, "-from 5: must be 10..50"},
-		"to above range":          {[]string{"-to", "60"}, "-to 60: must be -from..50"},
-		"to below from":           {[]string{"-from", "30", "-to", "20"}, "-to 20: must be -from..50"},
-		"zero step":               {[]string{"-step", "0"}, "-step 0: must be at least 1"},
-		"stray argument":          {[]string{"extra"}, `unexpected argument "extra"`},
+		"load spreads over two days": {[]string{"-sessions", "1", "-tasks", "86400", "-work", "0", "-sleep", "1s", "-max-concurrency", "1", "-load", "0.5"},
+			"-load 0.5: spreads each threshold's tasks over 48h, more than 24h0m0s"},
+		"zero duration":     {[]string{"-duration", "0s"}, "-duration 0s: must be positive"},
+		"zero load":         {[]string{"-load", "0"}, "-load 0: must be a positive number"},
+		"load not finite":   {[]string{"-load", "Inf"}, "-load +Inf: must be a positive number"},
+		"load and duration": {[]string{"-load", "2", "-duration", "1s"}, "-load and -duration: give one or the other"},
+		"from below range":  {[]string{"-from", "5"}, "-from 5: must be 10..50"},
+		"to above range":    {[]string{"-to", "60"}, "-to 60: must be -from..50"},
+		"to below from":     {[]string{"-from", "30", "-to", "20"}, "-to 20: must be -from..50"},
+		"zero step":         {[]string{"-step", "0"}, "-step 0: must be at least 1"},
+		"stray argument":    {[]string{"extra"}, `unexpected argument "extra"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -220,6 +225,31 @@ func TestBadFlagsGiveOneLineErrorAndExitCode2(t *testing.T) {
 			assert.Contains(t, msg, tc.want)
 		})
 	}
+}
+
+// Each limit is inclusive: the value at it is accepted (parsed only, not
+// run), and the next one out is refused by the cases above.
+func TestFlagsAtTheirLimitsAreAccepted(t *testing.T) {
+	cases := map[string][]string{
+		"one session, one task": {"-sessions", "1", "-tasks", "1", "-producers", "1"},
+		"the most tasks":        {"-sessions", "1000", "-tasks", "10000"},
+		"the most producers":    {"-producers", "10000"},
+		"no High, no limit":     {"-high", "0", "-max-concurrency", "0"},
+		"all High":              {"-high", "1"},
+		"a day's duration":      {"-duration", "24h"},
+		"a single threshold":    {"-from", "50", "-to", "50", "-step", "1"},
+		// One slot held 1 s a task: 86,400 tasks at 1× take a day exactly.
+		"a load that takes a day": {"-sessions", "1", "-tasks", "86400", "-work", "0", "-sleep", "1s", "-max-concurrency", "1", "-load", "1"},
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := parseFlags(args, &bytes.Buffer{})
+			assert.NoError(t, err)
+		})
+	}
+	c, err := parseFlags(cases["a load that takes a day"], &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 24*time.Hour, c.duration)
 }
 
 func TestHelpExitsZero(t *testing.T) {
@@ -373,7 +403,8 @@ func TestRunPrintsTableRecommendationCSVAndSVG(t *testing.T) {
 	require.Equal(t, 0, run(context.Background(), args, &stdout, &stderr), stderr.String())
 
 	out := stdout.String()
-	assert.Contains(t, out, "load: 4 sessions × 25 tasks")
+	procs := runtime.GOMAXPROCS(0)
+	assert.Contains(t, out, fmt.Sprintf("load: 4 sessions × 25 tasks, work 0s, sleep 0s, High 10%%, max concurrency %d, 2 producers, over 20ms\n", procs))
 	assert.Regexp(t, `\nrecommendation: (WithYieldAfter\(\d+\)|none): [^\n]+\n$`, out) // either form: this load is too small to say whether it yields
 	lines := strings.Split(out, "\n")
 	var table []string
@@ -396,5 +427,72 @@ func TestRunPrintsTableRecommendationCSVAndSVG(t *testing.T) {
 	svg, err := os.ReadFile(svgPath)
 	require.NoError(t, err)
 	assert.Contains(t, string(svg), "<svg")
-	assert.Contains(t, string(svg), "throughput")
+	assert.Contains(t, string(svg), fmt.Sprintf(">yieldtune: 4 sessions, work 0s, High 10%%, max concurrency %d<", procs))
+}
+
+// A chart that cannot be written fails the run (exit code 1) with the
+// file's error; so does a CSV file.
+func TestRunFailsWhenAnOutputCannotBeWritten(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-dir")
+	for _, flag := range []string{"-svg", "-csv"} {
+		t.Run(flag, func(t *testing.T) {
+			path := filepath.Join(missing, "out")
+			var stdout, stderr bytes.Buffer
+			args := []string{"-sessions", "1", "-tasks", "1", "-work", "0", "-duration", "1ms",
+				"-from", "10", "-to", "10", "-no-progress", flag, path}
+			assert.Equal(t, 1, run(context.Background(), args, &stdout, &stderr))
+			assert.Equal(t, "yieldtune: open "+path+": no such file or directory\n", stderr.String())
+		})
+	}
+}
+
+// The progress bar on stderr counts every threshold's tasks in one bar and
+// is cleared at the end. On the bubble's clock: 2 tasks of 200 ms per
+// threshold, so the bar (redrawn at most every 100 ms) shows each task.
+func TestProgressBarCountsTheWholeSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		args := []string{"-sessions", "1", "-tasks", "2", "-work", "0", "-sleep", "200ms", "-duration", "1ms",
+			"-from", "10", "-to", "20", "-step", "10"}
+		require.Equal(t, 0, run(context.Background(), args, &stdout, &stderr), stderr.String())
+		var shown []string
+		for _, m := range regexp.MustCompile(`(WithYieldAfter\(\d+\)) +(\d+%) \|`).FindAllStringSubmatch(stderr.String(), -1) {
+			shown = append(shown, m[1]+" "+m[2])
+		}
+		assert.Equal(t, []string{"WithYieldAfter(10) 0%", "WithYieldAfter(10) 25%", "WithYieldAfter(10) 50%", "WithYieldAfter(20) 75%"}, shown)
+		assert.Regexp(t, `\r +\r$`, stderr.String(), "cleared at the end")
+	})
+}
+
+func TestDescribeSaysHowTheLoadIsPaced(t *testing.T) {
+	c := config{sessions: 4, tasks: 25, work: 50 * time.Microsecond, high: 0.25, maxConc: 2, producers: 3}
+	paced, fixed, asFast := c, c, c
+	paced.duration, paced.load, paced.paced = 1500*time.Millisecond, 1.25, true
+	fixed.duration = 20 * time.Millisecond
+	asFast.work, asFast.paced = 0, true
+	const load = "4 sessions × 25 tasks, work 50µs, sleep 0s, High 25%, max concurrency 2, 3 producers, "
+	assert.Equal(t, load+"over 1.5s (offered 1.25× what the slots run)", describe(paced))
+	assert.Equal(t, load+"over 20ms", describe(fixed))
+	assert.Equal(t, strings.Replace(load, "50µs", "0s", 1)+"as fast as the producers submit (tasks take no time)", describe(asFast))
+}
+
+// The chart is a 7-inch square, and its wait axis is in milliseconds: p99
+// waits of 12 and 20 ms get ticks 0, 10 and 20.
+func TestSVGIsASevenInchSquareWithWaitsInMilliseconds(t *testing.T) {
+	rows := []row{
+		{Threshold: 10, Throughput: 1000, AllP99: 20 * time.Millisecond, NormalP99: 20 * time.Millisecond, HighP99: 5 * time.Millisecond},
+		{Threshold: 20, Throughput: 1200, AllP99: 12 * time.Millisecond, NormalP99: 12 * time.Millisecond, HighP99: 3 * time.Millisecond},
+	}
+	var b bytes.Buffer
+	require.NoError(t, writeSVG(&b, rows, "title"))
+	svg := b.String()
+	assert.Contains(t, svg, `<svg width="504pt" height="504pt"`)
+	var texts []string
+	for _, m := range regexp.MustCompile(`>([^<>]+)</text>`).FindAllStringSubmatch(svg, -1) {
+		texts = append(texts, m[1])
+	}
+	i := slices.Index(texts, "p99 wait (ms)")
+	j := slices.Index(texts, "all tasks")
+	require.True(t, i >= 0 && j > i, "axis label and legend in %q", texts)
+	assert.Equal(t, []string{"0", "10", "20"}, texts[i+1:j], "the wait axis' ticks")
 }
