@@ -17,6 +17,19 @@ import (
 // maxShown bounds how many failures are printed one by one.
 const maxShown = 10
 
+// Limits on the size of a run, so that a mistyped flag gets an error
+// instead of a crash or a run that never ends.
+const (
+	// maxAccounts bounds -accounts and -traffic each: every account is a
+	// row created before the run and an ID held in memory, and at the
+	// 10,000 operations a second SQLite manages, a million replay accounts
+	// already take ten minutes.
+	maxAccounts = 1_000_000
+	// maxWorkers bounds -workers: each is a goroutine, and those beyond
+	// the accounts only idle.
+	maxWorkers = 10_000
+)
+
 // run is the whole program; it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bank", flag.ContinueOnError)
@@ -32,6 +45,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if err := checkFlags(cfg); err != nil {
+		fmt.Fprintln(stderr, "bank:", err)
+		return 2
+	}
 	if err := runE(ctx, *dsn, *journalPath, *unordered, cfg, stdout); err != nil {
 		var failed errFailures
 		if errors.As(err, &failed) {
@@ -41,6 +58,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// checkFlags rejects flag values the run cannot use, before it touches a
+// database.
+func checkFlags(cfg replay.Config) error {
+	switch {
+	case cfg.Accounts < 1 || cfg.Accounts > maxAccounts:
+		return fmt.Errorf("-accounts %d: must be 1..%d", cfg.Accounts, maxAccounts)
+	case cfg.Traffic < 2 || cfg.Traffic > maxAccounts:
+		return fmt.Errorf("-traffic %d: must be 2..%d (a transfer needs two accounts)", cfg.Traffic, maxAccounts)
+	case cfg.Workers < 1 || cfg.Workers > maxWorkers:
+		return fmt.Errorf("-workers %d: must be 1..%d", cfg.Workers, maxWorkers)
+	case cfg.Window < 1:
+		return fmt.Errorf("-window %d: must be at least 1", cfg.Window)
+	}
+	return nil
 }
 
 // errFailures reports that the run completed and found failures.

@@ -65,8 +65,35 @@ func TestUnorderedRunReportsWhatWentWrong(t *testing.T) {
 	assert.Equal(t, min(n, maxShown), listed, out.String())
 }
 
+// A bad flag ends the program with exit code 2 before anything runs. A
+// value the flag package accepts but the run cannot use gets one line.
 func TestBadFlagExitsTwo(t *testing.T) {
-	var out, errOut bytes.Buffer
-	assert.Equal(t, 2, run(context.Background(), []string{"-nope"}, &out, &errOut))
-	assert.Contains(t, errOut.String(), "flag provided but not defined: -nope")
+	cases := map[string]struct {
+		args  []string
+		want  string
+		usage bool // the flag package's own error, followed by the usage
+	}{
+		"unknown flag":      {[]string{"-nope"}, "flag provided but not defined: -nope", true},
+		"no accounts":       {[]string{"-accounts", "0"}, "bank: -accounts 0: must be 1..1000000", false},
+		"too many accounts": {[]string{"-accounts", "3000000000"}, "bank: -accounts 3000000000: must be 1..1000000", false},
+		"accounts overflow": {[]string{"-accounts", "9223372036854775807"}, "bank: -accounts 9223372036854775807: must be 1..1000000", false},
+		"one traffic":       {[]string{"-traffic", "1"}, "bank: -traffic 1: must be 2..1000000 (a transfer needs two accounts)", false},
+		"too much traffic":  {[]string{"-traffic", "3000000000"}, "bank: -traffic 3000000000: must be 2..1000000 (a transfer needs two accounts)", false},
+		"no workers":        {[]string{"-workers", "0"}, "bank: -workers 0: must be 1..10000", false},
+		"too many workers":  {[]string{"-workers", "3000000000"}, "bank: -workers 3000000000: must be 1..10000", false},
+		"workers overflow":  {[]string{"-workers", "9223372036854775807"}, "bank: -workers 9223372036854775807: must be 1..10000", false},
+		"negative window":   {[]string{"-window", "-1"}, "bank: -window -1: must be at least 1", false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			assert.Equal(t, 2, run(context.Background(), tc.args, &out, &errOut))
+			assert.Empty(t, out.String(), "nothing ran")
+			if tc.usage {
+				assert.True(t, strings.HasPrefix(errOut.String(), tc.want+"\n"), errOut.String())
+			} else {
+				assert.Equal(t, tc.want+"\n", errOut.String(), "one line")
+			}
+		})
+	}
 }
