@@ -33,6 +33,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready c
 		}
 		return err
 	}
+	// 0 would silently become hub.Config's default (256), and a negative
+	// value fail in seqsched with an error saying that 0 means no limit.
+	if *maxQueue < 1 {
+		return fmt.Errorf("-max-queue %d: must be at least 1", *maxQueue)
+	}
 
 	level := slog.LevelWarn
 	if *verbose {

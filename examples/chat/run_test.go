@@ -61,8 +61,25 @@ func TestServeChatsAndShutsDownCleanly(t *testing.T) {
 	assert.Equal(t, hub.Message{Type: hub.KindChat, Seq: 1, From: "guest-1", Text: "hi"}, read())
 }
 
+// A bad flag is an error that names it, before anything listens.
 func TestBadFlag(t *testing.T) {
-	var errOut bytes.Buffer
-	err := run(context.Background(), []string{"-nope"}, io.Discard, &errOut)
-	assert.ErrorContains(t, err, "flag provided but not defined: -nope")
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"unknown flag":       {[]string{"-nope"}, "flag provided but not defined: -nope"},
+		"zero max-queue":     {[]string{"-max-queue", "0"}, "-max-queue 0: must be at least 1"},
+		"negative max-queue": {[]string{"-max-queue", "-1"}, "-max-queue -1: must be at least 1"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			// Were the flags accepted, the run would stop at once.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			var out, errOut bytes.Buffer
+			err := run(ctx, append([]string{"-port", "0"}, tc.args...), &out, &errOut)
+			assert.ErrorContains(t, err, tc.want)
+			assert.Empty(t, out.String(), "nothing listened")
+		})
+	}
 }
