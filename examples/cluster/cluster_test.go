@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"strconv"
 	"testing"
@@ -154,6 +155,19 @@ func TestStoreAppliesEachMessageOnceInOrder(t *testing.T) {
 	rep := st.Report()
 	assert.Equal(t, Report{Applied: 3, Skipped: 1, Early: 1}, Report{Applied: rep.Applied, Skipped: rep.Skipped,
 		Early: rep.Early, Violations: rep.Violations, Duplicates: rep.Duplicates})
+}
+
+// The flags' defaults are the run the package doc describes.
+func TestFlagDefaults(t *testing.T) {
+	var stderr bytes.Buffer
+	sc, timeout, err := parseFlags(nil, &stderr)
+	require.NoError(t, err)
+	assert.Empty(t, stderr.String())
+	assert.Equal(t, 3*time.Minute, timeout)
+	assert.Equal(t, [6]int{3, 4, 1000, 100_000, 100, 12},
+		[6]int{sc.Nodes, sc.Producers, sc.Sessions, sc.Messages, sc.HighEvery, sc.Topology.Partitions})
+	assert.True(t, sc.Kill)
+	require.NoError(t, sc.validate())
 }
 
 // startServer starts an embedded server for the test.

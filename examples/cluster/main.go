@@ -27,8 +27,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -36,31 +38,18 @@ import (
 )
 
 func main() {
-	sc := Scenario{
-		Topology: Topology{
-			Stream:        "SEQSCHED_CLUSTER",
-			AckWait:       2 * time.Second,
-			PullExpiry:    time.Second,
-			PinnedTTL:     4 * time.Second,
-			RetryDelay:    100 * time.Millisecond,
-			MaxAckPending: 1000,
-		},
-		Log: os.Stdout,
+	sc, timeout, err := parseFlags(os.Args[1:], os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case err != nil:
+		os.Exit(2) // as the flag package does; parseFlags printed why
 	}
-	flag.StringVar(&sc.URL, "nats", "", "URL of a NATS server with JetStream (default: start an embedded one on 127.0.0.1)")
-	flag.IntVar(&sc.Nodes, "nodes", 3, "nodes (consumer processes, run in this process)")
-	flag.IntVar(&sc.Producers, "producers", 4, "producers, each with its own connection and its own sessions")
-	flag.IntVar(&sc.Sessions, "sessions", 1000, "sessions")
-	flag.IntVar(&sc.Messages, "messages", 100_000, "messages in all, a multiple of -sessions")
-	flag.IntVar(&sc.HighEvery, "high-every", 100, "mark every n-th message High (0: none)")
-	flag.IntVar(&sc.Topology.Partitions, "partitions", 12, "partitions P")
-	flag.BoolVar(&sc.Kill, "kill", true, "kill the busiest node when half the messages are applied")
-	timeout := flag.Duration("timeout", 3*time.Minute, "give up after this long")
-	flag.Parse()
+	sc.Log = os.Stdout
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	res, err := Run(ctx, sc)
@@ -71,6 +60,37 @@ func main() {
 	if err != nil || res.Lost != 0 || res.Violations != 0 || res.Duplicates != 0 {
 		os.Exit(1)
 	}
+}
+
+// parseFlags reads args into a Scenario and the run's timeout. A bad
+// command line is reported on stderr, as the flag package does, and
+// returned as an error.
+func parseFlags(args []string, stderr io.Writer) (Scenario, time.Duration, error) {
+	sc := Scenario{
+		Topology: Topology{
+			Stream:        "SEQSCHED_CLUSTER",
+			AckWait:       2 * time.Second,
+			PullExpiry:    time.Second,
+			PinnedTTL:     4 * time.Second,
+			RetryDelay:    100 * time.Millisecond,
+			MaxAckPending: 1000,
+		},
+	}
+	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&sc.URL, "nats", "", "URL of a NATS server with JetStream (default: start an embedded one on 127.0.0.1)")
+	fs.IntVar(&sc.Nodes, "nodes", 3, "nodes (consumer processes, run in this process)")
+	fs.IntVar(&sc.Producers, "producers", 4, "producers, each with its own connection and its own sessions")
+	fs.IntVar(&sc.Sessions, "sessions", 1000, "sessions")
+	fs.IntVar(&sc.Messages, "messages", 100_000, "messages in all, a multiple of -sessions")
+	fs.IntVar(&sc.HighEvery, "high-every", 100, "mark every n-th message High (0: none)")
+	fs.IntVar(&sc.Topology.Partitions, "partitions", 12, "partitions P")
+	fs.BoolVar(&sc.Kill, "kill", true, "kill the busiest node when half the messages are applied")
+	timeout := fs.Duration("timeout", 3*time.Minute, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return sc, 0, err
+	}
+	return sc, *timeout, nil
 }
 
 // report prints what a run measured.
