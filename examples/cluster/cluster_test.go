@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,6 +156,44 @@ func TestStoreAppliesEachMessageOnceInOrder(t *testing.T) {
 	rep := st.Report()
 	assert.Equal(t, Report{Applied: 3, Skipped: 1, Early: 1}, Report{Applied: rep.Applied, Skipped: rep.Skipped,
 		Early: rep.Early, Violations: rep.Violations, Duplicates: rep.Duplicates})
+}
+
+// A value the run cannot use ends the program (exit code 2) with one line
+// that names the flag, before any server starts.
+func TestBadFlagsGiveOneLineError(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"no nodes":            {[]string{"-nodes", "0"}, "-nodes 0: must be 1..1000"},
+		"too many nodes":      {[]string{"-nodes", "3000000000"}, "-nodes 3000000000: must be 1..1000"},
+		"one node to kill":    {[]string{"-nodes", "1"}, "-nodes 1: must be at least 2 to kill one (or give -kill=false)"},
+		"no producers":        {[]string{"-producers", "0"}, "-producers 0: must be 1..1000"},
+		"too many producers":  {[]string{"-producers", "3000000000", "-sessions", "3000000000", "-messages", "3000000000"}, "-producers 3000000000: must be 1..1000"},
+		"fewer sessions":      {[]string{"-sessions", "3"}, "-sessions 3: must be at least -producers (4): each producer owns its sessions"},
+		"negative sessions":   {[]string{"-sessions", "-3"}, "-sessions -3: must be at least -producers (4)"},
+		"no messages":         {[]string{"-messages", "0"}, "-messages 0: must be 1..10000000"},
+		"too many messages":   {[]string{"-messages", "9223372036854775807", "-sessions", "1", "-producers", "1"}, "-messages 9223372036854775807: must be 1..10000000"},
+		"not a multiple":      {[]string{"-messages", "1500"}, "-messages 1500: must be a multiple of -sessions (1000)"},
+		"too many sessions":   {[]string{"-sessions", "3000000000"}, "-messages 100000: must be a multiple of -sessions (3000000000)"},
+		"negative high-every": {[]string{"-high-every", "-5"}, "-high-every -5: must not be negative (0: none)"},
+		"no partitions":       {[]string{"-partitions", "0"}, "-partitions 0: must be at least 1"},
+		"too many partitions": {[]string{"-partitions", "3000000000"}, "-nodes 3 × -partitions 3000000000: more than 10000 pulls"},
+		"too many pulls":      {[]string{"-nodes", "100", "-partitions", "1000"}, "-nodes 100 × -partitions 1000: more than 10000 pulls"},
+		"pulls overflow int":  {[]string{"-nodes", "1000", "-partitions", "9223372036854775807"}, "-nodes 1000 × -partitions 9223372036854775807: more than 10000 pulls"},
+		"zero timeout":        {[]string{"-timeout", "0s"}, "-timeout 0s: must be positive"},
+		"negative timeout":    {[]string{"-timeout", "-1s"}, "-timeout -1s: must be positive"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			_, _, err := parseFlags(tc.args, &stderr)
+			require.Error(t, err)
+			msg := stderr.String()
+			assert.Equal(t, 1, strings.Count(msg, "\n"), "one line: %q", msg)
+			assert.True(t, strings.HasPrefix(msg, "cluster: "+tc.want), msg)
+		})
+	}
 }
 
 // The flags' defaults are the run the package doc describes.

@@ -62,9 +62,24 @@ func main() {
 	}
 }
 
+// Limits on the size of a run, so that a mistyped flag gets an error
+// instead of a crash or a run that cannot finish.
+const (
+	// maxConns bounds -nodes and -producers each: every one is a NATS
+	// connection of its own, in this process.
+	maxConns = 1000
+	// maxPulls bounds -nodes × -partitions: every node pulls from every
+	// partition, a subscription each; 100 nodes × 1000 partitions did not
+	// finish setting up within a minute.
+	maxPulls = 10_000
+	// maxMessages bounds -messages: the audit keeps every applied message
+	// in memory, and the embedded server stores each on disk.
+	maxMessages = 10_000_000
+)
+
 // parseFlags reads args into a Scenario and the run's timeout. A bad
-// command line is reported on stderr, as the flag package does, and
-// returned as an error.
+// command line is reported on stderr, as the flag package does (a value
+// the run cannot use in one line), and returned as an error.
 func parseFlags(args []string, stderr io.Writer) (Scenario, time.Duration, error) {
 	sc := Scenario{
 		Topology: Topology{
@@ -90,7 +105,40 @@ func parseFlags(args []string, stderr io.Writer) (Scenario, time.Duration, error
 	if err := fs.Parse(args); err != nil {
 		return sc, 0, err
 	}
+	if err := checkFlags(sc, *timeout); err != nil {
+		fmt.Fprintln(stderr, "cluster:", err)
+		return sc, 0, err
+	}
 	return sc, *timeout, nil
+}
+
+// checkFlags rejects flag values the run cannot use, before it starts a
+// server, in the flags' terms ([Scenario.validate] is Run's own check).
+func checkFlags(sc Scenario, timeout time.Duration) error {
+	switch {
+	case sc.Nodes < 1 || sc.Nodes > maxConns:
+		return fmt.Errorf("-nodes %d: must be 1..%d", sc.Nodes, maxConns)
+	case sc.Kill && sc.Nodes < 2:
+		return fmt.Errorf("-nodes %d: must be at least 2 to kill one (or give -kill=false)", sc.Nodes)
+	case sc.Producers < 1 || sc.Producers > maxConns:
+		return fmt.Errorf("-producers %d: must be 1..%d", sc.Producers, maxConns)
+	case sc.Sessions < sc.Producers:
+		return fmt.Errorf("-sessions %d: must be at least -producers (%d): each producer owns its sessions", sc.Sessions, sc.Producers)
+	case sc.Messages < 1 || sc.Messages > maxMessages:
+		return fmt.Errorf("-messages %d: must be 1..%d", sc.Messages, maxMessages)
+	case sc.Messages%sc.Sessions != 0:
+		return fmt.Errorf("-messages %d: must be a multiple of -sessions (%d)", sc.Messages, sc.Sessions)
+	case sc.HighEvery < 0:
+		return fmt.Errorf("-high-every %d: must not be negative (0: none)", sc.HighEvery)
+	case sc.Topology.Partitions < 1:
+		return fmt.Errorf("-partitions %d: must be at least 1", sc.Topology.Partitions)
+	case sc.Topology.Partitions > maxPulls/sc.Nodes:
+		return fmt.Errorf("-nodes %d × -partitions %d: more than %d pulls (every node pulls from every partition)",
+			sc.Nodes, sc.Topology.Partitions, maxPulls)
+	case timeout <= 0:
+		return fmt.Errorf("-timeout %v: must be positive", timeout)
+	}
+	return nil
 }
 
 // report prints what a run measured.
