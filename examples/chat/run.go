@@ -15,6 +15,12 @@ import (
 	"github.com/seqsched/seqsched/examples/chat/internal/hub"
 )
 
+// usageError is an error in the command line: main exits 2 for it, as the
+// flag package does, and 1 for any other.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
 // run serves the chat room on 127.0.0.1 until ctx ends, then shuts down.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return serve(ctx, args, stdout, stderr, nil)
@@ -31,12 +37,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready c
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return err
+		return usageError{err}
 	}
 	// 0 would silently become hub.Config's default (256), and a negative
 	// value fail in seqsched with an error saying that 0 means no limit.
 	if *maxQueue < 1 {
-		return fmt.Errorf("-max-queue %d: must be at least 1", *maxQueue)
+		return usageError{fmt.Errorf("-max-queue %d: must be at least 1", *maxQueue)}
 	}
 
 	level := slog.LevelWarn

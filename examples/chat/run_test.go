@@ -61,7 +61,8 @@ func TestServeChatsAndShutsDownCleanly(t *testing.T) {
 	assert.Equal(t, hub.Message{Type: hub.KindChat, Seq: 1, From: "guest-1", Text: "hi"}, read())
 }
 
-// A bad flag is an error that names it, before anything listens.
+// A bad flag is a usageError (exit code 2) that names it, before anything
+// listens.
 func TestBadFlag(t *testing.T) {
 	cases := map[string]struct {
 		args []string
@@ -79,6 +80,7 @@ func TestBadFlag(t *testing.T) {
 			var out, errOut bytes.Buffer
 			err := run(ctx, append([]string{"-port", "0"}, tc.args...), &out, &errOut)
 			assert.ErrorContains(t, err, tc.want)
+			assert.ErrorAs(t, err, new(usageError))
 			assert.Empty(t, out.String(), "nothing listened")
 		})
 	}
