@@ -45,6 +45,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bank: unexpected argument %q (all options are flags)\n", fs.Arg(0))
+		return 2
+	}
 	if err := checkFlags(cfg); err != nil {
 		fmt.Fprintln(stderr, "bank:", err)
 		return 2

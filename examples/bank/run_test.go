@@ -83,6 +83,7 @@ func TestBadFlagExitsTwo(t *testing.T) {
 		"too many workers":  {[]string{"-workers", "3000000000"}, "bank: -workers 3000000000: must be 1..10000", false},
 		"workers overflow":  {[]string{"-workers", "9223372036854775807"}, "bank: -workers 9223372036854775807: must be 1..10000", false},
 		"negative window":   {[]string{"-window", "-1"}, "bank: -window -1: must be at least 1", false},
+		"stray argument":    {[]string{"extra"}, `bank: unexpected argument "extra" (all options are flags)`, false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

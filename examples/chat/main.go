@@ -20,8 +20,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "chat:", err)
-		if errors.As(err, new(usageError)) {
+		var usage usageError
+		isUsage := errors.As(err, &usage)
+		if !usage.shown {
+			fmt.Fprintln(os.Stderr, "chat:", err)
+		}
+		if isUsage {
 			os.Exit(2)
 		}
 		os.Exit(1)

@@ -16,8 +16,12 @@ import (
 )
 
 // usageError is an error in the command line: main exits 2 for it, as the
-// flag package does, and 1 for any other.
-type usageError struct{ error }
+// flag package does, and 1 for any other. shown is set when the flag
+// package has printed it already, with the usage.
+type usageError struct {
+	error
+	shown bool
+}
 
 func (e usageError) Unwrap() error { return e.error }
 
@@ -37,12 +41,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready c
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return usageError{err}
+		return usageError{err, true}
+	}
+	if fs.NArg() > 0 {
+		return usageError{error: fmt.Errorf("unexpected argument %q (all options are flags)", fs.Arg(0))}
 	}
 	// 0 would silently become hub.Config's default (256), and a negative
 	// value fail in seqsched with an error saying that 0 means no limit.
 	if *maxQueue < 1 {
-		return usageError{fmt.Errorf("-max-queue %d: must be at least 1", *maxQueue)}
+		return usageError{error: fmt.Errorf("-max-queue %d: must be at least 1", *maxQueue)}
 	}
 
 	level := slog.LevelWarn

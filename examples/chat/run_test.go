@@ -71,6 +71,7 @@ func TestBadFlag(t *testing.T) {
 		"unknown flag":       {[]string{"-nope"}, "flag provided but not defined: -nope"},
 		"zero max-queue":     {[]string{"-max-queue", "0"}, "-max-queue 0: must be at least 1"},
 		"negative max-queue": {[]string{"-max-queue", "-1"}, "-max-queue -1: must be at least 1"},
+		"stray argument":     {[]string{"extra"}, `unexpected argument "extra" (all options are flags)`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

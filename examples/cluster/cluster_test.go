@@ -183,6 +183,7 @@ func TestBadFlagsGiveOneLineError(t *testing.T) {
 		"pulls overflow int":  {[]string{"-nodes", "1000", "-partitions", "9223372036854775807"}, "-nodes 1000 × -partitions 9223372036854775807: more than 10000 pulls"},
 		"zero timeout":        {[]string{"-timeout", "0s"}, "-timeout 0s: must be positive"},
 		"negative timeout":    {[]string{"-timeout", "-1s"}, "-timeout -1s: must be positive"},
+		"stray argument":      {[]string{"extra"}, `unexpected argument "extra" (all options are flags)`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

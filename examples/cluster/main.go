@@ -105,6 +105,11 @@ func parseFlags(args []string, stderr io.Writer) (Scenario, time.Duration, error
 	if err := fs.Parse(args); err != nil {
 		return sc, 0, err
 	}
+	if fs.NArg() > 0 {
+		err := fmt.Errorf("unexpected argument %q (all options are flags)", fs.Arg(0))
+		fmt.Fprintln(stderr, "cluster:", err)
+		return sc, 0, err
+	}
 	if err := checkFlags(sc, *timeout); err != nil {
 		fmt.Fprintln(stderr, "cluster:", err)
 		return sc, 0, err
