@@ -105,12 +105,11 @@ func parseFlags(args []string, stderr io.Writer) (Scenario, time.Duration, error
 	if err := fs.Parse(args); err != nil {
 		return sc, 0, err
 	}
+	err := checkFlags(sc, *timeout)
 	if fs.NArg() > 0 {
-		err := fmt.Errorf("unexpected argument %q (all options are flags)", fs.Arg(0))
-		fmt.Fprintln(stderr, "cluster:", err)
-		return sc, 0, err
+		err = fmt.Errorf("unexpected argument %q (all options are flags)", fs.Arg(0))
 	}
-	if err := checkFlags(sc, *timeout); err != nil {
+	if err != nil {
 		fmt.Fprintln(stderr, "cluster:", err)
 		return sc, 0, err
 	}
