@@ -41,7 +41,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready c
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return usageError{err, true}
+		return usageError{error: err, shown: true}
 	}
 	if fs.NArg() > 0 {
 		return usageError{error: fmt.Errorf("unexpected argument %q (all options are flags)", fs.Arg(0))}

@@ -158,8 +158,8 @@ func TestStoreAppliesEachMessageOnceInOrder(t *testing.T) {
 		Early: rep.Early, Violations: rep.Violations, Duplicates: rep.Duplicates})
 }
 
-// A value the run cannot use ends the program (exit code 2) with one line
-// that names the flag, before any server starts.
+// parseFlags refuses a value the run cannot use with one line on stderr
+// that names the flag (main then exits 2), before any server starts.
 func TestBadFlagsGiveOneLineError(t *testing.T) {
 	cases := map[string]struct {
 		args []string
