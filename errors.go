@@ -25,8 +25,9 @@ var (
 
 	// ErrWouldDeadlock is returned by [Future.Await] and [Scheduler.Remove]
 	// when called from a running task of the very session they would wait
-	// for, with that task's ctx (or one derived from it): that wait could
-	// never end. The task is known by its ctx; under another ctx the wait
+	// for, and by [Scheduler.Shutdown] when called from a running task of
+	// its scheduler, with that task's ctx (or one derived from it): that
+	// wait could never end. The task is known by its ctx; under another ctx the wait
 	// lasts until that ctx ends.
 	ErrWouldDeadlock = errors.New("seqsched: would deadlock")
 
@@ -40,6 +41,13 @@ var (
 	// ErrNilContext is returned when a nil context.Context is passed where
 	// one is required.
 	ErrNilContext = errors.New("seqsched: nil context")
+
+	// ErrInvalidKey is wrapped by the [*KeyError] that Submit, Go and Remove
+	// return for a key that a map cannot hold: one that is not equal to
+	// itself (a NaN, or a struct, array or interface holding one) or, in an
+	// interface, a value whose type is not comparable (a slice, a map, a
+	// func, or a struct holding one).
+	ErrInvalidKey = errors.New("seqsched: invalid key")
 
 	// ErrGoexit resolves the future of a task that called runtime.Goexit
 	// (for example through t.FailNow in a test). The session continues.
@@ -60,6 +68,21 @@ func (e *OptionError) Error() string {
 
 // Unwrap returns [ErrInvalidOption].
 func (e *OptionError) Unwrap() error { return ErrInvalidOption }
+
+// KeyError reports a key that cannot name a session. It wraps
+// [ErrInvalidKey].
+type KeyError struct {
+	Key    any    // the key as given
+	Reason string // why it cannot be used, e.g. "is not equal to itself (a NaN)"
+}
+
+// Error returns "seqsched: key <Key>: <Reason>: invalid key".
+func (e *KeyError) Error() string {
+	return fmt.Sprintf("seqsched: key %v: %s: invalid key", e.Key, e.Reason)
+}
+
+// Unwrap returns [ErrInvalidKey].
+func (e *KeyError) Unwrap() error { return ErrInvalidKey }
 
 // PanicError is the error a future resolves with when its task panicked. The
 // panic is recovered, logged, and the session goes on with its next task.

@@ -8,3 +8,9 @@ func WithShards(n int) Option { return shardsOption(n) }
 type shardsOption int
 
 func (o shardsOption) apply(opts *options) { opts.shards = int(o) }
+
+func init() { checkTokens = true }
+
+// TokenViolations counts the releases, over every scheduler of the test
+// binary, that left fewer live tokens than running workers.
+func TokenViolations() int64 { return tokenViolations.Load() }

@@ -14,9 +14,9 @@ import (
 
 func noopTask(context.Context) error { return nil }
 
-// runOnce runs one task on each key and waits for all of them. A session
-// retires before its last future resolves, so every session is idle when
-// runOnce returns.
+// runOnce runs one task on each key and waits for all of them. A session's
+// last future resolves in the lock section that retires it, so once every
+// shard lock has been taken after the Awaits, every session is idle.
 func runOnce(t *testing.T, s *Scheduler[int], keys ...int) {
 	t.Helper()
 	fs := make([]*Future[struct{}], 0, len(keys))
@@ -26,6 +26,10 @@ func runOnce(t *testing.T, s *Scheduler[int], keys ...int) {
 		fs = append(fs, f)
 	}
 	awaitOK(t, fs...)
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+		s.shards[i].mu.Unlock() //nolint:staticcheck // the barrier is the point
+	}
 }
 
 // awaitOK awaits fs in order and requires each to resolve without error.

@@ -126,6 +126,13 @@ func WithMaxQueue(n int) Option { return maxQueueOption(n) }
 // (Error; the last once per scheduler), slow tasks (Warn, with
 // [WithSlowTask]) and yields (Debug). l must not be nil; without this
 // option logs are discarded.
+//
+// The handler runs on the scheduler's goroutines, with no lock held. It may
+// panic (the record is dropped), call runtime.Goexit (another goroutine
+// carries the session's work on), call back into the scheduler (Submit,
+// Stats, Remove of another key), or block (that goroutine's sessions wait,
+// and Shutdown gives up at its ctx's end as for a blocked task); none of
+// these loses a task or a slot.
 func WithLogger(l *slog.Logger) Option { return loggerOption{l} }
 
 // WithYieldInterval adds a time quantum to turns: a session's turn also ends
@@ -138,10 +145,10 @@ func WithYieldInterval(d time.Duration) Option { return yieldIntervalOption(d) }
 
 // WithWeight gives sessions different service levels: when a session starts
 // a turn, the turn lasts yieldAfter × weight(key) tasks. Weights must be
-// MinWeight..MaxWeight; a weight out of range (or a panicking weight) is
-// logged at Error, once per scheduler, and counts as 1. weight is called once
-// per turn, on the scheduler's goroutine, and nothing is stored for idle
-// sessions. Its key type must be the scheduler's: New returns an
+// MinWeight..MaxWeight; a weight out of range, or a weight function that
+// panics or calls runtime.Goexit, is logged at Error, once per scheduler,
+// and counts as 1. weight is called once per turn, on the scheduler's
+// goroutine, and nothing is stored for idle sessions. Its key type must be the scheduler's: New returns an
 // [*OptionError] otherwise.
 func WithWeight[K comparable](weight func(key K) int) Option { return &weightOption{weight} }
 

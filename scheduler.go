@@ -31,7 +31,9 @@ package seqsched
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -86,8 +88,9 @@ type Scheduler[K comparable] struct {
 	// a shard's start queue hold no token: while it is not empty, a
 	// starter holding one is on its way.
 	live      atomic.Int64
-	closed    atomic.Bool // Shutdown began: Submit fails
-	forced    atomic.Bool // Shutdown gave up: no task starts
+	inWork    atomic.Int64 // worker goroutines running; counted only under checkTokens
+	closed    atomic.Bool  // Shutdown began: Submit fails
+	forced    atomic.Bool  // Shutdown gave up: no task starts
 	quiet     chan struct{}
 	quietOnce sync.Once
 	closeOnce sync.Once
@@ -98,6 +101,7 @@ type Scheduler[K comparable] struct {
 	panics    atomic.Uint64
 	slowTasks atomic.Uint64
 
+	checkKeys    bool          // K can hold a key a map cannot (see keyCheckNeeded)
 	weight       func(K) int   // WithWeight, or nil
 	weightLogged atomic.Bool   // a bad weight was logged
 	hist         *[2]histogram // queue waits by priority; nil without WithWaitHistogram
@@ -128,6 +132,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	force, s.cancel = context.WithCancel(context.Background())
 	s.core = core{force: force, lender: s}
 	s.weight, _ = o.weight.(func(K) int)
+	s.checkKeys = keyCheckNeeded(reflect.TypeFor[K]())
 	if o.waitHistogram {
 		s.hist = new([2]histogram)
 		s.epoch = time.Now()
@@ -149,14 +154,26 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 //
 // The error is non-nil only when the task was not accepted: [ErrClosed] once
 // Shutdown has begun, [ErrSessionClosing] while key is being removed,
-// [ErrQueueFull] past WithMaxQueue, [ErrNilFunc], [ErrNilContext], or an
+// [ErrQueueFull] past WithMaxQueue, a [*KeyError] (wrapping
+// [ErrInvalidKey]) for a key a map cannot hold (a NaN, or an interface
+// holding a slice, map or func), [ErrNilFunc], [ErrNilContext], or an
 // [*OptionError] for a bad [TaskOption]. Submit never blocks.
 //
 // fn runs on a goroutine of the scheduler with a ctx that carries ctx's
-// values and deadline and is canceled when ctx is or when Shutdown gives up;
-// use it only while fn runs. If ctx is done before the task starts, fn never
-// runs and the future resolves with ctx.Err(). A panic in fn is recovered and
-// resolves the future with a [*PanicError]; the session goes on.
+// values and deadline. That ctx is done when ctx is, when Shutdown gives
+// up, or once the task is over (its future resolved), whichever comes
+// first; it keeps the whole context.Context contract at every moment, so
+// it may be kept, watched and derived from on any goroutine. If ctx is
+// done before the task starts, fn never runs and the future resolves with
+// ctx.Err(). A panic in fn is recovered and resolves the future with a
+// [*PanicError]; the session goes on.
+//
+// A task may queue follow-up work with its own ctx: when ctx is a task's
+// ctx itself, the new task inherits the ctx that task was submitted with
+// (values, deadline, cancellation), not the end of that task. A ctx
+// derived from a task's ctx (WithValue, WithTimeout, ...) ends with that
+// task, like any child context; pass context.WithoutCancel(ctx) for work
+// that must outlive the task whatever ctx it was given.
 func Submit[K comparable, T any](ctx context.Context, s *Scheduler[K], key K,
 	fn func(context.Context) (T, error), opts ...TaskOption) (*Future[T], error) {
 	if fn == nil {
@@ -183,13 +200,26 @@ func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], key K,
 	if err != nil {
 		return nil, err
 	}
+	if err := s.validKey(key); err != nil {
+		return nil, err
+	}
 	f := &Future[T]{fn: fn, fn0: fn0}
-	f.t.parent, f.t.prio, f.t.job = ctx, prio, f
+	f.t.parent, f.t.prio, f.t.job = submitCtx(ctx), prio, f
 	f.wg.Add(1)
 	if err := s.enqueue(key, &f.t); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// submitCtx is the ctx a new task inherits from ctx: a running task's ctx
+// stands for the ctx that task was submitted with, so that work a task
+// queues with its own ctx is not canceled because that task ended.
+func submitCtx(ctx context.Context) context.Context {
+	if t, ok := ctx.(*task); ok {
+		return t.parent
+	}
+	return ctx
 }
 
 // check validates what Submit can check before it allocates.
@@ -225,6 +255,49 @@ func shardCount(procs int) int {
 
 // notNew is returned for a nil or zero Scheduler.
 var notNew = &OptionError{Option: "Scheduler", Reason: "must be created by New"}
+
+// keyCheckNeeded reports whether a K can be a key that a map cannot hold:
+// one not equal to itself (a NaN in a float, a complex, or an array or
+// struct holding one) or an interface holding a value whose type is not
+// comparable. New decides it once; for every other K the check costs a
+// predictable branch.
+func keyCheckNeeded(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.Interface:
+		return true
+	case reflect.Array:
+		return t.Len() > 0 && keyCheckNeeded(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if keyCheckNeeded(t.Field(i).Type) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// validKey refuses a key that a map cannot hold: a map never finds a NaN
+// key again (every task would make a session never forgotten), and hashing
+// an interface holding a slice, map or func panics.
+func (s *Scheduler[K]) validKey(key K) error {
+	if !s.checkKeys {
+		return nil
+	}
+	return checkKey(key)
+}
+
+func checkKey[K comparable](key K) (err error) {
+	defer func() {
+		if r := recover(); r != nil { // comparing an interface holding an uncomparable value
+			err = &KeyError{Key: key, Reason: fmt.Sprintf("is not comparable (%v)", r)}
+		}
+	}()
+	if key != key {
+		return &KeyError{Key: key, Reason: "is not equal to itself (it is or holds a NaN)"}
+	}
+	return nil
+}
 
 func (s *Scheduler[K]) shard(key K) *shard[K] {
 	return &s.shards[maphash.Comparable(s.seed, key)&s.mask]
@@ -317,7 +390,9 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 // for it: it starts the drain and returns [ErrWouldDeadlock]. If a forced
 // Shutdown cuts the drain short, Remove returns [ErrClosed]. Removing an
 // unknown or idle key returns nil (and drops the idle key's record at
-// once). Remove is safe for concurrent use; any number of callers may
+// once). A key a map cannot hold returns a [*KeyError]. When Remove
+// returns nil, every task accepted for key has run and its future is
+// resolved. Remove is safe for concurrent use; any number of callers may
 // remove the same key.
 func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
 	if s == nil || s.shards == nil {
@@ -325,6 +400,9 @@ func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
 	}
 	if ctx == nil {
 		return ErrNilContext
+	}
+	if err := s.validKey(key); err != nil {
+		return err
 	}
 	sh := s.shard(key)
 	sh.mu.Lock()
@@ -362,20 +440,24 @@ func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
 	}
 }
 
-// Shutdown stops the scheduler gracefully, like http.Server.Shutdown. At once,
-// every Submit fails with [ErrClosed]; every accepted task still runs (tasks
-// cannot add new ones); Shutdown returns nil when every goroutine the
-// scheduler started has returned.
+// Shutdown stops the scheduler. At once, every Submit fails with
+// [ErrClosed]; every accepted task still runs (tasks cannot add new ones);
+// Shutdown returns nil when every goroutine the scheduler started has
+// returned.
 //
 // If ctx ends first, Shutdown gives up: no further task starts (one that a
 // goroutine was starting at that instant may still begin, and its ctx is
 // canceled like the others), running tasks' contexts are canceled, under
 // WithMaxConcurrency a task coming back from an Await no longer waits for a
-// slot, every task not yet started resolves with [ErrClosed] (or with
-// context.Canceled, if it was submitted with a running task's ctx, which the
-// give-up cancels first), and Shutdown returns ctx.Err() without waiting for
-// running tasks. Shutdown is safe to call again and concurrently: a later
-// call waits again, and returns nil once the goroutines are gone.
+// slot, every task not yet started resolves with [ErrClosed], and Shutdown
+// returns ctx.Err() without waiting for running tasks. Unlike
+// http.Server.Shutdown, the give-up is forceful.
+//
+// Called from a task of this scheduler with that task's ctx (or one derived
+// from it), Shutdown begins as above but cannot wait for the task calling
+// it: it returns [ErrWouldDeadlock]. Shutdown is safe to call again and
+// concurrently: a later call waits again, and returns nil once the
+// goroutines are gone.
 func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 	if s == nil || s.shards == nil {
 		return notNew
@@ -383,6 +465,7 @@ func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
+	self := runningTask(ctx)
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		// Barrier: a Submit that saw closed unset has finished enqueueing.
@@ -392,6 +475,9 @@ func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 		}
 		s.release(0)
 	})
+	if self != nil && self.lanes.core == &s.core {
+		return ErrWouldDeadlock // the caller's own task keeps the scheduler busy
+	}
 	select {
 	case <-s.quiet:
 		return nil
@@ -417,6 +503,7 @@ func (s *Scheduler[K]) abort() {
 		sh := &s.shards[i]
 		var dropped *task
 		var forgotten []*session[K]
+		var drains []*drain
 		sh.mu.Lock()
 		for _, sess := range sh.sessions {
 			for t := sess.pop(0); t != nil; t = sess.pop(0) {
@@ -431,18 +518,27 @@ func (s *Scheduler[K]) abort() {
 				sess.drain.err = ErrClosed
 			}
 		}
+		// Resolved under the lock: a worker retiring one of these sessions
+		// ends its drain after this, so Remove finds them resolved.
+		s.resolveAll(dropped)
 		for _, sess := range waiting {
 			if sess.sh == sh {
-				if f := sh.retire(sess, s.idleCap); f != nil {
+				f, d := sh.retire(sess, s.idleCap)
+				if f != nil {
 					forgotten = append(forgotten, f)
+				}
+				if d != nil {
+					drains = append(drains, d)
 				}
 			}
 		}
 		sh.mu.Unlock()
+		for _, d := range drains {
+			d.end()
+		}
 		for _, f := range forgotten {
 			s.pool.Put(f)
 		}
-		s.resolveAll(dropped)
 	}
 	s.release(int64(len(waiting)))
 }
@@ -450,7 +546,19 @@ func (s *Scheduler[K]) abort() {
 // release gives back n live tokens and reports the scheduler quiet if that
 // was the last after Shutdown began.
 func (s *Scheduler[K]) release(n int64) {
-	if s.live.Add(-n) == 0 && s.closed.Load() {
+	v := s.live.Add(-n)
+	if checkTokens && v < s.inWork.Load() {
+		tokenViolations.Add(1) // a worker runs without a token: Shutdown could return under it
+	}
+	if v == 0 && s.closed.Load() {
 		s.quietOnce.Do(func() { close(s.quiet) })
 	}
 }
+
+// checkTokens, set by the package's own tests, makes every release check
+// that the live tokens cover the worker goroutines still running, and
+// count in tokenViolations each time they do not.
+var (
+	checkTokens     bool
+	tokenViolations atomic.Int64
+)

@@ -2,6 +2,7 @@ package seqsched
 
 import (
 	"context"
+	"reflect"
 	"runtime"
 	"testing"
 
@@ -34,4 +35,39 @@ func TestShardsMustBeAPowerOfTwo(t *testing.T) {
 		_, err := New[int](WithShards(n))
 		require.ErrorIs(t, err, ErrInvalidOption, "shards %d", n)
 	}
+}
+
+// Key types that cannot hold a NaN or an uncomparable value skip the key
+// check: it is decided once, from K, at New.
+func TestKeyCheckIsDecidedFromTheKeyType(t *testing.T) {
+	type plain struct {
+		A int
+		B string
+		C [3]byte
+		D *int
+	}
+	type withFloat struct {
+		A int
+		F [2]float32
+	}
+	type withAny struct{ X any }
+	for typ, want := range map[reflect.Type]bool{
+		reflect.TypeFor[int]():        false,
+		reflect.TypeFor[string]():     false,
+		reflect.TypeFor[plain]():      false,
+		reflect.TypeFor[[0]float64](): false,
+		reflect.TypeFor[*float64]():   false,
+		reflect.TypeFor[float64]():    true,
+		reflect.TypeFor[complex64]():  true,
+		reflect.TypeFor[withFloat]():  true,
+		reflect.TypeFor[any]():        true,
+		reflect.TypeFor[withAny]():    true,
+		reflect.TypeFor[[1]error]():   true,
+	} {
+		require.Equal(t, want, keyCheckNeeded(typ), "%v", typ)
+	}
+	s, err := New[int]()
+	require.NoError(t, err)
+	require.False(t, s.checkKeys)
+	require.NoError(t, s.Shutdown(context.Background()))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 )
 
 // queue is an intrusive FIFO of tasks.
@@ -99,11 +100,19 @@ type session[K comparable] struct {
 	run                func() // starts this session's turn; made once, so `go run()` allocates nothing
 }
 
-// drain is what Remove waits on: closed when the session has emptied and
-// been forgotten. err is ErrClosed when a forced shutdown cut it short.
+// drain is what Remove waits on: done is closed when the session has
+// emptied, been forgotten, and every future of its tasks has resolved. err
+// is ErrClosed when a forced shutdown cut it short.
 type drain struct {
 	done chan struct{}
 	err  error
+}
+
+// end reports the drain complete; nil-safe.
+func (d *drain) end() {
+	if d != nil {
+		close(d.done)
+	}
 }
 
 // shard is one lock's worth of sessions. Keys are spread over shards by
@@ -144,16 +153,17 @@ type shard[K comparable] struct {
 // without a trip through the pool. When idleCap records are kept already,
 // sess is mostly forgotten instead, and every evictEvery-th time the
 // oldest record is (see evictOldest). retire returns the session it
-// forgot, if any, for the caller to recycle once sh.mu is released. Called
-// with sh.mu held.
-func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K]) {
+// forgot, if any, for the caller to recycle once sh.mu is released, and the
+// drain of a drained session, which the caller ends (d.end) once it has
+// resolved every future it still holds: a Remove that returns finds every
+// accepted future resolved. Called with sh.mu held.
+func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K], d *drain) {
 	sess.scheduled = false
 	sess.highRun = 0
-	if sess.drain != nil {
-		close(sess.drain.done)
+	if d = sess.drain; d != nil {
 		sess.drain = nil
 		sh.forget(sess)
-		return sess
+		return sess, d
 	}
 	if sh.nidle >= idleCap {
 		// Full. Mostly forget sess itself, which is in cache, rather than
@@ -163,7 +173,7 @@ func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K]
 		// records of keys that never return age out.
 		if sh.evictTick++; sh.evictTick%evictEvery != 0 {
 			sh.forget(sess)
-			return sess
+			return sess, nil
 		}
 		if forgotten = sh.evictOldest(sess); forgotten != nil {
 			sh.drop(forgotten)
@@ -173,7 +183,7 @@ func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K]
 		sh.list(sess)
 	}
 	sh.nidle++
-	return forgotten
+	return forgotten, nil
 }
 
 // evictEvery: see retire.
@@ -262,69 +272,122 @@ func (sh *shard[K]) drop(sess *session[K]) {
 // work runs turns on the calling goroutine, starting with sess and moving
 // on, once a session is idle, to sessions waiting for a goroutine: in the
 // ready queue while a slot is held (WithMaxConcurrency), else in the
-// shard's start queue; it returns when there is nothing to run.
-// in is the turn sess is in when a goroutine takes over after
-// runtime.Goexit; nil starts a new turn.
+// shard's start queue; it returns when there is nothing to run. The
+// goroutine holds one live token, given back as its last act.
+//
+// in is the turn sess is in when a goroutine takes over (see takeOver), and
+// done the task it finishes first; nil starts a new turn. The first task
+// to run may wait in sess.first, taken off the queue for this goroutine.
+//
+// User code runs at four places on this goroutine: fn, the WithWeight
+// function, the logger, and a submitter's ctx's Err in skip. Any of them
+// may call runtime.Goexit; the deferred takeOver then carries the work on
+// from the locals below on a fresh goroutine.
 func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
-	var t *task // the task whose fn is running, if it calls runtime.Goexit
-	var tn turn
+	var (
+		t      *task // the task being run, from skip until done takes it
+		ran    bool  // t's fn returned: what runs now is bookkeeping and logs
+		next   *task // the task to run next, off the queue already
+		tn     turn
+		at     = atTask // where user code runs, for takeOver
+		normal bool     // the goroutine returns normally
+	)
+	if checkTokens {
+		s.inWork.Add(1)
+	}
 	defer func() {
-		if t != nil {
-			s.goexit(sess, t, tn)
+		if !normal {
+			s.takeOver(sess, t, ran, next, tn, at)
 		}
 	}()
+	next, sess.first = sess.first, nil // one lock less per activation
 	if in != nil {
 		tn = *in
 	} else {
+		at = atWeight
 		s.startTurn(&tn, sess)
+		at = atTask
 	}
-	next := sess.first // Submit or a starter took it off the queue for us: one lock less per activation
-	sess.first = nil
 	for {
 		var more bool
 		if next != nil {
 			t, next = next, nil
 		} else {
-			var then *session[K]
-			t, more, then = s.step(sess, done, s.turnOver(&tn))
+			st := s.step(sess, done, s.turnOver(&tn))
+			t, more = st.next, st.more
 			if done != nil {
-				done.job.resolve() // after the lock: step counted it Completed first
-			}
-			if then != nil { // sess went idle; then waited in the start queue
-				done, sess = nil, then
-				s.startTurn(&tn, sess)
-				if t == nil { // a forced Shutdown emptied then: step retires it
-					continue
+				if st.published { // the session retired: step published done under its lock
+					done.job.wake(st.waiter)
+				} else {
+					done.job.resolve() // after the lock: step counted it Completed first
 				}
+				done.over()
+			}
+			st.drain.end() // after the last future of the session resolved
+			done = nil
+			if then := st.then; then != nil { // sess went idle; then waited in the start queue
+				sess, next, t = then, t, nil // t is then's first task (nil if a forced Shutdown emptied then)
+				at = atWeight
+				s.startTurn(&tn, sess)
+				at = atTask
+				continue
 			}
 		}
 		switch {
 		case t != nil:
 			if !s.skip(t) {
 				tn.n++ // counted before fn runs: a Goexit still uses up the turn
-				s.run(sess, t)
+				s.run(sess, t, &ran)
+				ran = false
 			}
 			done, t = t, nil
 		case more: // the turn is over and the session still has work
-			done = nil
-			if sess = s.yield(sess); sess == nil {
-				s.release(1) // a resumer took the slot: the goroutine's last act
+			key := sess.key // sess may be taken over by another goroutine once it yields
+			var yielded bool
+			sess, yielded = s.yield(sess)
+			if yielded {
+				at = atBetween
+				s.log(slog.LevelDebug, "seqsched: session yielded", key)
+			}
+			if sess == nil { // a resumer took the slot
+				normal = true
+				s.exit()
 				return
 			}
+			at = atWeight
 			s.startTurn(&tn, sess)
+			at = atTask
 		default: // the session went idle
-			done = nil
 			if sess = s.nextReady(); sess == nil {
-				s.release(1) // the goroutine's last act
+				normal = true
+				s.exit()
 				return
 			}
+			at = atWeight
 			s.startTurn(&tn, sess)
+			at = atTask
 		}
 	}
 }
 
+// Where a worker runs user code, for takeOver.
+const (
+	atTask    = iota // in skip or run: t's ctx, fn, or the logs after it
+	atWeight         // the WithWeight function, or the log of a bad weight
+	atBetween        // the log of a yield: sess, if not nil, starts a new turn
+)
+
+// exit is a worker goroutine's last act: it gives back its live token.
+func (s *Scheduler[K]) exit() {
+	if checkTokens {
+		s.inWork.Add(-1)
+	}
+	s.release(1)
+}
+
 // step, under the session's shard lock, does the bookkeeping of done (which
-// the caller resolves once step returns) and takes the session's next task.
+// the caller resolves once step returns, or wakes if step published it) and
+// takes the session's next task.
 // It returns next == nil with more set when turnOver and work remains, and
 // with more unset when the session has gone idle (retire): the caller must
 // then leave sess alone, as a Submit may already have activated it again.
@@ -332,7 +395,7 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 // oldest session of the shard's start queue, if any, returned as then; next
 // is then then's first task, taken in the same lock section (nil only if a
 // forced Shutdown emptied then's queues).
-func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *task, more bool, then *session[K]) {
+func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (st stepped[K]) {
 	sh := sess.sh
 	sh.mu.Lock()
 	if done != nil {
@@ -347,25 +410,42 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (next *
 	}
 	if turnOver && sess.len() > 0 {
 		sh.mu.Unlock()
-		return nil, true, nil
+		return stepped[K]{more: true}
 	}
-	if next = sh.take(sess, s.opts.highBurst); next != nil {
+	if st.next = sh.take(sess, s.opts.highBurst); st.next != nil {
 		sh.mu.Unlock()
-		return next, false, nil
+		return st
 	}
-	forgotten := sh.retire(sess, s.idleCap)
+	if done != nil {
+		// Published before the session can be seen idle or gone: a Remove
+		// that then returns nil finds every accepted future resolved. The
+		// waiters wake after the lock.
+		st.waiter, st.published = done.job.publish(), true
+	}
+	var forgotten *session[K]
+	forgotten, st.drain = sh.retire(sess, s.idleCap)
 	if s.opts.maxConcurrency == 0 {
-		if then = sh.pending.pop(); then == nil {
+		if st.then = sh.pending.pop(); st.then == nil {
 			sh.workers-- // the goroutine is about to exit
 		} else {
-			next = sh.take(then, s.opts.highBurst)
+			st.next = sh.take(st.then, s.opts.highBurst)
 		}
 	}
 	sh.mu.Unlock()
 	if forgotten != nil {
 		s.pool.Put(forgotten)
 	}
-	return next, false, then
+	return st
+}
+
+// stepped is what step returns (see step).
+type stepped[K comparable] struct {
+	next      *task
+	more      bool
+	then      *session[K]
+	drain     *drain
+	published bool    // done was published under the lock (the session retired)
+	waiter    *waiter // done's waiter, to wake
 }
 
 // take pops sess's next task, if any, and counts it running. Called with
@@ -412,21 +492,58 @@ func (s *Scheduler[K]) resolveAll(t *task) {
 		next := t.next
 		t.next = nil
 		t.job.resolve()
+		t.over()
 		t = next
 	}
 }
 
-// goexit runs on a goroutine that runtime.Goexit is unwinding, after fn of t
-// called it. The goroutine cannot be saved; a fresh one finishes t and
-// carries on with the session's turn, keeping its slot, its live token and
-// its turn tn (so Goexit cannot lengthen a turn).
-func (s *Scheduler[K]) goexit(sess *session[K], t *task, tn turn) {
-	if ls := t.lentSlot(); ls != nil {
-		s.settle(ls)
+// takeOver runs on a worker goroutine that runtime.Goexit is unwinding,
+// called from user code (see work). The goroutine cannot be saved; a fresh
+// one carries on from where it stopped, with the live token, the slot and
+// the turn tn (so a Goexit cannot lengthen a turn):
+//   - t set: t's fn called Goexit (ran unset) or a log after it did; the
+//     new goroutine finishes t and goes on with sess;
+//   - at atWeight: the WithWeight function (or the log of a bad weight)
+//     did; sess starts its turn with weight 1, next still first;
+//   - at atBetween: the log of a yield did; sess, if any, starts a turn.
+//
+// This goroutine takes a token of its own before it hands the work on, and
+// gives it back as its last act (deferred, so a logger that calls Goexit
+// here too loses nothing): Shutdown cannot return while it logs.
+func (s *Scheduler[K]) takeOver(sess *session[K], t *task, ran bool, next *task, tn turn, at int) {
+	s.live.Add(1)
+	defer s.exit()
+	var key K // for the log: sess may be recycled once the new goroutine runs
+	if sess != nil {
+		key = sess.key
 	}
-	s.panics.Add(1)
-	s.log(slog.LevelError, "seqsched: task called runtime.Goexit", sess.key)
-	go s.work(sess, t, &tn)
+	switch {
+	case t != nil:
+		if ran { // a log after fn did: the task's outcome stands
+			go s.work(sess, t, &tn)
+			return
+		}
+		// fn called Goexit, or a submitter's ctx did in skip.
+		if ls := t.lentSlot(); ls != nil {
+			s.settle(ls)
+		}
+		s.panics.Add(1)
+		go s.work(sess, t, &tn)
+		s.log(slog.LevelError, "seqsched: task called runtime.Goexit", key)
+	case at == atWeight:
+		sess.first = next
+		tn = turn{limit: s.opts.yieldAfter}
+		if s.opts.yieldInterval > 0 {
+			tn.start = time.Now()
+		}
+		go s.work(sess, nil, &tn)
+		s.badWeight(key, "called runtime.Goexit")
+	case sess == nil: // a yield's log, after a resumer took the slot
+		s.release(1) // the token the work held: nothing carries on
+	default:
+		sess.first = next
+		go s.work(sess, nil, nil)
+	}
 }
 
 // log writes one record about session key. A panicking handler (in Enabled

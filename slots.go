@@ -1,7 +1,6 @@
 package seqsched
 
 import (
-	"log/slog"
 	"runtime"
 	"sync"
 )
@@ -121,27 +120,30 @@ func (s *Scheduler[K]) schedule(sess *session[K]) bool {
 	return true
 }
 
-// yield ends sess's turn. With a concurrency limit, if a task waits to take
-// its slot back, the slot goes to it, sess goes to the back of the ready
-// queue and the calling goroutine must exit (next == nil); else if a session
-// waits, sess goes to the back and the head takes over this goroutine and
-// slot. Without a limit, the goroutine yields the processor when the
-// scheduler has another goroutine (sessions in a start queue count: their
-// starter is one).
-func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K]) {
+// yield ends sess's turn and reports whether it gave way (for the log,
+// which the caller writes). With a concurrency limit, if a task waits to
+// take its slot back, the slot goes to it, sess goes to the back of the
+// ready queue and the calling goroutine must exit (next == nil); else if a
+// session waits, sess goes to the back and the head takes over this
+// goroutine and slot. Without a limit, the goroutine yields the processor
+// when the scheduler has another goroutine (sessions in a start queue
+// count: their starter is one).
+func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K], yielded bool) {
 	if s.opts.maxConcurrency == 0 {
 		if s.live.Load() > 1 {
 			s.yields.Add(1)
-			s.log(slog.LevelDebug, "seqsched: session yielded", sess.key)
 			runtime.Gosched()
+			return sess, true
 		}
-		return sess
+		return sess, false
 	}
 	next = sess
-	key := sess.key // sess may be taken over by another goroutine once queued
 	s.slots.mu.Lock()
 	if !s.forced.Load() {
 		if s.slots.grantResumer() {
+			// sess waits with a token of its own, taken before another
+			// goroutine can pop it; the goroutine exits with its own.
+			s.live.Add(1)
 			s.slots.push(sess)
 			next = nil
 		} else if head := s.slots.pop(); head != nil {
@@ -151,14 +153,10 @@ func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K]) {
 	}
 	s.slots.mu.Unlock()
 	if next == sess {
-		return sess
-	}
-	if next == nil {
-		s.live.Add(1) // sess waits with a token of its own; the goroutine exits with its own
+		return sess, false
 	}
 	s.yields.Add(1)
-	s.log(slog.LevelDebug, "seqsched: session yielded", key)
-	return next
+	return next, true
 }
 
 // nextReady hands the calling goroutine's slot on once its session went
@@ -173,7 +171,7 @@ func (s *Scheduler[K]) nextReady() *session[K] {
 	sess := s.slots.handOn()
 	s.slots.mu.Unlock()
 	if sess != nil {
-		s.live.Add(-1) // its token merges into this goroutine's
+		s.release(1) // its token merges into this goroutine's
 	}
 	return sess
 }

@@ -71,11 +71,12 @@ type task struct {
 	skipped bool // resolved without running (set with job.fail)
 }
 
-// taskAux is what few tasks need: a merged ctx, or lent-slot state. Kept out
-// of task so that a task and its future fit the 128-byte size class.
+// taskAux is what few tasks need: the done state of the task's ctx, or
+// lent-slot state. Kept out of task so that a task and its future fit the
+// 128-byte size class.
 type taskAux struct {
-	merged atomic.Pointer[mergedCtx] // built on the first Done when parent can be canceled
-	lent   atomic.Pointer[lentSlot]  // made by the first Await that lends the task's slot
+	ctx  atomic.Pointer[ctxState] // made when fn first asks for Done, or Err finds the ctx done
+	lent atomic.Pointer[lentSlot] // made by the first Await that lends the task's slot
 }
 
 // extra returns t's taskAux, making it if need be.
@@ -128,8 +129,14 @@ type job interface {
 	exec() *PanicError
 	// fail records err as the outcome of a task that will not run.
 	fail(error)
-	// resolve publishes the outcome to waiters.
+	// resolve publishes the outcome to waiters; the caller then calls
+	// task.over. It is publish, then wake.
 	resolve()
+	// publish makes the outcome visible (resolved, Done, Await) and returns
+	// the waiter to wake, if any; wake then wakes every waiter. A worker
+	// publishes under its shard lock and wakes after it.
+	publish() *waiter
+	wake(*waiter)
 	// resolved reports whether resolve has happened.
 	resolved() bool
 }
@@ -151,28 +158,46 @@ func runningTask(ctx context.Context) *task {
 	return t
 }
 
-// mergedCtx is a ctx canceled by either the submitter's ctx or a forced
-// shutdown. It is only built when fn asks for Done and parent can be
-// canceled; most tasks never pay for it.
-type mergedCtx struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	stop   func() bool
-}
-
-// A *task is the context.Context passed to fn: it carries the submitter's
-// values and deadline, and is done when the submitter's ctx is done or when
-// Shutdown gives up. Building it costs no allocation.
+// A *task is the context.Context passed to fn. It carries the submitter's
+// values and deadline, and it is done as soon as any of three things
+// happens: the submitter's ctx is done, Shutdown gives up, or the task is
+// over (its future resolved). Whichever comes first is latched: Err then
+// returns that reason for ever, and Done's channel is closed before Err
+// returns it, as the context.Context contract requires at every moment,
+// on every goroutine, before and after fn returns.
+//
+// A task that never asks for Done and never finds its ctx done costs
+// nothing here: Err reads the three sources; the done state (a channel and
+// the watches on the sources) is made the first time it is needed.
 
 func (t *task) Deadline() (time.Time, bool) { return t.parent.Deadline() }
 
-func (t *task) Done() <-chan struct{} { return t.doneCtx().Done() }
+func (t *task) Done() <-chan struct{} { return t.ctxState().done.Done() }
 
 func (t *task) Err() error {
-	if err := t.parent.Err(); err != nil {
-		return err
+	if a := t.aux.Load(); a != nil {
+		if c := a.ctx.Load(); c != nil {
+			if err := c.latched(); err != nil {
+				return err
+			}
+		}
 	}
-	return t.lanes.core.force.Err()
+	if err := t.doneReason(); err != nil {
+		return t.ctxState().latch(err) // the first reason latched wins
+	}
+	return nil
+}
+
+// doneReason looks at the three sources of a task's ctx's end and returns
+// the reason of one that is done, or nil.
+func (t *task) doneReason() error {
+	if t.parent.Err() != nil {
+		return parentErr(t.parent)
+	}
+	if t.lanes.core.force.Err() != nil || t.job.resolved() {
+		return context.Canceled
+	}
+	return nil
 }
 
 func (t *task) Value(key any) any {
@@ -184,37 +209,108 @@ func (t *task) Value(key any) any {
 
 // AfterFunc lets context.WithCancel and friends derive from a task's ctx
 // without starting a goroutine to watch it.
-func (t *task) AfterFunc(f func()) func() bool { return context.AfterFunc(t.doneCtx(), f) }
+func (t *task) AfterFunc(f func()) func() bool { return context.AfterFunc(t.ctxState().done, f) }
 
 func (t *task) String() string { return fmt.Sprintf("%v.WithValue(seqsched task)", t.parent) }
 
-// doneCtx returns a context that is done exactly when t is.
-func (t *task) doneCtx() context.Context {
-	if t.parent.Done() == nil {
-		return t.lanes.core.force // the common case: only a forced shutdown cancels
-	}
-	a := t.extra()
-	if m := a.merged.Load(); m != nil {
-		return m.ctx
-	}
-	ctx, cancel := context.WithCancel(t.parent)
-	m := &mergedCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(t.lanes.core.force, cancel)}
-	if !a.merged.CompareAndSwap(nil, m) {
-		m.stop()
-		cancel()
-		m = a.merged.Load()
-	}
-	return m.ctx
+// ctxState is the done state of a task's ctx (see task.Err).
+type ctxState struct {
+	err  atomic.Pointer[error] // the latched reason; set before done is closed
+	done context.Context       // canceled when err is latched; never a child of anything
+	stop context.CancelFunc    // cancels done
+
+	mu      sync.Mutex
+	unwatch []func() bool // the watches on the submitter's ctx and the scheduler's force
+	over    bool          // err is latched: watches made from now on are stopped at once
 }
 
-// release drops what the merged ctx registered on the submitter's and the
-// scheduler's contexts, once fn has returned.
-func (t *task) release() {
-	if a := t.aux.Load(); a == nil {
-		return
-	} else if m := a.merged.Load(); m != nil {
-		m.stop()
-		m.cancel()
+// ctxState returns t's done state, making it if need be. Making it watches
+// the submitter's ctx and the scheduler's force, then looks at the three
+// sources once, so that a source done before the watches began is latched
+// before ctxState returns.
+func (t *task) ctxState() *ctxState {
+	a := t.extra()
+	if c := a.ctx.Load(); c != nil {
+		return c
+	}
+	c := new(ctxState)
+	c.done, c.stop = context.WithCancel(context.Background())
+	if !a.ctx.CompareAndSwap(nil, c) {
+		c.stop()
+		return a.ctx.Load()
+	}
+	var unwatch []func() bool
+	if t.parent.Done() != nil {
+		unwatch = append(unwatch, context.AfterFunc(t.parent, func() { c.latch(parentErr(t.parent)) }))
+	}
+	unwatch = append(unwatch, context.AfterFunc(t.lanes.core.force, func() { c.latch(context.Canceled) }))
+	c.mu.Lock()
+	if c.over {
+		c.mu.Unlock()
+		stopAll(unwatch)
+	} else {
+		c.unwatch = unwatch
+		c.mu.Unlock()
+	}
+	// The sources are read after a.ctx was published: resolve stores the
+	// resolution before it reads a.ctx, so one of the two latches it.
+	if err := t.doneReason(); err != nil {
+		c.latch(err)
+	}
+	return c
+}
+
+// parentErr is the submitter's ctx's error. A ctx whose Done is closed
+// must have one; a broken ctx that has none counts as canceled, so that
+// the task's ctx still keeps the contract.
+func parentErr(parent context.Context) error {
+	if err := parent.Err(); err != nil {
+		return err
+	}
+	return context.Canceled
+}
+
+// latch makes err the ctx's reason for being done, unless one was latched
+// first, and returns the reason latched. It returns once done is closed.
+func (c *ctxState) latch(err error) error {
+	if !c.err.CompareAndSwap(nil, &err) {
+		return c.latched()
+	}
+	c.stop()
+	c.mu.Lock()
+	unwatch := c.unwatch
+	c.unwatch, c.over = nil, true
+	c.mu.Unlock()
+	stopAll(unwatch) // a finished task leaves nothing registered on long-lived contexts
+	return err
+}
+
+// latched returns the latched reason, or nil; a reason is returned only
+// once done is closed.
+func (c *ctxState) latched() error {
+	p := c.err.Load()
+	if p == nil {
+		return nil
+	}
+	<-c.done.Done() // latch closes it right after storing the reason
+	return *p
+}
+
+func stopAll(fs []func() bool) {
+	for _, f := range fs {
+		f()
+	}
+}
+
+// over marks t's ctx done once its future has resolved, if fn made its
+// done state; a ctx whose state is made later finds the resolution itself.
+// Called after resolve, with no lock held: stopping the watches may run
+// the submitter's ctx's code.
+func (t *task) over() {
+	if a := t.aux.Load(); a != nil {
+		if c := a.ctx.Load(); c != nil {
+			c.latch(context.Canceled)
+		}
 	}
 }
 
@@ -311,7 +407,6 @@ func (f *Future[T]) exec() (perr *PanicError) {
 	t := &f.t
 	normal := false
 	defer func() {
-		t.release()
 		f.fn, f.fn0 = nil, nil // let go of what fn captured
 		if normal {
 			return
@@ -338,8 +433,12 @@ func (f *Future[T]) fail(err error) {
 	f.fn, f.fn0 = nil, nil
 }
 
-func (f *Future[T]) resolve() {
-	if w := f.signal.Swap(resolvedWaiter); w != nil {
+func (f *Future[T]) resolve() { f.wake(f.publish()) }
+
+func (f *Future[T]) publish() *waiter { return f.signal.Swap(resolvedWaiter) }
+
+func (f *Future[T]) wake(w *waiter) {
+	if w != nil {
 		close(w.ch)
 	}
 	f.wg.Done()

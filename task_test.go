@@ -241,15 +241,28 @@ func TestAwaitOtherSessionFromTaskWorks(t *testing.T) {
 	require.Equal(t, "from b", v)
 }
 
-func TestAwaitWithContextOfFinishedTaskWaitsNormally(t *testing.T) {
+// A finished task's ctx is done (context.Canceled): the deadlock guard does
+// not fire for it, and Await treats it as any done ctx.
+func TestAwaitWithContextOfFinishedTaskIsNoDeadlock(t *testing.T) {
 	s := newScheduler[string](t)
 	leaked := make(chan context.Context, 1)
 	f, err := s.Go(context.Background(), "k", func(ctx context.Context) error { leaked <- ctx; return nil })
 	require.NoError(t, err)
 	awaitAll(t, f)
+	finished := <-leaked
+	require.ErrorIs(t, finished.Err(), context.Canceled, "a task's ctx is done once the task is over")
+
+	release, g := gate(t, s, "k")
 	later, err := seqsched.Submit(context.Background(), s, "k", func(context.Context) (int, error) { return 1, nil })
 	require.NoError(t, err)
-	v, err := later.Await(<-leaked) // that task is over: no deadlock to guard against
+	_, err = later.Await(finished) // unresolved: the done ctx ends the wait, no ErrWouldDeadlock
+	require.ErrorIs(t, err, context.Canceled)
+	release()
+	awaitAll(t, g)
+	v, err := later.Await(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, v)
+	v, err = later.Await(finished) // resolved: Await answers whatever ctx's state
 	require.NoError(t, err)
 	require.Equal(t, 1, v)
 }

@@ -3,6 +3,7 @@ package seqsched
 import (
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 )
 
@@ -56,22 +57,38 @@ func (s *Scheduler[K]) badWeight(key K, why string) {
 }
 
 // skip fails t instead of starting it, and reports true, when Shutdown gave
-// up or t's submit ctx ended before t could start.
-func (s *Scheduler[K]) skip(t *task) bool {
+// up or t's submit ctx ended before t could start. The submit ctx's Err is
+// the submitter's code: a panic there fails t with a *PanicError, and a
+// runtime.Goexit with ErrGoexit (the worker's takeOver then goes on).
+func (s *Scheduler[K]) skip(t *task) (skipped bool) {
 	if s.forced.Load() {
 		t.job.fail(ErrClosed) // no task starts after Shutdown gave up
 		return true
 	}
-	if err := t.parent.Err(); err != nil {
+	normal := false
+	defer func() {
+		if normal {
+			return
+		}
+		if r := recover(); r != nil {
+			t.job.fail(&PanicError{Value: r, Stack: debug.Stack()})
+			skipped = true
+			return
+		}
+		t.job.fail(ErrGoexit)
+	}()
+	err := t.parent.Err()
+	normal = true
+	if err != nil {
 		t.job.fail(err)
 		return true
 	}
 	return false
 }
 
-// run starts task t of sess on the calling goroutine and does the
-// bookkeeping its options ask for.
-func (s *Scheduler[K]) run(sess *session[K], t *task) {
+// run starts task t of sess on the calling goroutine, sets *ran once fn has
+// returned, and does the bookkeeping its options ask for.
+func (s *Scheduler[K]) run(sess *session[K], t *task, ran *bool) {
 	var start time.Time
 	if s.opts.slowTask > 0 || s.hist != nil {
 		start = time.Now()
@@ -79,12 +96,14 @@ func (s *Scheduler[K]) run(sess *session[K], t *task) {
 			s.hist[t.prio].record(time.Duration(start.Sub(s.epoch).Nanoseconds() - t.at))
 		}
 	}
-	if perr := t.job.exec(); perr != nil {
+	perr := t.job.exec()
+	*ran = true
+	if ls := t.lentSlot(); ls != nil {
+		s.settle(ls) // before the logs: the logger is user code too
+	}
+	if perr != nil {
 		s.panics.Add(1)
 		s.log(slog.LevelError, "seqsched: task panicked", sess.key, slog.Any("panic", perr.Value), slog.String("stack", string(perr.Stack)))
-	}
-	if ls := t.lentSlot(); ls != nil {
-		s.settle(ls)
 	}
 	if s.opts.slowTask > 0 {
 		if d := time.Since(start); d > s.opts.slowTask {
