@@ -369,6 +369,7 @@ type rec struct {
 	h                       *handle // nil when rejected
 	rejected                error
 	canceled                func() bool // whether its submit ctx was canceled
+	probe                   any         // the ctxProbeKey value its ctx carries
 }
 
 // run is one plan being executed.
@@ -390,6 +391,8 @@ type run struct {
 	closing bool   // Shutdown was called
 	forced  bool   // a Shutdown returned an error: unstarted tasks may get ErrClosed
 	last    []*handle
+	ctxs    []*rec // tasks whose ctx is checked once the plan is over (ctx in doneCtx)
+	doneCtx map[*rec]context.Context
 }
 
 // handle is an accepted task's future, whichever of Submit and Go made it.
@@ -411,6 +414,7 @@ func (r *run) tick() int { r.seq++; return r.seq }
 func runModel(data []byte) []string {
 	p := genPlan(data)
 	ignore := goleak.IgnoreCurrent()
+	tokensBefore := seqsched.TokenViolations()
 	opts := []seqsched.Option{seqsched.WithMaxConcurrency(p.maxConc),
 		seqsched.WithYieldAfter(p.yieldAfter), seqsched.WithMaxQueue(p.maxQueue)}
 	if p.oneShard() {
@@ -424,7 +428,8 @@ func runModel(data []byte) []string {
 		return []string{err.Error()}
 	}
 	r := &run{p: p, s: s, keyRunning: make([]int, p.keys), active: map[*rec]bool{}, removed: make([]bool, p.keys),
-		last: make([]*handle, p.keys)}
+		doneCtx: map[*rec]context.Context{},
+		last:    make([]*handle, p.keys)}
 	gates := make([]chan struct{}, p.gates)
 	for i := range gates {
 		gates[i] = make(chan struct{})
@@ -564,9 +569,21 @@ func runModel(data []byte) []string {
 		r.failf("final Shutdown = %v: the scheduler did not go quiet", err)
 		return r.errs
 	}
-	// Invariant 4: no goroutine of the scheduler's remains.
+	// Every task's ctx is done once its task is over, and keeps the contract.
+	for _, rc := range r.ctxs {
+		ctx := r.doneCtx[rc]
+		if ctx.Err() == nil {
+			r.failf("task %d: its ctx is not done once it is over", rc.id)
+		}
+		r.checkCtx(rc, ctx, "finished")
+	}
+	// Invariant 4: no goroutine of the scheduler's remains, and none ran
+	// without a live token (which Shutdown waits for).
 	if err := goleak.Find(ignore); err != nil {
 		r.failf("goroutines left after Shutdown: %v", err)
+	}
+	if n := seqsched.TokenViolations() - tokensBefore; n != 0 {
+		r.failf("%d releases left fewer live tokens than running workers", n)
 	}
 	r.check()
 	return r.errs
@@ -577,7 +594,8 @@ func runModel(data []byte) []string {
 func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec taskSpec,
 	gates []chan struct{}, canceled func() bool, nested bool) *handle {
 	r.mu.Lock()
-	rc := &rec{id: len(r.recs), key: key, prio: prio, spec: spec, nested: nested, canceled: canceled}
+	rc := &rec{id: len(r.recs), key: key, prio: prio, spec: spec, nested: nested, canceled: canceled,
+		probe: ctx.Value(ctxProbeKey{})}
 	r.recs = append(r.recs, rc)
 	rc.submitBefore = r.tick()
 	var target, second *handle
@@ -592,6 +610,13 @@ func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec 
 	fn := func(ctx context.Context) (v int, err error) {
 		r.begin(rc)
 		defer r.finish(rc)
+		// The context contract, while running; checkCtxs checks it again
+		// once the task is over.
+		r.checkCtx(rc, ctx, "running")
+		r.mu.Lock()
+		r.ctxs = append(r.ctxs, rc)
+		r.doneCtx[rc] = ctx
+		r.mu.Unlock()
 		switch spec.b {
 		case bErr:
 			return rc.id, errTask
@@ -607,9 +632,18 @@ func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec 
 			<-gates[spec.arg]
 		case bBlockCtx:
 			<-ctx.Done()
+			r.checkCtx(rc, ctx, "canceled") // by its submitter or a forced Shutdown
 			return rc.id, ctx.Err()
 		case bSubmit:
-			r.submit(ctx, spec.arg, spec.prio, *spec.nested, gates, canceled, true)
+			if rc.id%2 == 0 {
+				// With the task's own ctx: the nested task inherits the
+				// submit ctx, not the end of this task.
+				r.submit(ctx, spec.arg, spec.prio, *spec.nested, gates, canceled, true)
+				break
+			}
+			// With a ctx derived from it, which ends with this task.
+			derived := context.WithValue(ctx, ctxProbeKey{}, rc.id)
+			r.submit(derived, spec.arg, spec.prio, *spec.nested, gates, func() bool { return derived.Err() != nil }, true)
 		case bAwait:
 			if target != nil {
 				r.lend(rc)
@@ -694,6 +728,13 @@ func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec 
 		r.errs = append(r.errs, fmt.Sprintf("task %d: Submit(key %d) rejected with %v", rc.id, key, err))
 	}
 	return nil
+}
+
+// checkCtx checks a task's ctx against the context contract.
+func (r *run) checkCtx(rc *rec, ctx context.Context, state string) {
+	for _, v := range ctxViolations(ctx, rc.probe) {
+		r.failf("task %d, ctx %s: %s", rc.id, state, v)
+	}
 }
 
 // begin records rc's start and checks invariants 2 (no overlap) and 3 (the
