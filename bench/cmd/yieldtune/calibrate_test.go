@@ -70,3 +70,23 @@ func TestPaceSpreadsTasksToOfferLoadTimesCapacity(t *testing.T) {
 	assert.Equal(t, 50*time.Millisecond, pace(40, 2, 400))
 	assert.Zero(t, pace(40, 2, math.Inf(1)), "tasks that take no time: no pacing")
 }
+
+// The sweep warns when the slots ran it much slower than the calibration
+// said they would: the load offered was then heavier than printed.
+func TestSlowdownWarnsWhenTheMachineSlowedDuringTheSweep(t *testing.T) {
+	ms := time.Millisecond
+	results := []result{synthResult(10, []float64{700, 790, 900}, []time.Duration{ms, ms, ms})}
+	overloaded := plan{capacity: 1000, tasks: 1250, span: time.Second} // offered 1.25×
+	assert.Equal(t, "warning: the sweep ran 790 tasks/s (median of all runs), 79% of the 1000 the calibration promised: "+
+		"other work took the machine, so the load was heavier than offered and the spread is wider; run again on a quieter machine",
+		slowdown(overloaded, results))
+	results[0] = synthResult(10, []float64{700, 800, 900}, []time.Duration{ms, ms, ms})
+	assert.Empty(t, slowdown(overloaded, results), "80% is within the limit")
+
+	underloaded := plan{capacity: 1000, tasks: 500, span: time.Second} // offered 0.5×: expect 500/s
+	results[0] = synthResult(10, []float64{480, 500, 510}, []time.Duration{ms, ms, ms})
+	assert.Empty(t, slowdown(underloaded, results))
+	results[0] = synthResult(10, []float64{380, 390, 400}, []time.Duration{ms, ms, ms})
+	assert.Contains(t, slowdown(underloaded, results), "78% of the 500 the calibration promised")
+	assert.Empty(t, slowdown(plan{capacity: math.Inf(1)}, results), "tasks that take no time promise nothing")
+}

@@ -157,3 +157,25 @@ func TestTableShowsMediansRangesAndVerdicts(t *testing.T) {
 	assert.Equal(t, "default", strings.Fields(lines[1])[len(strings.Fields(lines[1]))-1])
 	assert.Equal(t, []string{"lower", "p99,", "slower"}, strings.Fields(lines[2])[len(strings.Fields(lines[2]))-3:])
 }
+
+// A threshold that shortens most waits by delaying the High lane is not
+// recommended; the answer names it as a trade-off.
+func TestJudgeRefusesAGainPaidForByHighTasks(t *testing.T) {
+	withHigh := func(r result, high ...time.Duration) result {
+		for i := range r.Rounds {
+			r.Rounds[i].HighP99 = high[i]
+		}
+		return aggregate(r.Threshold, r.Rounds)
+	}
+	results := []result{
+		withHigh(synthResult(10, []float64{100, 101, 99}, []time.Duration{10 * ms, 11 * ms, 12 * ms}), 2*ms, 3*ms, 4*ms),
+		withHigh(synthResult(50, []float64{100, 101, 99}, []time.Duration{5 * ms, 6 * ms, 7 * ms}), 8*ms, 9*ms, 10*ms),
+	}
+	j := judge(results, 10)
+	assert.False(t, j.Changed)
+	assert.Equal(t, "keep the default, WithYieldAfter(10): no threshold is measurably better for this load (p99 wait 11ms (10ms–12ms), 100 (99–101) tasks/s over the rounds); "+
+		"trade-offs, not improvements: 50 (lower p99, higher High p99)", j.Why)
+
+	results[1] = withHigh(results[1], 3*ms, 4*ms, 5*ms) // High waits within the default's range
+	assert.Equal(t, 50, judge(results, 10).Pick)
+}

@@ -161,6 +161,37 @@ func calibration(p plan) string {
 	return s
 }
 
+// slowdownLimit is how far below what the calibration promised the
+// sweep's median throughput may fall before the output warns.
+const slowdownLimit = 0.8
+
+// slowdown warns when the slots ran the sweep much slower than they ran
+// the calibration: something else took the machine, so the load offered
+// more than the calibration line says, and the figures are of a busier
+// machine. Empty when there is nothing to say.
+func slowdown(p plan, results []result) string {
+	if math.IsInf(p.capacity, 1) || p.capacity <= 0 {
+		return ""
+	}
+	expect := p.capacity // all at once, or overloaded: the slots' speed
+	if o := p.offered(); o > 0 && o < 1 {
+		expect = o * p.capacity // underloaded: the offered rate
+	}
+	var all []float64
+	for _, r := range results {
+		for _, x := range r.Rounds {
+			all = append(all, x.Throughput)
+		}
+	}
+	got := spreadOf(all).Med
+	if got >= slowdownLimit*expect {
+		return ""
+	}
+	return fmt.Sprintf("warning: the sweep ran %.0f tasks/s (median of all runs), %.0f%% of the %.0f the calibration promised: "+
+		"other work took the machine, so the load was heavier than offered and the spread is wider; run again on a quieter machine",
+		got, 100*got/expect, expect)
+}
+
 // pace is the span over which total tasks go to offer load times capacity.
 func pace(total int, load, capacity float64) time.Duration {
 	if math.IsInf(capacity, 1) || capacity <= 0 {
@@ -250,6 +281,9 @@ func sweep(ctx context.Context, c config, tr *trace, stdout io.Writer, prog prog
 	if err := writeTable(stdout, results, defaultThreshold); err != nil {
 		return err
 	}
+	if w := slowdown(p, results); w != "" {
+		fmt.Fprintf(stdout, "\n%s\n", w)
+	}
 	j := judge(results, defaultThreshold)
 	fmt.Fprintf(stdout, "\n%s\nrecommendation: %s\n", ruleText(defaultThreshold, c.rounds), j.Why)
 	if len(j.Band) > 1 {
@@ -279,11 +313,13 @@ func chartTitle(c config, tr *trace) string {
 	return fmt.Sprintf("yieldtune: %d sessions, work %s, High %.0f%%, max concurrency %d", c.sessions, c.work, c.high*100, c.maxConc)
 }
 
-// approx rounds an estimate of time to a tenth of a second from a second
-// up, like round below.
+// approx rounds an estimate of time to two or three figures.
 func approx(d time.Duration) time.Duration {
-	if d >= time.Second {
+	switch {
+	case d >= time.Second:
 		return d.Round(100 * time.Millisecond)
+	case d >= 10*time.Millisecond:
+		return d.Round(time.Millisecond)
 	}
 	return round(d)
 }
