@@ -73,7 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.to, "to", seqsched.MaxYieldAfter, "last WithYieldAfter value")
 	fs.IntVar(&c.step, "step", 10, "WithYieldAfter step")
 	fs.IntVar(&c.rounds, "rounds", 5, fmt.Sprintf("rounds; each runs every threshold once, interleaved (%d..%d)", minRounds, maxRounds))
-	fs.BoolVar(&c.quick, "quick", false, "smaller load and sweep (10, 30, 50): about 10 s on 2 cores")
+	fs.BoolVar(&c.quick, "quick", false, "smaller load (-tasks 100) and sweep (10, 30, 50): about 5 s on 2 cores")
 	fs.StringVar(&c.trace, "trace", "", "replay the recorded load in this CSV file (offset,session,priority,work,sleep) instead of a synthetic one")
 	fs.StringVar(&c.csv, "csv", "", "write every round's figures as CSV to this file")
 	fs.StringVar(&c.svg, "svg", "", "draw throughput and p99 wait against the threshold to this SVG file")
@@ -82,7 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: yieldtune [flags]\n\nSweeps seqsched.WithYieldAfter over a synthetic load and recommends a value.")
+			fmt.Fprintln(stderr, "usage: yieldtune [flags]\n\nSweeps seqsched.WithYieldAfter over a synthetic or recorded load in rounds, and recommends\na value only when it beats the default beyond the spread. The manual: bench/cmd/yieldtune/README.md.")
 			fs.PrintDefaults()
 			return c, err
 		}

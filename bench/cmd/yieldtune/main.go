@@ -287,7 +287,7 @@ func sweep(ctx context.Context, c config, tr *trace, stdout io.Writer, prog prog
 	j := judge(results, defaultThreshold)
 	fmt.Fprintf(stdout, "\n%s\nrecommendation: %s\n", ruleText(defaultThreshold, c.rounds), j.Why)
 	if len(j.Band) > 1 {
-		fmt.Fprintf(stdout, "indistinguishable from WithYieldAfter(%d) on both figures: %s\n", j.Pick, joinInts(j.Band))
+		fmt.Fprintf(stdout, "indistinguishable from WithYieldAfter(%d) on every figure the rule compares: %s\n", j.Pick, joinInts(j.Band))
 	}
 	if c.csv != "" {
 		if err := writeFile(c.csv, func(w io.Writer) error { return writeCSV(w, results) }); err != nil {
