@@ -122,8 +122,27 @@ func TestJudgeSaysTheThresholdDoesNotMatterWhenNoSessionYielded(t *testing.T) {
 	assert.Contains(t, j.Why, "keep the default, WithYieldAfter(10): no session yielded at any threshold")
 	assert.NotContains(t, j.Why, "\n")
 
-	results[1].Rounds[2].YieldsPerSec = 0.5 // one round yielded: the rule applies
+	for k := range results[0].Rounds { // the default yielded in every round: the rule applies
+		results[0].Rounds[k].YieldsPerSec = 0.5
+	}
 	assert.Equal(t, 30, judge(results, 10).Pick)
+}
+
+// In a round in which no session yielded at the default, a higher
+// threshold schedules the load exactly as the default does: the rule needs
+// yields at the default in every round before it sees a difference.
+func TestJudgeNeedsYieldsAtTheDefaultInEveryRound(t *testing.T) {
+	results := []result{
+		synthResult(10, []float64{100, 101, 99}, []time.Duration{10 * ms, 11 * ms, 12 * ms}),
+		synthResult(30, []float64{130, 131, 129}, []time.Duration{1 * ms, 2 * ms, 3 * ms}),
+	}
+	results[0].Rounds[1].YieldsPerSec = 0
+	j := judge(results, 10)
+	assert.False(t, j.Changed)
+	assert.Equal(t, []int{10, 30}, j.Band)
+	assert.Equal(t, "keep the default, WithYieldAfter(10): sessions yielded at the default in only 2 of 3 rounds, "+
+		"and a higher threshold runs a round without yields exactly as the default does, so what differs is noise; "+
+		"offer more work (-load, -tasks) to see where it matters", j.Why)
 }
 
 func TestVerdictSaysHowAThresholdDiffersFromTheDefault(t *testing.T) {

@@ -474,3 +474,30 @@ func TestChartIsASevenInchSquareThatGivesTheAnswer(t *testing.T) {
 	assert.Equal(t, []string{"0", "10", "20"}, texts[i+1:], "the wait axis' ticks")
 	assert.Equal(t, []string{"10*", "20"}, texts[i-2:i], "the thresholds' ticks")
 }
+
+// A load with High tasks gets a third chart, their p99 wait, which the
+// rule weighs too; the canvas grows to keep each chart's height.
+func TestChartShowsHighWaitsWhenTheLoadHasHighTasks(t *testing.T) {
+	results := []result{
+		synthResult(10, []float64{1000, 1010, 990}, []time.Duration{20 * ms, 19 * ms, 21 * ms}),
+		synthResult(20, []float64{1200, 1190, 1210}, []time.Duration{12 * ms, 11 * ms, 13 * ms}),
+	}
+	for i := range results {
+		for k := range results[i].Rounds {
+			results[i].Rounds[k].HighP99 = 250 * ms
+			results[i].Rounds[k].HighTasks = 1
+		}
+		results[i] = aggregate(results[i].Threshold, results[i].Rounds)
+	}
+	var b bytes.Buffer
+	require.NoError(t, writeChart(&b, "svg", results, judge(results, 10), "title"))
+	svg := b.String()
+	assert.Contains(t, svg, `<svg width="504pt" height="756pt"`)
+	var texts []string
+	for _, m := range regexp.MustCompile(`>([^<>]+)</text>`).FindAllStringSubmatch(svg, -1) {
+		texts = append(texts, m[1])
+	}
+	i := slices.Index(texts, "p99 wait, High tasks (ms)")
+	require.True(t, i >= 0, "axis label in %q", texts)
+	assert.Equal(t, []string{"0", "250"}, texts[i+1:], "the High wait axis' ticks, plain numbers (gonum's own say 0.00 and 250.00)")
+}

@@ -28,8 +28,9 @@ type errorPoints struct {
 	plotter.YErrors
 }
 
-// writeChart draws two aligned charts against the threshold, throughput
-// and p99 wait over all tasks (the two figures the rule compares): each
+// writeChart draws aligned charts against the threshold of the figures the
+// rule compares: throughput, p99 wait over all tasks and, if the load has
+// High tasks, their p99 wait. Each
 // threshold's median over the rounds as a dot, its range as a bar. The
 // recommended threshold is a vertical line, and the thresholds
 // indistinguishable from it are shaded. There is no legend to overlap the
@@ -39,41 +40,58 @@ func writeChart(w io.Writer, format string, results []result, j judgement, title
 	top := plot.New()
 	top.Title.Text = title + "\n" + chartVerdict(j)
 	top.Y.Label.Text = "throughput (tasks/s)"
-	bottom := plot.New()
-	bottom.Y.Label.Text = "p99 wait, all tasks (ms)"
+	all := plot.New()
+	all.Y.Label.Text = "p99 wait, all tasks (ms)"
+	plots := []*plot.Plot{top, all}
+	ms := func(f func(result) spread) func(result) spread {
+		return func(r result) spread {
+			s := f(r)
+			return spread{Med: s.Med * 1e3, Lo: s.Lo * 1e3, Hi: s.Hi * 1e3}
+		}
+	}
+	figs := []func(result) spread{
+		func(r result) spread { return r.Throughput },
+		ms(func(r result) spread { return r.P99 }),
+	}
+	if slices.ContainsFunc(results, func(r result) bool { return r.Median.HighTasks > 0 }) {
+		high := plot.New()
+		high.Y.Label.Text = "p99 wait, High tasks (ms)"
+		plots = append(plots, high)
+		figs = append(figs, ms(func(r result) spread { return r.HighP99 }))
+	}
+	bottom := plots[len(plots)-1]
 	bottom.X.Label.Text = fmt.Sprintf("WithYieldAfter (* the default)\n"+
 		"dot: median of %d rounds, bar: best to worst round\n"+
 		"dashed line: recommended, shaded: indistinguishable from it", roundsOf(results))
 
-	tput := func(r result) spread { return r.Throughput }
-	p99 := func(r result) spread {
-		return spread{Med: r.P99.Med * 1e3, Lo: r.P99.Lo * 1e3, Hi: r.P99.Hi * 1e3}
-	}
-	for _, c := range []struct {
-		p   *plot.Plot
-		fig func(result) spread
-	}{{top, tput}, {bottom, p99}} {
-		if err := drawFigure(c.p, results, j, c.fig); err != nil {
+	for i, p := range plots {
+		if err := drawFigure(p, results, j, figs[i]); err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
 	}
 
-	const size = 7 * vg.Inch
+	// 7 inches wide; 3.5 inches a chart, and room for the titles.
+	width, height := 7*vg.Inch, vg.Length(len(plots))*3.5*vg.Inch
 	var canvas vg.CanvasWriterTo
 	switch format {
 	case "svg":
-		canvas = vgsvg.New(size, size)
+		canvas = vgsvg.New(width, height)
 	case "png":
-		canvas = vgimg.PngCanvas{Canvas: vgimg.New(size, size)}
+		canvas = vgimg.PngCanvas{Canvas: vgimg.New(width, height)}
 	default:
 		return fmt.Errorf("chart format %q: want svg or png", format)
 	}
 	dc := draw.New(canvas)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4),
+	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4),
 		PadLeft: vg.Points(4), PadRight: vg.Points(16), PadY: vg.Points(12)}
-	canvases := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
-	top.Draw(canvases[0][0])
-	bottom.Draw(canvases[1][0])
+	grid := make([][]*plot.Plot, len(plots))
+	for i, p := range plots {
+		grid[i] = []*plot.Plot{p}
+	}
+	canvases := plot.Align(grid, tiles, dc)
+	for i, p := range plots {
+		p.Draw(canvases[i][0])
+	}
 	_, err := canvas.WriteTo(w)
 	return err
 }
@@ -109,6 +127,7 @@ func drawFigure(p *plot.Plot, results []result, j judgement, fig func(result) sp
 	}
 	top *= 1.1                // room above the highest bar
 	p.Y.Min, p.Y.Max = 0, top // a zero baseline keeps small differences small
+	p.Y.Tick.Marker = plainTicks{}
 
 	// Each indistinguishable threshold shades the x range half way to its
 	// neighbours; adjacent ones make one band.
@@ -187,4 +206,18 @@ func halfway(xs []int, i int) (lo, hi float64) {
 		return float64(xs[i]) - g, float64(xs[i]) + g
 	}
 	return float64(xs[i]) - gap(i-1, i), float64(xs[i]) + gap(i, i+1)
+}
+
+// plainTicks are gonum's default ticks labelled without trailing zeros
+// ("250", not "250.00").
+type plainTicks struct{}
+
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i, t := range ticks {
+		if t.Label != "" {
+			ticks[i].Label = strconv.FormatFloat(t.Value, 'f', -1, 64)
+		}
+	}
+	return ticks
 }
