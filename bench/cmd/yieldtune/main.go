@@ -94,35 +94,6 @@ type progress struct {
 	lines io.Writer
 }
 
-// calWindow is how long one calibration batch lasts at least.
-const calWindow = 150 * time.Millisecond
-
-// plan is how the sweep's load is paced, from the calibration.
-type plan struct {
-	capacity float64       // tasks/s the slots ran in calibration; +Inf: tasks take no time
-	span     time.Duration // first to last submission of a run
-	tasks    int           // tasks per run
-}
-
-// offered is the offered rate as a multiple of the capacity: 0 when it
-// cannot be said (all tasks at once, or tasks that take no time).
-func (p plan) offered() float64 {
-	if p.span <= 0 || math.IsInf(p.capacity, 1) || p.capacity <= 0 {
-		return 0
-	}
-	return float64(p.tasks) / p.span.Seconds() / p.capacity
-}
-
-// perRun estimates how long one run takes: its span, or the time the
-// slots need for its tasks if that is longer.
-func (p plan) perRun() time.Duration {
-	d := p.span
-	if !math.IsInf(p.capacity, 1) && p.capacity > 0 {
-		d = max(d, time.Duration(float64(p.tasks)/p.capacity*float64(time.Second)))
-	}
-	return d
-}
-
 // describe is the load line of the output.
 func describe(c config, tr *trace, p plan) string {
 	if tr != nil {
@@ -147,136 +118,20 @@ func describe(c config, tr *trace, p plan) string {
 		c.sessions, c.tasks, c.work, c.sleep, c.high*100, c.maxConc, c.producers, over)
 }
 
-// calibration is the output's line about what the slots ran.
-func calibration(p plan) string {
-	if math.IsInf(p.capacity, 1) {
-		return "calibration: the tasks take no measurable time; submitted as fast as the producers can"
-	}
-	s := fmt.Sprintf("calibration: the slots ran %.0f tasks/s (median of %d timed batches)", p.capacity, calRuns)
-	if o := p.offered(); o > 0 {
-		s += fmt.Sprintf("; offered %.2f× that", o)
-	} else {
-		s += "; all tasks submitted at once"
-	}
-	return s
-}
-
-// slowdownLimit is how far below what the calibration promised the
-// sweep's median throughput may fall before the output warns.
-const slowdownLimit = 0.8
-
-// slowdown warns when the slots ran the sweep much slower than they ran
-// the calibration: something else took the machine, so the load offered
-// more than the calibration line says, and the figures are of a busier
-// machine. Empty when there is nothing to say.
-func slowdown(p plan, results []result) string {
-	if math.IsInf(p.capacity, 1) || p.capacity <= 0 {
-		return ""
-	}
-	expect := p.capacity // all at once, or overloaded: the slots' speed
-	if o := p.offered(); o > 0 && o < 1 {
-		expect = o * p.capacity // underloaded: the offered rate
-	}
-	var all []float64
-	for _, r := range results {
-		for _, x := range r.Rounds {
-			all = append(all, x.Throughput)
-		}
-	}
-	got := spreadOf(all).Med
-	if got >= slowdownLimit*expect {
-		return ""
-	}
-	return fmt.Sprintf("warning: the sweep ran %.0f tasks/s (median of all runs), %.0f%% of the %.0f the calibration promised: "+
-		"other work took the machine, so the load was heavier than offered and the spread is wider; run again on a quieter machine",
-		got, 100*got/expect, expect)
-}
-
-// pace is the span over which total tasks go to offer load times capacity.
-func pace(total int, load, capacity float64) time.Duration {
-	if math.IsInf(capacity, 1) || capacity <= 0 {
-		return 0
-	}
-	return time.Duration(float64(total) / (load * capacity) * float64(time.Second))
-}
-
-func takesTime(ld load) bool {
-	for _, j := range ld.jobs {
-		if j.iters > 0 || j.sleep > 0 {
-			return true
-		}
-	}
-	return false
-}
-
+// sweep is the command's work once its input is read: calibrate and pace
+// the load, run it in rounds, judge, and write the outputs.
 func sweep(ctx context.Context, c config, tr *trace, stdout io.Writer, prog progress) error {
-	iters := c.spinIters()
-	var ld load
-	if tr != nil {
-		ld = replay(*tr)
-	} else {
-		ld = synthetic(c, iters, 0)
-	}
-	p := plan{capacity: math.Inf(1), tasks: len(ld.jobs)}
-	if takesTime(ld) {
-		var err error
-		if p.capacity, err = calibrate(ctx, ld, c.maxConc, calWindow); err != nil {
-			return fmt.Errorf("calibration: %w", err)
-		}
-	}
-	switch {
-	case tr != nil:
-		p.span = ld.jobs[len(ld.jobs)-1].at
-	case c.paced:
-		secs := float64(p.tasks) / (c.load * p.capacity)
-		if secs > maxDuration.Seconds() {
-			return fmt.Errorf("at the measured %.3g tasks/s, -load %v spreads each run's tasks over %.3gh, more than %v; offer more (a larger -load) or give fewer -tasks",
-				p.capacity, c.load, secs/3600, maxDuration)
-		}
-		p.span = pace(p.tasks, c.load, p.capacity)
-		ld = synthetic(c, iters, p.span)
-	default:
-		p.span = c.duration
-		ld = synthetic(c, iters, p.span)
+	ld, p, err := planLoad(ctx, c, tr)
+	if err != nil {
+		return err
 	}
 	ts := c.thresholds()
 	fmt.Fprintf(stdout, "load: %s\n%s\n", describe(c, tr, p), calibration(p))
 	fmt.Fprintf(stdout, "sweep: %d rounds × %s (%s), interleaved; about %s\n\n",
 		c.rounds, plural(len(ts), "threshold"), joinInts(ts), approx(time.Duration(c.rounds*len(ts))*p.perRun()))
-
-	runs := c.rounds * len(ts)
-	bar := progressbar.NewOptions(runs*p.tasks,
-		progressbar.OptionSetWriter(orDiscard(prog.bar)),
-		progressbar.OptionSetVisibility(prog.bar != nil),
-		progressbar.OptionSetDescription("yieldtune"),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionClearOnFinish(),
-	)
-	rows := make([][]row, len(ts))
-	start := time.Now()
-	for r := range c.rounds {
-		// Round r starts at the r-th threshold, so that over len(ts)
-		// rounds each threshold runs once in each position: a machine
-		// that slows down during a round does not always hit the same one.
-		for k := range ts {
-			i := (r + k) % len(ts)
-			n := r*len(ts) + k
-			bar.Describe(fmt.Sprintf("round %d/%d WithYieldAfter(%d)", r+1, c.rounds, ts[i]))
-			raw, err := runOne(ctx, ld, ts[i], c.maxConc, func(done int) { _ = bar.Set(n*p.tasks + done) })
-			if err != nil {
-				return fmt.Errorf("WithYieldAfter(%d): %w", ts[i], err)
-			}
-			rows[i] = append(rows[i], summarize(raw))
-		}
-		if prog.lines != nil {
-			fmt.Fprintf(prog.lines, "yieldtune: round %d of %d done (%s)\n", r+1, c.rounds, time.Since(start).Round(100*time.Millisecond))
-		}
-	}
-	_ = bar.Finish()
-	results := make([]result, len(ts))
-	for i, t := range ts {
-		results[i] = aggregate(t, rows[i])
+	results, err := runRounds(ctx, c, ld, p.tasks, ts, prog)
+	if err != nil {
+		return err
 	}
 	if err := writeTable(stdout, results, defaultThreshold); err != nil {
 		return err
@@ -304,6 +159,82 @@ func sweep(ctx context.Context, c config, tr *trace, stdout io.Writer, prog prog
 		}
 	}
 	return nil
+}
+
+// planLoad builds the load a run submits and paces it by the calibration:
+// a trace as recorded; a synthetic load over -duration, or so that it
+// offers -load times the measured capacity.
+func planLoad(ctx context.Context, c config, tr *trace) (load, plan, error) {
+	iters := c.spinIters()
+	var ld load
+	if tr != nil {
+		ld = replay(*tr)
+	} else {
+		ld = synthetic(c, iters, 0)
+	}
+	p := plan{capacity: math.Inf(1), tasks: len(ld.jobs)}
+	if takesTime(ld) {
+		var err error
+		if p.capacity, err = calibrate(ctx, ld, c.maxConc, calWindow); err != nil {
+			return ld, p, fmt.Errorf("calibration: %w", err)
+		}
+	}
+	switch {
+	case tr != nil:
+		p.span = ld.jobs[len(ld.jobs)-1].at
+	case c.paced:
+		secs := float64(p.tasks) / (c.load * p.capacity)
+		if secs > maxDuration.Seconds() {
+			return ld, p, fmt.Errorf("at the measured %.3g tasks/s, -load %v spreads each run's tasks over %.3gh, more than %v; offer more (a larger -load) or give fewer -tasks",
+				p.capacity, c.load, secs/3600, maxDuration)
+		}
+		p.span = pace(p.tasks, c.load, p.capacity)
+		ld = synthetic(c, iters, p.span)
+	default:
+		p.span = c.duration
+		ld = synthetic(c, iters, p.span)
+	}
+	return ld, p, nil
+}
+
+// runRounds runs ld once per threshold in each of c.rounds rounds and
+// returns a result per threshold, in the order of ts. tasks is the number
+// of tasks in one run, for the progress bar.
+func runRounds(ctx context.Context, c config, ld load, tasks int, ts []int, prog progress) ([]result, error) {
+	bar := progressbar.NewOptions(c.rounds*len(ts)*tasks,
+		progressbar.OptionSetWriter(orDiscard(prog.bar)),
+		progressbar.OptionSetVisibility(prog.bar != nil),
+		progressbar.OptionSetDescription("yieldtune"),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+	rows := make([][]row, len(ts))
+	start := time.Now()
+	for r := range c.rounds {
+		// Round r starts at the r-th threshold, so that over len(ts)
+		// rounds each threshold runs once in each position: a machine
+		// that slows down during a round does not always hit the same one.
+		for k := range ts {
+			i := (r + k) % len(ts)
+			n := r*len(ts) + k
+			bar.Describe(fmt.Sprintf("round %d/%d WithYieldAfter(%d)", r+1, c.rounds, ts[i]))
+			raw, err := runOne(ctx, ld, ts[i], c.maxConc, func(done int) { _ = bar.Set(n*tasks + done) })
+			if err != nil {
+				return nil, fmt.Errorf("WithYieldAfter(%d): %w", ts[i], err)
+			}
+			rows[i] = append(rows[i], summarize(raw))
+		}
+		if prog.lines != nil {
+			fmt.Fprintf(prog.lines, "yieldtune: round %d of %d done (%s)\n", r+1, c.rounds, time.Since(start).Round(100*time.Millisecond))
+		}
+	}
+	_ = bar.Finish()
+	results := make([]result, len(ts))
+	for i, t := range ts {
+		results[i] = aggregate(t, rows[i])
+	}
+	return results, nil
 }
 
 func chartTitle(c config, tr *trace) string {
