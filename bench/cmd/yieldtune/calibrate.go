@@ -105,7 +105,10 @@ func calibrate(ctx context.Context, ld load, maxConc int, window time.Duration) 
 // calibration is the output's line about what the slots ran.
 func calibration(p plan) string {
 	if math.IsInf(p.capacity, 1) {
-		return "calibration: the tasks take no measurable time; submitted as fast as the producers can"
+		if p.span > 0 {
+			return "calibration: none, the tasks take no measurable time"
+		}
+		return "calibration: none, the tasks take no measurable time; submitted as fast as the producers can"
 	}
 	s := fmt.Sprintf("calibration: the slots ran %.0f tasks/s (median of %d timed batches)", p.capacity, calRuns)
 	if o := p.offered(); o > 0 {

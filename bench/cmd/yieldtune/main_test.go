@@ -219,7 +219,9 @@ func TestSpreadOffersLoadTimesWhatTheSlotsRun(t *testing.T) {
 func TestDefaultLoadMakesSessionsYield(t *testing.T) {
 	c, err := parseFlags([]string{"-quick"}, &bytes.Buffer{})
 	require.NoError(t, err)
-	r, err := runOne(context.Background(), synthetic(c, c.spinIters(), c.duration), seqsched.MinYieldAfter, c.maxConc, func(int) {})
+	ld, _, err := planLoad(context.Background(), c, nil) // calibrated and paced as the sweep does
+	require.NoError(t, err)
+	r, err := runOne(context.Background(), ld, seqsched.MinYieldAfter, c.maxConc, func(int) {})
 	require.NoError(t, err)
 	assert.Positive(t, r.yields, "no session yielded under the default load")
 }
@@ -320,7 +322,7 @@ func TestRunPrintsTableRuleRecommendationCSVAndCharts(t *testing.T) {
 	out := stdout.String()
 	procs := runtime.GOMAXPROCS(0)
 	assert.True(t, strings.HasPrefix(out, fmt.Sprintf("load: 4 sessions × 25 tasks, work 0s, sleep 0s, High 10%%, max concurrency %d, 2 producers, over 20ms\n"+
-		"calibration: the tasks take no measurable time; submitted as fast as the producers can\n"+
+		"calibration: none, the tasks take no measurable time\n"+
 		"sweep: 3 rounds × 2 thresholds (10, 20), interleaved; about 120ms\n\n", procs)), out)
 	assert.Contains(t, out, "\nrule: a threshold replaces the default (10) only if, over the 3 rounds, its worst round beats the default's best ")
 	// Either answer: this load is too small to say whether it yields.
@@ -445,8 +447,10 @@ func TestCalibrationLineSaysWhatIsOffered(t *testing.T) {
 		calibration(plan{capacity: 400, tasks: 500, span: time.Second}))
 	assert.Equal(t, "calibration: the slots ran 400 tasks/s (median of 3 timed batches); all tasks submitted at once",
 		calibration(plan{capacity: 400, tasks: 500}))
-	assert.Equal(t, "calibration: the tasks take no measurable time; submitted as fast as the producers can",
+	assert.Equal(t, "calibration: none, the tasks take no measurable time",
 		calibration(plan{capacity: math.Inf(1), tasks: 500, span: time.Second}))
+	assert.Equal(t, "calibration: none, the tasks take no measurable time; submitted as fast as the producers can",
+		calibration(plan{capacity: math.Inf(1), tasks: 500}))
 }
 
 // The chart is a 7-inch square; its wait axis is in milliseconds (p99
