@@ -92,7 +92,7 @@ func aggregate(threshold int, rounds []row) result {
 // exactly as the default does (no session reached even the default's count
 // with others waiting), so any difference there is noise; on the shared
 // 2-core box such rounds, in runs too small to yield often, made the
-// default lose "beyond the spread" about once in forty sweeps.
+// default lose "beyond the spread" in 2 of 120 sweeps.
 //
 // Why ranges: with n rounds of two thresholds that do not differ, noise
 // alone puts every round of one ahead of every round of the other with
