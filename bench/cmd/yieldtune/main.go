@@ -6,7 +6,7 @@
 // rounds, and recommends a threshold only when it beats the default beyond
 // that range:
 //
-//	go run ./bench/cmd/yieldtune -sessions 500 -tasks 200 -work 50us -high 0.05
+//	go run ./bench/cmd/yieldtune -sessions 500 -tasks 40 -work 50us -high 0.05
 //	go run ./bench/cmd/yieldtune -trace my-load.csv
 //
 // Its manual, with the trace format, is README.md next to this file; -h
