@@ -27,8 +27,11 @@ type config struct {
 	paced      bool          // duration comes from load (false: from -duration)
 	from, to   int           // WithYieldAfter range swept
 	step       int           // sweep step
-	quick      bool          // smaller load and sweep: under 15 s
+	rounds     int           // each threshold runs once per round, thresholds interleaved
+	quick      bool          // smaller load and sweep
+	trace      string        // CSV file of a recorded load to replay instead of the synthetic one
 	csv, svg   string        // output files, empty for none
+	png        string        // the chart as PNG, empty for none
 	noProgress bool          // hide the progress bar
 }
 
@@ -38,6 +41,8 @@ const (
 	maxTasks     = 10_000_000     // sessions × tasks, per threshold: each keeps a wait sample
 	maxProducers = 10_000         // goroutines submitting
 	maxDuration  = 24 * time.Hour // the time one threshold's submissions are spread over
+	minRounds    = 3              // fewer cannot tell a threshold from noise (see judge.go)
+	maxRounds    = 1000
 )
 
 // usageError is an error in the command line (exit code 2).
@@ -56,7 +61,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("yieldtune", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.IntVar(&c.sessions, "sessions", 100, "sessions receiving tasks")
-	fs.IntVar(&c.tasks, "tasks", 500, "tasks per session, per threshold")
+	fs.IntVar(&c.tasks, "tasks", 200, "tasks per session, per threshold and round")
 	fs.DurationVar(&c.work, "work", 50*time.Microsecond, "CPU work per task (busy computation)")
 	fs.DurationVar(&c.sleep, "sleep", 0, "time each task sleeps after its work, like waiting on I/O")
 	fs.Float64Var(&c.high, "high", 0.1, "fraction of tasks submitted as High, 0..1")
@@ -67,14 +72,17 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.from, "from", seqsched.MinYieldAfter, "first WithYieldAfter value")
 	fs.IntVar(&c.to, "to", seqsched.MaxYieldAfter, "last WithYieldAfter value")
 	fs.IntVar(&c.step, "step", 10, "WithYieldAfter step")
-	fs.BoolVar(&c.quick, "quick", false, "small load and sweep (10, 30, 50), under 15 s")
-	fs.StringVar(&c.csv, "csv", "", "write the rows as CSV to this file")
+	fs.IntVar(&c.rounds, "rounds", 5, fmt.Sprintf("rounds; each runs every threshold once, interleaved (%d..%d)", minRounds, maxRounds))
+	fs.BoolVar(&c.quick, "quick", false, "smaller load (-tasks 100) and sweep (10, 30, 50): about 5 s on 2 cores")
+	fs.StringVar(&c.trace, "trace", "", "replay the recorded load in this CSV file (offset,session,priority,work,sleep) instead of a synthetic one")
+	fs.StringVar(&c.csv, "csv", "", "write every round's figures as CSV to this file")
 	fs.StringVar(&c.svg, "svg", "", "draw throughput and p99 wait against the threshold to this SVG file")
-	fs.BoolVar(&c.noProgress, "no-progress", false, "do not draw the progress bar on stderr")
+	fs.StringVar(&c.png, "png", "", "draw the same chart to this PNG file")
+	fs.BoolVar(&c.noProgress, "no-progress", false, "no progress on stderr (a bar on a terminal, a line per round otherwise)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: yieldtune [flags]\n\nSweeps seqsched.WithYieldAfter over a synthetic load and recommends a value.")
+			fmt.Fprintln(stderr, "usage: yieldtune [flags]\n\nSweeps seqsched.WithYieldAfter over a synthetic or recorded load in rounds, and recommends\na value only when it beats the default beyond the spread. The manual: bench/cmd/yieldtune/README.md.")
 			fs.PrintDefaults()
 			return c, err
 		}
@@ -91,6 +99,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 		if !set["step"] {
 			c.step = 20
+		}
+	}
+	if c.trace != "" {
+		for _, name := range []string{"sessions", "tasks", "work", "sleep", "high", "producers", "duration", "load"} {
+			if set[name] {
+				return c, usagef("-%s: does not apply to -trace, which replays the recorded load", name)
+			}
 		}
 	}
 	switch {
@@ -124,12 +139,17 @@ func (c config) spinIters() int {
 	return bench.SpinIters(c.work)
 }
 
-// spread is the time over which submissions go so that the offered work is
-// load times what the load's slots can run. A task holds its slot for
-// work+sleep, and only its work needs a CPU: with no concurrency limit,
-// every session is a slot and GOMAXPROCS bounds the work. Tasks that take
-// no time get no pacing (0): producers submit as fast as they can.
-// parseFlags keeps it within maxDuration.
+// spread is the time over which submissions go so that the offered work
+// would be load times what the slots run if they ran at the speed the
+// flags imply. A task holds its slot for work+sleep, and only its work
+// needs a CPU: with no concurrency limit, every session is a slot and
+// GOMAXPROCS bounds the work. Tasks that take no time get no pacing (0):
+// producers submit as fast as they can.
+//
+// That speed ignores the scheduler's own cost, the producers and whatever
+// else the machine runs, so it is an upper bound: parseFlags uses spread to
+// refuse a run that could not fit in maxDuration, and the sweep paces the
+// load by a measured capacity instead (see calibrate).
 func (c config) spread() time.Duration {
 	return time.Duration(c.spreadSeconds() * float64(time.Second))
 }
@@ -189,14 +209,19 @@ func (c config) validate() error {
 		return bad("to", c.to, fmt.Sprintf("must be -from..%d", seqsched.MaxYieldAfter))
 	case c.step < 1:
 		return bad("step", c.step, "must be at least 1")
+	case c.rounds < minRounds || c.rounds > maxRounds:
+		return bad("rounds", c.rounds, fmt.Sprintf("must be %d..%d", minRounds, maxRounds))
 	}
 	return nil
 }
 
 // thresholds lists the WithYieldAfter values swept; the last is always
-// included.
+// included, and so is the default, the baseline of the rule.
 func (c config) thresholds() []int {
 	var ts []int
+	if c.from > defaultThreshold {
+		ts = append(ts, defaultThreshold)
+	}
 	for n := c.from; n <= c.to; n += c.step {
 		ts = append(ts, n)
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -63,64 +65,6 @@ func TestJainIsOneForEqualAndOneOverNForMonopoly(t *testing.T) {
 	assert.Equal(t, 0.0, bench.Jain(nil))
 }
 
-func TestRecommendTakesLowestP99WithinFivePercentOfBestThroughput(t *testing.T) {
-	ms := time.Millisecond
-	rows := []row{
-		{Threshold: 10, Throughput: 90, AllP99: 1 * ms, YieldsPerSec: 9},  // lowest p99 but 10% slower: excluded
-		{Threshold: 20, Throughput: 96, AllP99: 5 * ms, YieldsPerSec: 5},  // within 5%: candidate
-		{Threshold: 30, Throughput: 100, AllP99: 8 * ms, YieldsPerSec: 3}, // the best throughput
-		{Threshold: 40, Throughput: 97, AllP99: 4 * ms, YieldsPerSec: 2},  // within 5% and lowest p99 of those: chosen
-	}
-	got, why := recommend(rows)
-	assert.Equal(t, 40, got.Threshold)
-	assert.Contains(t, why, "WithYieldAfter(40)")
-	assert.Contains(t, why, "within 5% of the best throughput (100 tasks/s at 30)")
-	assert.NotContains(t, why, "\n")
-}
-
-// The rule compares the p99 wait over all tasks: the table must show that
-// figure, so that the recommendation's number can be found in it.
-func TestTableShowsTheP99TheRecommendationCompares(t *testing.T) {
-	ms := time.Millisecond
-	rows := []row{
-		{Threshold: 10, Throughput: 100, AllP99: 7 * ms, NormalP99: 9 * ms, HighP99: 2 * ms, YieldsPerSec: 9},
-		{Threshold: 20, Throughput: 99, AllP99: 3 * ms, NormalP99: 4 * ms, HighP99: time.Millisecond, YieldsPerSec: 5},
-	}
-	var out bytes.Buffer
-	require.NoError(t, writeTable(&out, rows))
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Len(t, lines, 3, "header and two rows:\n%s", out.String())
-	assert.Contains(t, lines[0], "all p99")
-	assert.Equal(t, []string{"20", "99", "3ms"}, strings.Fields(lines[2])[:3], "threshold, tasks/s, all p99")
-
-	got, why := recommend(rows)
-	assert.Equal(t, 20, got.Threshold)
-	assert.Contains(t, why, "lowest p99 wait over all tasks (3ms)")
-}
-
-func TestRecommendBreaksTiesTowardTheLowerThreshold(t *testing.T) {
-	for _, order := range [][]int{{30, 20}, {20, 30}} {
-		var rows []row
-		for _, th := range order {
-			rows = append(rows, row{Threshold: th, Throughput: 100, AllP99: time.Millisecond, YieldsPerSec: 1})
-		}
-		got, why := recommend(rows)
-		assert.Equal(t, 20, got.Threshold, "rows %v", order)
-		// The best throughput is tied too: the lower threshold has it.
-		assert.True(t, strings.HasPrefix(why, "WithYieldAfter(20): best throughput (100 tasks/s)"), why)
-	}
-}
-
-// "Within 5%" includes a threshold exactly 5% below the best.
-func TestRecommendCountsExactlyFivePercentBelowAsWithin(t *testing.T) {
-	rows := []row{
-		{Threshold: 10, Throughput: 95, AllP99: time.Millisecond, YieldsPerSec: 1},
-		{Threshold: 20, Throughput: 100, AllP99: 2 * time.Millisecond, YieldsPerSec: 1},
-	}
-	got, _ := recommend(rows)
-	assert.Equal(t, 10, got.Threshold)
-}
-
 // Durations are shown to the millisecond from a second up, to 10µs from a
 // millisecond up, and to 100ns below.
 func TestRoundPrecisionFollowsTheScale(t *testing.T) {
@@ -134,51 +78,6 @@ func TestRoundPrecisionFollowsTheScale(t *testing.T) {
 	} {
 		assert.Equal(t, want, round(d), "round(%v)", d)
 	}
-}
-
-func TestCSVHasDurationsInMicroseconds(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, writeCSV(&out, []row{{Threshold: 10, Throughput: 1000, NormalP50: 1500 * time.Nanosecond,
-		AllP99: 2 * time.Millisecond, Jain: 0.5, YieldsPerSec: 3}}))
-	recs, err := csv.NewReader(&out).ReadAll()
-	require.NoError(t, err)
-	require.Len(t, recs, 2)
-	got := map[string]string{}
-	for i, name := range recs[0] {
-		got[name] = recs[1][i]
-	}
-	assert.Equal(t, "10", got["yield_after"])
-	assert.Equal(t, "1000", got["tasks_per_s"])
-	assert.Equal(t, "1.5", got["normal_p50_us"])
-	assert.Equal(t, "2000.0", got["all_p99_us"])
-}
-
-func TestRecommendSaysWhenBestThroughputAlsoHasBestLatency(t *testing.T) {
-	rows := []row{
-		{Threshold: 10, Throughput: 50, AllP99: time.Second, YieldsPerSec: 1},
-		{Threshold: 20, Throughput: 100, AllP99: time.Millisecond, YieldsPerSec: 1},
-	}
-	got, why := recommend(rows)
-	assert.Equal(t, 20, got.Threshold)
-	assert.Equal(t, "WithYieldAfter(20): best throughput (100 tasks/s) and the lowest p99 wait over all tasks (1ms) of the thresholds within 5% of it", why)
-}
-
-// A sweep in which no session ever yielded measured nothing the threshold
-// does: the recommendation must say so instead of picking by noise.
-func TestRecommendSaysTheThresholdDoesNotMatterWhenNoSessionYielded(t *testing.T) {
-	rows := []row{
-		{Threshold: 10, Throughput: 100, AllP99: 3 * time.Millisecond},
-		{Threshold: 30, Throughput: 100, AllP99: 1 * time.Millisecond},
-	}
-	_, why := recommend(rows)
-	assert.True(t, strings.HasPrefix(why, "none: no session yielded at any threshold"), why)
-	assert.Contains(t, why, "keep the default (10)")
-	assert.NotContains(t, why, "WithYieldAfter(30)")
-	assert.NotContains(t, why, "\n")
-
-	rows[1].YieldsPerSec = 0.5 // one threshold yielded: the rule applies
-	_, why = recommend(rows)
-	assert.True(t, strings.HasPrefix(why, "WithYieldAfter(30)"), why)
 }
 
 func TestBadFlagsGiveOneLineErrorAndExitCode2(t *testing.T) {
@@ -212,6 +111,11 @@ func TestBadFlagsGiveOneLineErrorAndExitCode2(t *testing.T) {
 		"to below from":     {[]string{"-from", "30", "-to", "20"}, "-to 20: must be -from..50"},
 		"zero step":         {[]string{"-step", "0"}, "-step 0: must be at least 1"},
 		"stray argument":    {[]string{"extra"}, `unexpected argument "extra"`},
+		"two rounds":        {[]string{"-rounds", "2"}, "-rounds 2: must be 3..1000"},
+		"too many rounds":   {[]string{"-rounds", "1001"}, "-rounds 1001: must be 3..1000"},
+		"trace and sessions": {[]string{"-trace", "load.csv", "-sessions", "5"},
+			"-sessions: does not apply to -trace, which replays the recorded load"},
+		"trace and load": {[]string{"-load", "2", "-trace", "load.csv"}, "-load: does not apply to -trace"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -231,13 +135,16 @@ func TestBadFlagsGiveOneLineErrorAndExitCode2(t *testing.T) {
 // run), and the next one out is refused by the cases above.
 func TestFlagsAtTheirLimitsAreAccepted(t *testing.T) {
 	cases := map[string][]string{
-		"one session, one task": {"-sessions", "1", "-tasks", "1", "-producers", "1"},
-		"the most tasks":        {"-sessions", "1000", "-tasks", "10000"},
-		"the most producers":    {"-producers", "10000"},
-		"no High, no limit":     {"-high", "0", "-max-concurrency", "0"},
-		"all High":              {"-high", "1"},
-		"a day's duration":      {"-duration", "24h"},
-		"a single threshold":    {"-from", "50", "-to", "50", "-step", "1"},
+		"one session, one task":  {"-sessions", "1", "-tasks", "1", "-producers", "1"},
+		"the most tasks":         {"-sessions", "1000", "-tasks", "10000"},
+		"the most producers":     {"-producers", "10000"},
+		"no High, no limit":      {"-high", "0", "-max-concurrency", "0"},
+		"all High":               {"-high", "1"},
+		"a day's duration":       {"-duration", "24h"},
+		"a single threshold":     {"-from", "50", "-to", "50", "-step", "1"},
+		"the fewest rounds":      {"-rounds", "3"},
+		"the most rounds":        {"-rounds", "1000"},
+		"a trace, its own flags": {"-trace", "load.csv", "-max-concurrency", "4", "-quick", "-rounds", "7"},
 		// One slot held 1 s a task: 86,400 tasks at 1× take a day exactly.
 		"a load that takes a day": {"-sessions", "1", "-tasks", "86400", "-work", "0", "-sleep", "1s", "-max-concurrency", "1", "-load", "1"},
 	}
@@ -312,7 +219,9 @@ func TestSpreadOffersLoadTimesWhatTheSlotsRun(t *testing.T) {
 func TestDefaultLoadMakesSessionsYield(t *testing.T) {
 	c, err := parseFlags([]string{"-quick"}, &bytes.Buffer{})
 	require.NoError(t, err)
-	r, err := runOne(context.Background(), c, seqsched.MinYieldAfter, c.spinIters(), func(int) {})
+	ld, _, err := planLoad(context.Background(), c, nil) // calibrated and paced as the sweep does
+	require.NoError(t, err)
+	r, err := runOne(context.Background(), ld, seqsched.MinYieldAfter, c.maxConc, func(int) {})
 	require.NoError(t, err)
 	assert.Positive(t, r.yields, "no session yielded under the default load")
 }
@@ -320,9 +229,9 @@ func TestDefaultLoadMakesSessionsYield(t *testing.T) {
 func TestDefaultsAreTheDocumentedOnes(t *testing.T) {
 	c, err := parseFlags(nil, &bytes.Buffer{})
 	require.NoError(t, err)
-	assert.Equal(t, config{sessions: 100, tasks: 500, work: 50 * time.Microsecond, high: 0.1,
+	assert.Equal(t, config{sessions: 100, tasks: 200, work: 50 * time.Microsecond, high: 0.1,
 		maxConc: runtime.GOMAXPROCS(0), producers: 2, duration: c.spread(), load: 1.25, paced: true,
-		from: seqsched.MinYieldAfter, to: seqsched.MaxYieldAfter, step: 10}, c)
+		from: seqsched.MinYieldAfter, to: seqsched.MaxYieldAfter, step: 10, rounds: 5}, c)
 }
 
 func TestWorkIsSpunAndNoWorkIsNone(t *testing.T) {
@@ -337,6 +246,13 @@ func TestThresholdsIncludeTheLast(t *testing.T) {
 	assert.Equal(t, []int{10, 20, 30, 40, 45}, c.thresholds())
 }
 
+// The rule compares every threshold with the default: a sweep that starts
+// above it measures it too.
+func TestThresholdsIncludeTheDefault(t *testing.T) {
+	c := config{from: 30, to: 50, step: 20}
+	assert.Equal(t, []int{seqsched.DefaultYieldAfter, 30, 50}, c.thresholds())
+}
+
 // -high is a fraction of all tasks: every round(1/high)-th task is High,
 // so it falls on every session in turn; 0 submits none, and so does a
 // fraction too small for one High task among the run's (1/high used to
@@ -347,7 +263,7 @@ func TestRunOneSubmitsTheHighFractionAsHigh(t *testing.T) {
 		every int // 0: none
 	}{{0, 0}, {0.1, 10}, {0.25, 4}, {0.3, 3}, {1, 1}, {0.01, 100}, {1e-20, 0}} {
 		c := config{sessions: 3, tasks: 40, producers: 2, high: tc.high}
-		r, err := runOne(context.Background(), c, 10, 0, func(int) {})
+		r, err := runOne(context.Background(), synthetic(c, 0, 0), 10, 0, func(int) {})
 		require.NoError(t, err)
 		var highs []int
 		for id, smp := range r.samples {
@@ -370,7 +286,7 @@ func TestRunOneSubmitsTheHighFractionAsHigh(t *testing.T) {
 func TestRunOneTasksSleepForSleep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := config{sessions: 1, tasks: 3, producers: 1, sleep: 10 * time.Millisecond}
-		r, err := runOne(context.Background(), c, 10, 0, func(int) {})
+		r, err := runOne(context.Background(), synthetic(c, 0, 0), 10, 0, func(int) {})
 		require.NoError(t, err)
 		assert.Equal(t, 30*time.Millisecond, r.elapsed)
 		var waits []time.Duration
@@ -386,55 +302,66 @@ func TestRunOneTasksSleepForSleep(t *testing.T) {
 // work start as they are submitted).
 func TestRunOnePacesSubmissionsOverDuration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := config{sessions: 2, tasks: 5, producers: 2, duration: 100 * time.Millisecond}
-		r, err := runOne(context.Background(), c, 10, 0, func(int) {})
+		c := config{sessions: 2, tasks: 5, producers: 2}
+		r, err := runOne(context.Background(), synthetic(c, 0, 100*time.Millisecond), 10, 0, func(int) {})
 		require.NoError(t, err)
 		assert.Equal(t, 90*time.Millisecond, r.elapsed, "the last of 10 tasks is submitted at 9 × 10ms")
 		assert.Equal(t, []time.Duration{80 * time.Millisecond, 90 * time.Millisecond}, r.finished, "session i takes tasks i, i+2, ...")
 	})
 }
 
-func TestRunPrintsTableRecommendationCSVAndSVG(t *testing.T) {
+func TestRunPrintsTableRuleRecommendationCSVAndCharts(t *testing.T) {
 	dir := t.TempDir()
-	csvPath, svgPath := filepath.Join(dir, "rows.csv"), filepath.Join(dir, "chart.svg")
+	csvPath, svgPath, pngPath := filepath.Join(dir, "rows.csv"), filepath.Join(dir, "chart.svg"), filepath.Join(dir, "chart.png")
 	var stdout, stderr bytes.Buffer
-	args := []string{"-sessions", "4", "-tasks", "25", "-work", "0", "-duration", "20ms",
-		"-from", "10", "-to", "20", "-step", "10", "-no-progress", "-csv", csvPath, "-svg", svgPath}
+	args := []string{"-sessions", "4", "-tasks", "25", "-work", "0", "-duration", "20ms", "-rounds", "3",
+		"-from", "10", "-to", "20", "-step", "10", "-no-progress", "-csv", csvPath, "-svg", svgPath, "-png", pngPath}
 	require.Equal(t, 0, run(context.Background(), args, &stdout, &stderr), stderr.String())
+	assert.Empty(t, stderr.String(), "-no-progress")
 
 	out := stdout.String()
 	procs := runtime.GOMAXPROCS(0)
-	assert.Contains(t, out, fmt.Sprintf("load: 4 sessions × 25 tasks, work 0s, sleep 0s, High 10%%, max concurrency %d, 2 producers, over 20ms\n", procs))
-	assert.Regexp(t, `\nrecommendation: (WithYieldAfter\(\d+\)|none): [^\n]+\n$`, out) // either form: this load is too small to say whether it yields
-	lines := strings.Split(out, "\n")
+	assert.True(t, strings.HasPrefix(out, fmt.Sprintf("load: 4 sessions × 25 tasks, work 0s, sleep 0s, High 10%%, max concurrency %d, 2 producers, over 20ms\n"+
+		"calibration: none, the tasks take no measurable time\n"+
+		"sweep: 3 rounds × 2 thresholds (10, 20), interleaved; about 120ms\n\n", procs)), out)
+	assert.Contains(t, out, "\nrule: a threshold replaces the default (10) only if, over the 3 rounds, its worst round beats the default's best ")
+	// Either answer: this load is too small to say whether it yields.
+	assert.Regexp(t, `\nrecommendation: (WithYieldAfter\(20\)|keep the default, WithYieldAfter\(10\)): [^\n]+\n`, out)
 	var table []string
-	for _, l := range lines {
-		if f := strings.Fields(l); len(f) == len(header) && (f[0] == "10" || f[0] == "20") {
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) >= len(header) && (f[0] == "10" || f[0] == "20") {
 			table = append(table, f[0])
 		}
 	}
-	assert.Equal(t, []string{"10", "20"}, table, "one row per threshold:\n%s", out)
+	assert.Equal(t, []string{"10", "20"}, table, "one line per threshold:\n%s", out)
 
 	f, err := os.Open(csvPath)
 	require.NoError(t, err)
 	defer f.Close()
 	recs, err := csv.NewReader(f).ReadAll()
 	require.NoError(t, err)
-	require.Len(t, recs, 3, "header and two rows")
-	assert.Equal(t, "yield_after", recs[0][0])
-	assert.Equal(t, []string{"10", "20"}, []string{recs[1][0], recs[2][0]})
+	require.Len(t, recs, 7, "header and one record per threshold and round")
+	assert.Equal(t, csvHeader, recs[0])
+	var got []string
+	for _, r := range recs[1:] {
+		got = append(got, r[0]+"/"+r[1])
+	}
+	assert.Equal(t, []string{"10/1", "10/2", "10/3", "20/1", "20/2", "20/3"}, got, "threshold/round")
 
 	svg, err := os.ReadFile(svgPath)
 	require.NoError(t, err)
 	assert.Contains(t, string(svg), "<svg")
 	assert.Contains(t, string(svg), fmt.Sprintf(">yieldtune: 4 sessions, work 0s, High 10%%, max concurrency %d<", procs))
+	png, err := os.ReadFile(pngPath)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")), "a PNG file")
 }
 
 // A chart that cannot be written fails the run (exit code 1) with the
 // file's error; so does a CSV file.
 func TestRunFailsWhenAnOutputCannotBeWritten(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-dir")
-	for _, flag := range []string{"-svg", "-csv"} {
+	for _, flag := range []string{"-svg", "-png", "-csv"} {
 		t.Run(flag, func(t *testing.T) {
 			path := filepath.Join(missing, "out")
 			var stdout, stderr bytes.Buffer
@@ -446,53 +373,135 @@ func TestRunFailsWhenAnOutputCannotBeWritten(t *testing.T) {
 	}
 }
 
-// The progress bar on stderr counts every threshold's tasks in one bar and
-// is cleared at the end. On the bubble's clock: 2 tasks of 200 ms per
-// threshold, so the bar (redrawn at most every 100 ms) shows each task.
-func TestProgressBarCountsTheWholeSweep(t *testing.T) {
+// Off a terminal (a log, a pipe, a test's buffer) there is no bar and no
+// carriage return: a line per round instead.
+func TestProgressOffATerminalIsALinePerRound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		args := []string{"-sessions", "1", "-tasks", "2", "-work", "0", "-sleep", "200ms", "-duration", "1ms",
-			"-from", "10", "-to", "20", "-step", "10"}
+			"-from", "10", "-to", "20", "-step", "10", "-rounds", "3"}
 		require.Equal(t, 0, run(context.Background(), args, &stdout, &stderr), stderr.String())
+		// Each round: two thresholds × two tasks of 200 ms, one after the other.
+		assert.Equal(t, "yieldtune: round 1 of 3 done (800ms)\nyieldtune: round 2 of 3 done (1.6s)\nyieldtune: round 3 of 3 done (2.4s)\n", stderr.String())
+		assert.NotContains(t, stdout.String()+stderr.String(), "\r")
+	})
+}
+
+func TestOnlyATerminalIsATerminal(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	require.NoError(t, err)
+	defer f.Close()
+	assert.False(t, isTerminal(f), "a file")
+	assert.False(t, isTerminal(&bytes.Buffer{}), "a buffer")
+}
+
+// On a terminal, the bar counts every run of the sweep in one bar, says
+// which round and threshold is running, and is cleared at the end. On the
+// bubble's clock: 2 tasks of 200 ms per run, so the bar (redrawn at most
+// every 100 ms) shows each task.
+func TestProgressBarCountsTheWholeSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, err := parseFlags([]string{"-sessions", "1", "-tasks", "2", "-work", "0", "-sleep", "200ms", "-duration", "1ms",
+			"-from", "10", "-to", "20", "-step", "10", "-rounds", "3"}, io.Discard)
+		require.NoError(t, err)
+		var stdout, bar bytes.Buffer
+		require.NoError(t, sweep(context.Background(), c, nil, &stdout, progress{bar: &bar}))
 		var shown []string
-		for _, m := range regexp.MustCompile(`(WithYieldAfter\(\d+\)) +(\d+%) \|`).FindAllStringSubmatch(stderr.String(), -1) {
-			shown = append(shown, m[1]+" "+m[2])
+		for _, m := range regexp.MustCompile(`round (\d/3 WithYieldAfter\(\d+\)) +(\d+%) \|`).FindAllStringSubmatch(bar.String(), -1) {
+			if len(shown) == 0 || shown[len(shown)-1] != m[1]+" "+m[2] {
+				shown = append(shown, m[1]+" "+m[2])
+			}
 		}
-		assert.Equal(t, []string{"WithYieldAfter(10) 0%", "WithYieldAfter(10) 25%", "WithYieldAfter(10) 50%", "WithYieldAfter(20) 75%"}, shown)
-		assert.Regexp(t, `\r +\r$`, stderr.String(), "cleared at the end")
+		// 12 tasks in all, each 8⅓%; each run's two tasks count on from the
+		// runs before, and each round starts at the next threshold in turn.
+		assert.Equal(t, []string{
+			"1/3 WithYieldAfter(10) 0%", "1/3 WithYieldAfter(10) 8%", "1/3 WithYieldAfter(10) 16%",
+			"1/3 WithYieldAfter(20) 25%", "1/3 WithYieldAfter(20) 33%",
+			"2/3 WithYieldAfter(20) 41%", "2/3 WithYieldAfter(20) 50%",
+			"2/3 WithYieldAfter(10) 58%", "2/3 WithYieldAfter(10) 66%",
+			"3/3 WithYieldAfter(10) 75%", "3/3 WithYieldAfter(10) 83%",
+			"3/3 WithYieldAfter(20) 91%",
+		}, shown)
+		assert.Regexp(t, `\r +\r$`, bar.String(), "cleared at the end")
 	})
 }
 
 func TestDescribeSaysHowTheLoadIsPaced(t *testing.T) {
 	c := config{sessions: 4, tasks: 25, work: 50 * time.Microsecond, high: 0.25, maxConc: 2, producers: 3}
-	paced, fixed, asFast := c, c, c
-	paced.duration, paced.load, paced.paced = 1500*time.Millisecond, 1.25, true
-	fixed.duration = 20 * time.Millisecond
-	asFast.work, asFast.paced = 0, true
 	const load = "4 sessions × 25 tasks, work 50µs, sleep 0s, High 25%, max concurrency 2, 3 producers, "
-	assert.Equal(t, load+"over 1.5s (offered 1.25× what the slots run)", describe(paced))
-	assert.Equal(t, load+"over 20ms", describe(fixed))
-	assert.Equal(t, strings.Replace(load, "50µs", "0s", 1)+"as fast as the producers submit (tasks take no time)", describe(asFast))
+	assert.Equal(t, load+"over 1.5s", describe(c, nil, plan{span: 1500 * time.Millisecond}))
+	assert.Equal(t, load+"as fast as the producers submit", describe(c, nil, plan{}))
+
+	tr := trace{sessions: []string{"a", "b"}, tasks: []traceTask{
+		{session: 0, work: 100 * time.Microsecond}, {session: 1, high: true, sleep: 2 * time.Millisecond},
+		{session: 0, work: 200 * time.Microsecond}, {at: time.Second, session: 1, sleep: 2 * time.Millisecond}}}
+	c.trace = "load.csv"
+	assert.Equal(t, "trace load.csv: 4 tasks, 2 sessions, mean work 75µs, mean sleep 1ms, High 25%, max concurrency 2, over 1s as recorded",
+		describe(c, &tr, plan{span: time.Second}))
 }
 
-// The chart is a 7-inch square, and its wait axis is in milliseconds: p99
-// waits of 12 and 20 ms get ticks 0, 10 and 20.
-func TestSVGIsASevenInchSquareWithWaitsInMilliseconds(t *testing.T) {
-	rows := []row{
-		{Threshold: 10, Throughput: 1000, AllP99: 20 * time.Millisecond, NormalP99: 20 * time.Millisecond, HighP99: 5 * time.Millisecond},
-		{Threshold: 20, Throughput: 1200, AllP99: 12 * time.Millisecond, NormalP99: 12 * time.Millisecond, HighP99: 3 * time.Millisecond},
+// The calibration line says what the slots ran and what the load offers
+// in those terms.
+func TestCalibrationLineSaysWhatIsOffered(t *testing.T) {
+	assert.Equal(t, "calibration: the slots ran 400 tasks/s (median of 3 timed batches); offered 1.25× that",
+		calibration(plan{capacity: 400, tasks: 500, span: time.Second}))
+	assert.Equal(t, "calibration: the slots ran 400 tasks/s (median of 3 timed batches); all tasks submitted at once",
+		calibration(plan{capacity: 400, tasks: 500}))
+	assert.Equal(t, "calibration: none, the tasks take no measurable time",
+		calibration(plan{capacity: math.Inf(1), tasks: 500, span: time.Second}))
+	assert.Equal(t, "calibration: none, the tasks take no measurable time; submitted as fast as the producers can",
+		calibration(plan{capacity: math.Inf(1), tasks: 500}))
+}
+
+// The chart is a 7-inch square; its wait axis is in milliseconds (p99
+// waits of 12 and 20 ms get ticks 0, 10 and 20), its x axis has a tick per
+// threshold with the default starred, and its title gives the answer.
+func TestChartIsASevenInchSquareThatGivesTheAnswer(t *testing.T) {
+	ms := time.Millisecond
+	results := []result{
+		synthResult(10, []float64{1000, 1010, 990}, []time.Duration{20 * ms, 19 * ms, 21 * ms}),
+		synthResult(20, []float64{1200, 1190, 1210}, []time.Duration{12 * ms, 11 * ms, 13 * ms}),
 	}
+	j := judge(results, 10)
+	require.Equal(t, 20, j.Pick)
 	var b bytes.Buffer
-	require.NoError(t, writeSVG(&b, rows, "title"))
+	require.NoError(t, writeChart(&b, "svg", results, j, "title"))
 	svg := b.String()
 	assert.Contains(t, svg, `<svg width="504pt" height="504pt"`)
 	var texts []string
 	for _, m := range regexp.MustCompile(`>([^<>]+)</text>`).FindAllStringSubmatch(svg, -1) {
 		texts = append(texts, m[1])
 	}
-	i := slices.Index(texts, "p99 wait (ms)")
-	j := slices.Index(texts, "all tasks")
-	require.True(t, i >= 0 && j > i, "axis label and legend in %q", texts)
-	assert.Equal(t, []string{"0", "10", "20"}, texts[i+1:j], "the wait axis' ticks")
+	assert.Contains(t, texts, "recommended: WithYieldAfter(20), measurably better than the default (10)")
+	i := slices.Index(texts, "p99 wait, all tasks (ms)")
+	require.True(t, i >= 0, "axis label in %q", texts)
+	assert.Equal(t, []string{"0", "10", "20"}, texts[i+1:], "the wait axis' ticks")
+	assert.Equal(t, []string{"10*", "20"}, texts[i-2:i], "the thresholds' ticks")
+}
+
+// A load with High tasks gets a third chart, their p99 wait, which the
+// rule weighs too; the canvas grows to keep each chart's height.
+func TestChartShowsHighWaitsWhenTheLoadHasHighTasks(t *testing.T) {
+	results := []result{
+		synthResult(10, []float64{1000, 1010, 990}, []time.Duration{20 * ms, 19 * ms, 21 * ms}),
+		synthResult(20, []float64{1200, 1190, 1210}, []time.Duration{12 * ms, 11 * ms, 13 * ms}),
+	}
+	for i := range results {
+		for k := range results[i].Rounds {
+			results[i].Rounds[k].HighP99 = 250 * ms
+			results[i].Rounds[k].HighTasks = 1
+		}
+		results[i] = aggregate(results[i].Threshold, results[i].Rounds)
+	}
+	var b bytes.Buffer
+	require.NoError(t, writeChart(&b, "svg", results, judge(results, 10), "title"))
+	svg := b.String()
+	assert.Contains(t, svg, `<svg width="504pt" height="756pt"`)
+	var texts []string
+	for _, m := range regexp.MustCompile(`>([^<>]+)</text>`).FindAllStringSubmatch(svg, -1) {
+		texts = append(texts, m[1])
+	}
+	i := slices.Index(texts, "p99 wait, High tasks (ms)")
+	require.True(t, i >= 0, "axis label in %q", texts)
+	assert.Equal(t, []string{"0", "250"}, texts[i+1:], "the High wait axis' ticks, plain numbers (gonum's own say 0.00 and 250.00)")
 }

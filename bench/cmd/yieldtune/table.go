@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/seqsched/seqsched"
 	"github.com/seqsched/seqsched/bench"
 )
 
@@ -82,50 +81,6 @@ func summarize(r raw) row {
 	return out
 }
 
-// throughputSlack is how far below the best throughput a threshold may be
-// and still be recommended for its latency.
-const throughputSlack = 0.05
-
-// recommend applies the rule: among the thresholds whose throughput is
-// within 5% of the best, take the one with the lowest p99 wait over all
-// tasks (ties: the lower threshold). It returns the chosen row and a
-// one-line explanation, which says instead that the threshold does not
-// matter when no session yielded at any threshold. The best throughput,
-// too, goes to the lower threshold on a tie.
-func recommend(rows []row) (row, string) {
-	if len(rows) == 0 {
-		return row{}, "no thresholds measured"
-	}
-	best := rows[0]
-	for _, r := range rows[1:] {
-		if r.Throughput > best.Throughput || (r.Throughput == best.Throughput && r.Threshold < best.Threshold) {
-			best = r
-		}
-	}
-	floor := best.Throughput * (1 - throughputSlack)
-	var pick row
-	found := false
-	for _, r := range rows {
-		if r.Throughput < floor {
-			continue
-		}
-		if !found || r.AllP99 < pick.AllP99 || (r.AllP99 == pick.AllP99 && r.Threshold < pick.Threshold) {
-			pick, found = r, true
-		}
-	}
-	why := fmt.Sprintf("WithYieldAfter(%d): lowest p99 wait over all tasks (%s) among the thresholds within %.0f%% of the best throughput (%.0f tasks/s at %d)",
-		pick.Threshold, round(pick.AllP99), throughputSlack*100, best.Throughput, best.Threshold)
-	if pick.Threshold == best.Threshold {
-		why = fmt.Sprintf("WithYieldAfter(%d): best throughput (%.0f tasks/s) and the lowest p99 wait over all tasks (%s) of the thresholds within %.0f%% of it",
-			pick.Threshold, best.Throughput, round(pick.AllP99), throughputSlack*100)
-	}
-	if !slices.ContainsFunc(rows, func(r row) bool { return r.YieldsPerSec > 0 }) {
-		why = fmt.Sprintf("none: no session yielded at any threshold, so WithYieldAfter makes no difference to this load and the rows differ by noise; keep the default (%d), or offer more work (-load) to see where it matters",
-			seqsched.DefaultYieldAfter)
-	}
-	return pick, why
-}
-
 func round(d time.Duration) time.Duration {
 	switch {
 	case d >= time.Second:
@@ -136,20 +91,27 @@ func round(d time.Duration) time.Duration {
 	return d.Round(100 * time.Nanosecond)
 }
 
-var header = []string{"yield", "tasks/s", "all p99", "normal p50", "normal p99", "normal max",
-	"high p50", "high p99", "high max", "jain", "worst sess max", "yields/s"}
+var header = []string{"yield", "tasks/s", "range", "all p99", "range", "high p99", "range",
+	"jain", "worst sess max", "yields/s", "vs default"}
 
-func (r row) cells() []string {
+// cells is a threshold's line of the table: medians over the rounds, and
+// the range of each figure the rule compares. (Normal tasks' waits, and
+// every lane's p50 and max, are in the CSV.)
+func (r result) cells(v string) []string {
+	m := r.Median
+	sec := func(x float64) string { return round(time.Duration(x * float64(time.Second))).String() }
 	return []string{
-		strconv.Itoa(r.Threshold), fmt.Sprintf("%.0f", r.Throughput), round(r.AllP99).String(),
-		round(r.NormalP50).String(), round(r.NormalP99).String(), round(r.NormalMax).String(),
-		round(r.HighP50).String(), round(r.HighP99).String(), round(r.HighMax).String(),
-		fmt.Sprintf("%.3f", r.Jain), round(r.WorstSessionMaxWait).String(), fmt.Sprintf("%.0f", r.YieldsPerSec),
+		strconv.Itoa(r.Threshold),
+		fmt.Sprintf("%.0f", r.Throughput.Med), fmt.Sprintf("%.0f–%.0f", r.Throughput.Lo, r.Throughput.Hi),
+		sec(r.P99.Med), sec(r.P99.Lo) + "–" + sec(r.P99.Hi),
+		sec(r.HighP99.Med), sec(r.HighP99.Lo) + "–" + sec(r.HighP99.Hi),
+		fmt.Sprintf("%.3f", m.Jain), round(m.WorstSessionMaxWait).String(), fmt.Sprintf("%.0f", m.YieldsPerSec), v,
 	}
 }
 
-// writeTable prints rows aligned, one per threshold.
-func writeTable(w io.Writer, rows []row) error {
+// writeTable prints one line per threshold, medians over the rounds, with
+// how each compares with the default under the rule.
+func writeTable(w io.Writer, results []result, def int) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	line := func(cells []string) {
 		for _, c := range cells {
@@ -158,24 +120,35 @@ func writeTable(w io.Writer, rows []row) error {
 		fmt.Fprintln(tw)
 	}
 	line(header)
-	for _, r := range rows {
-		line(r.cells())
+	i := slices.IndexFunc(results, func(r result) bool { return r.Threshold == def })
+	for _, r := range results {
+		v := "default"
+		if r.Threshold != def && i >= 0 {
+			v = versus(r, results[i]).String()
+		}
+		line(r.cells(v))
 	}
 	return tw.Flush()
 }
 
-// writeCSV writes rows with durations in microseconds, so that the file
-// loads as numbers.
-func writeCSV(w io.Writer, rows []row) error {
+// csvHeader names writeCSV's columns.
+var csvHeader = []string{"yield_after", "round", "tasks_per_s", "normal_p50_us", "normal_p99_us", "normal_max_us",
+	"high_p50_us", "high_p99_us", "high_max_us", "all_p99_us", "jain", "worst_session_max_wait_us", "yields_per_s"}
+
+// writeCSV writes one record per threshold and round (rounds numbered
+// from 1), with durations in microseconds, so that the file loads as
+// numbers and the spread can be recomputed from it.
+func writeCSV(w io.Writer, results []result) error {
 	cw := csv.NewWriter(w)
 	us := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e3, 'f', 1, 64) }
-	_ = cw.Write([]string{"yield_after", "tasks_per_s", "normal_p50_us", "normal_p99_us", "normal_max_us",
-		"high_p50_us", "high_p99_us", "high_max_us", "all_p99_us", "jain", "worst_session_max_wait_us", "yields_per_s"})
-	for _, r := range rows {
-		_ = cw.Write([]string{strconv.Itoa(r.Threshold), strconv.FormatFloat(r.Throughput, 'f', 0, 64),
-			us(r.NormalP50), us(r.NormalP99), us(r.NormalMax), us(r.HighP50), us(r.HighP99), us(r.HighMax),
-			us(r.AllP99), strconv.FormatFloat(r.Jain, 'f', 4, 64), us(r.WorstSessionMaxWait),
-			strconv.FormatFloat(r.YieldsPerSec, 'f', 0, 64)})
+	_ = cw.Write(csvHeader)
+	for _, res := range results {
+		for i, r := range res.Rounds {
+			_ = cw.Write([]string{strconv.Itoa(r.Threshold), strconv.Itoa(i + 1), strconv.FormatFloat(r.Throughput, 'f', 0, 64),
+				us(r.NormalP50), us(r.NormalP99), us(r.NormalMax), us(r.HighP50), us(r.HighP99), us(r.HighMax),
+				us(r.AllP99), strconv.FormatFloat(r.Jain, 'f', 4, 64), us(r.WorstSessionMaxWait),
+				strconv.FormatFloat(r.YieldsPerSec, 'f', 0, 64)})
+		}
 	}
 	cw.Flush()
 	return cw.Error()
