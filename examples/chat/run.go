@@ -25,13 +25,26 @@ type usageError struct {
 
 func (e usageError) Unwrap() error { return e.error }
 
+// httpGrace is how long the HTTP server may take, once the room has closed
+// every WebSocket, to finish the page requests in flight. Browsers keep
+// idle connections open (Chromium also opens spare ones on which no request
+// ever comes), and http.Server.Shutdown waits up to 5 s for those; nothing
+// is lost by closing them.
+const httpGrace = time.Second
+
 // run serves the chat room on 127.0.0.1 until ctx ends, then shuts down.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return serve(ctx, args, stdout, stderr, nil)
+	return serve(ctx, args, stdout, stderr, hooks{httpGrace: httpGrace})
 }
 
-// serve is run; ready, if not nil, receives the URL once the server listens.
-func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- string) error {
+// hooks let tests watch and pace serve.
+type hooks struct {
+	ready     chan<- string // if not nil, receives the URL once the server listens
+	httpGrace time.Duration // see httpGrace
+}
+
+// serve is run with hooks.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks) error {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	port := fs.Int("port", 8080, "port to listen on, on 127.0.0.1 only (0: any free port)")
@@ -69,8 +82,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready c
 	}
 	url := "http://" + ln.Addr().String() + "/"
 	fmt.Fprintf(stdout, "chat: open %s in two browser tabs (Ctrl-C to stop)\n", url)
-	if ready != nil {
-		ready <- url
+	if h.ready != nil {
+		h.ready <- url
 	}
 
 	srv := &http.Server{Handler: room.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -83,9 +96,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready c
 	case <-ctx.Done():
 	}
 	fmt.Fprintln(stdout, "chat: shutting down")
+	// The room first: every client is told at once and its WebSocket
+	// closed (the HTTP server does not track hijacked connections, and its
+	// Shutdown would first wait for the browsers' idle ones). Connections
+	// that arrive meanwhile are refused by the room.
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = errors.Join(srv.Shutdown(sctx), room.Shutdown(sctx))
+	err = room.Shutdown(sctx)
+	gctx, gcancel := context.WithTimeout(sctx, h.httpGrace)
+	defer gcancel()
+	if herr := srv.Shutdown(gctx); herr != nil {
+		// Only idle or stalled page connections are left: drop them.
+		err = errors.Join(err, srv.Close())
+	}
 	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}

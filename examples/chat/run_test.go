@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +33,9 @@ func server(t *testing.T) string {
 	ready := make(chan string, 1)
 	served := make(chan error, 1)
 	var out bytes.Buffer
-	go func() { served <- serve(ctx, []string{"-port", "0"}, &out, io.Discard, ready) }() // waited for in Cleanup
+	go func() {
+		served <- serve(ctx, []string{"-port", "0"}, &out, io.Discard, hooks{ready: ready, httpGrace: httpGrace})
+	}() // waited for in Cleanup
 	url := <-ready
 	t.Cleanup(func() {
 		cancel()
@@ -49,7 +53,7 @@ func TestServeChatsAndShutsDownCleanly(t *testing.T) {
 	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http")+"ws", nil)
 	require.NoError(t, err)
 	defer conn.CloseNow()
-	require.NoError(t, conn.Write(ctx, websocket.MessageText, []byte(`{"text":"hi"}`)))
+	require.NoError(t, conn.Write(ctx, websocket.MessageText, []byte(`{"text":"hi","ref":"m1"}`)))
 	read := func() hub.Message {
 		_, data, err := conn.Read(ctx)
 		require.NoError(t, err)
@@ -57,8 +61,67 @@ func TestServeChatsAndShutsDownCleanly(t *testing.T) {
 		require.NoError(t, json.Unmarshal(data, &m))
 		return m
 	}
-	assert.Equal(t, hub.Message{Type: hub.KindWelcome, ID: 1, Name: "guest-1"}, read())
-	assert.Equal(t, hub.Message{Type: hub.KindChat, Seq: 1, From: "guest-1", Text: "hi"}, read())
+	assert.Equal(t, hub.Message{Type: hub.KindWelcome, ID: 1, Name: "guest-1", Members: 1}, read())
+	m := read()
+	assert.WithinDuration(t, time.Now(), time.UnixMilli(m.At), time.Minute, "stamped with the server's clock")
+	m.At = 0
+	assert.Equal(t, hub.Message{Type: hub.KindChat, Seq: 1, From: "guest-1", Ref: "m1", Text: "hi"}, m)
+}
+
+// On shutdown the room tells its clients at once, before the HTTP server
+// waits for the browsers' idle connections: a client hears "server
+// shutting down" while an idle connection still holds the HTTP server.
+func TestShutdownTellsClientsBeforeHTTPServerWaits(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan string, 1)
+	served := make(chan error, 1)
+	go func() { // waited for below
+		served <- serve(ctx, []string{"-port", "0"}, io.Discard, io.Discard, hooks{ready: ready, httpGrace: bound})
+	}()
+	url := <-ready
+	dctx, dcancel := context.WithTimeout(context.Background(), bound)
+	defer dcancel()
+	conn, _, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(url, "http")+"ws", nil)
+	require.NoError(t, err)
+	defer conn.CloseNow()
+	var d net.Dialer
+	idle, err := d.DialContext(dctx, "tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"))
+	require.NoError(t, err) // a connection on which no request comes, as Chromium opens
+	defer idle.Close()
+	read := func() (hub.Message, error) {
+		_, data, err := conn.Read(dctx)
+		var m hub.Message
+		if err == nil {
+			err = json.Unmarshal(data, &m)
+		}
+		return m, err
+	}
+	m, err := read()
+	require.NoError(t, err)
+	require.Equal(t, hub.KindWelcome, m.Type)
+
+	cancel()
+	m, err = read()
+	require.NoError(t, err)
+	assert.Equal(t, hub.KindNotice, m.Type)
+	assert.Equal(t, "server shutting down", m.Text)
+	_, err = read()
+	assert.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err), "close: %v", err)
+
+	// The idle connection is still open: the client was not made to wait
+	// for it. (Had the server closed it, the read would return io.EOF at
+	// once; an expired deadline would fail the read before looking.)
+	require.NoError(t, idle.SetReadDeadline(time.Now().Add(100*time.Millisecond)))
+	_, err = idle.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "the server closed the idle connection before telling the client")
+	select {
+	case err := <-served:
+		t.Fatalf("serve returned (%v) while a connection was open", err)
+	default:
+	}
+	require.NoError(t, idle.Close())
+	require.NoError(t, <-served)
 }
 
 // A bad flag is a usageError (exit code 2) that names it, before anything
