@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,21 +30,43 @@ const bound = 60 * time.Second
 // its URL.
 func server(t *testing.T) string {
 	t.Helper()
+	return startServer(t, "0").url
+}
+
+// testServer is the program running in the test.
+type testServer struct {
+	url  string
+	stop func() // cancels the run and checks its outcome; runs once, at the latest when the test ends
+}
+
+// startServer runs the program on 127.0.0.1:port ("0": any free port).
+func startServer(t *testing.T, port string) *testServer {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	served := make(chan error, 1)
 	var out bytes.Buffer
 	go func() {
-		served <- serve(ctx, []string{"-port", "0"}, &out, io.Discard, hooks{ready: ready, httpGrace: httpGrace})
-	}() // waited for in Cleanup
-	url := <-ready
-	t.Cleanup(func() {
+		served <- serve(ctx, []string{"-port", port}, &out, io.Discard, hooks{ready: ready, httpGrace: httpGrace})
+	}() // waited for in stop
+	var url string
+	select {
+	case url = <-ready:
+	case err := <-served:
 		cancel()
-		require.NoError(t, <-served)
-		assert.Equal(t, "chat: open "+url+" in two browser tabs (Ctrl-C to stop)\nchat: shutting down\n", out.String())
-	})
+		t.Fatalf("serve -port %s: %v", port, err)
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			assert.NoError(t, <-served)
+			assert.Equal(t, "chat: open "+url+" in two browser tabs (Ctrl-C to stop)\nchat: shutting down\n", out.String())
+		})
+	}
+	t.Cleanup(stop)
 	require.True(t, strings.HasPrefix(url, "http://127.0.0.1:"), url)
-	return url
+	return &testServer{url: url, stop: stop}
 }
 
 func TestServeChatsAndShutsDownCleanly(t *testing.T) {
