@@ -15,9 +15,9 @@ import (
 	"github.com/seqsched/seqsched/examples/chat/internal/hub"
 )
 
-// usageError is an error in the command line: main exits 2 for it, as the
-// flag package does, and 1 for any other. shown is set when the flag
-// package has printed it already, with the usage.
+// usageError is an error in the command line: run returns exit code 2 for
+// it, as the flag package does, and 1 for any other. shown is set when the
+// flag package has printed it already, with the usage.
 type usageError struct {
 	error
 	shown bool
@@ -32,9 +32,23 @@ func (e usageError) Unwrap() error { return e.error }
 // is lost by closing them.
 const httpGrace = time.Second
 
-// run serves the chat room on 127.0.0.1 until ctx ends, then shuts down.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return serve(ctx, args, stdout, stderr, hooks{httpGrace: httpGrace})
+// run is the whole program: it serves the chat room on 127.0.0.1 until ctx
+// ends, shuts down, and returns the exit code: 0, 2 for a bad command line,
+// 1 for any other error, which it prints on stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := serve(ctx, args, stdout, stderr, hooks{httpGrace: httpGrace})
+	if err == nil {
+		return 0
+	}
+	var usage usageError
+	isUsage := errors.As(err, &usage)
+	if !usage.shown {
+		fmt.Fprintln(stderr, "chat:", err)
+	}
+	if isUsage {
+		return 2
+	}
+	return 1
 }
 
 // hooks let tests watch and pace serve.

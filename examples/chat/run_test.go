@@ -148,16 +148,16 @@ func TestShutdownTellsClientsBeforeHTTPServerWaits(t *testing.T) {
 }
 
 // A bad flag is a usageError (exit code 2) that names it, before anything
-// listens.
+// listens; -h prints the usage and exits 0, as the flag package does.
 func TestBadFlag(t *testing.T) {
 	cases := map[string]struct {
 		args []string
 		want string
 	}{
-		"unknown flag":       {[]string{"-nope"}, "flag provided but not defined: -nope"},
-		"zero max-queue":     {[]string{"-max-queue", "0"}, "-max-queue 0: must be at least 1"},
-		"negative max-queue": {[]string{"-max-queue", "-1"}, "-max-queue -1: must be at least 1"},
-		"stray argument":     {[]string{"extra"}, `unexpected argument "extra" (all options are flags)`},
+		"unknown flag":       {[]string{"-nope"}, "flag provided but not defined: -nope\nUsage of chat:\n"},
+		"zero max-queue":     {[]string{"-max-queue", "0"}, "chat: -max-queue 0: must be at least 1\n"},
+		"negative max-queue": {[]string{"-max-queue", "-1"}, "chat: -max-queue -1: must be at least 1\n"},
+		"stray argument":     {[]string{"extra"}, "chat: unexpected argument \"extra\" (all options are flags)\n"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -165,10 +165,28 @@ func TestBadFlag(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 			var out, errOut bytes.Buffer
-			err := run(ctx, append([]string{"-port", "0"}, tc.args...), &out, &errOut)
-			assert.ErrorContains(t, err, tc.want)
-			assert.ErrorAs(t, err, new(usageError))
+			assert.Equal(t, 2, run(ctx, append([]string{"-port", "0"}, tc.args...), &out, &errOut))
+			assert.True(t, strings.HasPrefix(errOut.String(), tc.want), "stderr:\n%s", errOut.String())
+			assert.Equal(t, 1, strings.Count(errOut.String(), strings.SplitN(tc.want, "\n", 2)[0]), "said once:\n%s", errOut.String())
 			assert.Empty(t, out.String(), "nothing listened")
 		})
 	}
+	t.Run("help", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		assert.Equal(t, 0, run(context.Background(), []string{"-h"}, &out, &errOut))
+		assert.Contains(t, errOut.String(), "Usage of chat:")
+		assert.Empty(t, out.String())
+	})
+}
+
+// A run that cannot listen exits 1 and says why, once.
+func TestRunExitsOneOnError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	require.NoError(t, err)
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 1, run(context.Background(), []string{"-port", port}, &out, &errOut))
+	assert.Regexp(t, `^chat: listen tcp 127\.0\.0\.1:\d+: bind: address already in use\n$`, errOut.String())
 }
