@@ -190,7 +190,9 @@ func (u ui) screenshot(name string) {
 	require.NoError(u.t, err)
 	require.NotEmpty(u.t, png)
 	if dir != "" {
-		require.NoError(u.t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
+		file := filepath.Join(dir, name+".png")
+		require.NoError(u.t, os.WriteFile(file, png, 0o644))
+		u.t.Logf("screenshot: %s", file)
 	}
 }
 
