@@ -312,7 +312,7 @@ func TestTwoBrowserTabsChat(t *testing.T) {
 	}
 	assert.Len(t, append(slices.Clone(sent), failed...), burst, "every message is shown as sent or not delivered")
 	assert.NotEmpty(t, failed, "the rate limit refused none: the test proves nothing")
-	assert.GreaterOrEqual(t, len(sent), 10, "the burst allowance")
+	assert.GreaterOrEqual(t, len(sent), 9, "the burst allowance (10), less the message said before")
 	var all []string
 	for i := range burst {
 		all = append(all, fmt.Sprintf("quick %d", i))
