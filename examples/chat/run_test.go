@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -145,6 +146,45 @@ func TestShutdownTellsClientsBeforeHTTPServerWaits(t *testing.T) {
 	}
 	require.NoError(t, idle.Close())
 	require.NoError(t, <-served)
+}
+
+// Once the room is closed, the HTTP server gets its grace to finish page
+// requests, then drops the connections still open: here one whose request
+// body never comes, which http.Server.Shutdown alone would wait for for ever.
+func TestShutdownDropsStalledConnectionsAfterGrace(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan string, 1)
+	served := make(chan error, 1)
+	go func() { // waited for below
+		served <- serve(ctx, []string{"-port", "0"}, io.Discard, io.Discard, hooks{ready: ready, httpGrace: time.Millisecond})
+	}()
+	url := <-ready
+	var d net.Dialer
+	stalled, err := d.DialContext(ctx, "tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"))
+	require.NoError(t, err)
+	defer stalled.Close()
+	_, err = io.WriteString(stalled, "GET / HTTP/1.1\r\nHost: chat\r\nContent-Length: 10\r\n\r\n")
+	require.NoError(t, err) // the server waits for the body before it answers
+	// The server accepts connections in order: once a later one is
+	// answered, the stalled one has been accepted.
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	http.DefaultClient.CloseIdleConnections()
+
+	cancel()
+	select {
+	case err := <-served:
+		require.NoError(t, err)
+	case <-time.After(bound):
+		t.Fatal("serve waited for a stalled connection")
+	}
+	require.NoError(t, stalled.SetReadDeadline(time.Now().Add(bound)))
+	_, err = io.ReadAll(stalled)
+	assert.NotErrorIs(t, err, os.ErrDeadlineExceeded, "the stalled connection is still open")
 }
 
 // A bad flag is a usageError (exit code 2) that names it, before anything
