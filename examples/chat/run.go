@@ -105,8 +105,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks
 	go func() { served <- srv.Serve(ln) }() // ends at srv.Shutdown below
 
 	select {
-	case err := <-served:
-		return err
+	case err := <-served: // the listener failed: the clients still go, told why
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return errors.Join(err, room.Shutdown(sctx), srv.Close())
 	case <-ctx.Done():
 	}
 	fmt.Fprintln(stdout, "chat: shutting down")
