@@ -228,7 +228,9 @@ func (r *runState) finish(ctx context.Context, js jetstream.JetStream, res *Resu
 		delete(r.nodes, name)
 	}
 	res.Report = r.store.Report()
-	if info, err := stream(stop, js, r.sc.Topology.Stream); err != nil {
+	count, cancelCount := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second) // not what the nodes left of stop
+	defer cancelCount()
+	if info, err := stream(count, js, r.sc.Topology.Stream); err != nil {
 		errs = append(errs, fmt.Errorf("cluster: counting the messages sent: %w", err))
 	} else {
 		res.Sent = int(info.State.Msgs)
