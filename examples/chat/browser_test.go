@@ -352,9 +352,18 @@ func TestTwoBrowserTabsChat(t *testing.T) {
 	phone.screenshot("phone")
 
 	// Shutdown: both are told why, at once, and can only reconnect.
-	srv.stop()
+	stopping := time.Now()
+	stopped := make(chan time.Duration, 1)
+	go func() { // waited for below
+		srv.stop()
+		stopped <- time.Since(stopping)
+	}()
 	for _, tab := range []ui{desk, phone} {
 		tab.until(`document.getElementById("status").dataset.state === "closed"`)
+	}
+	told := time.Since(stopping)
+	t.Logf("shutdown: both tabs showed it after %v; the server had stopped after %v", told, <-stopped)
+	for _, tab := range []ui{desk, phone} {
 		assert.Equal(t, "disconnected", tab.text("status"))
 		assert.Equal(t, "Disconnected: server shutting down.", tab.text("closed-reason"))
 		assert.Equal(t, "server shutting down", tab.events()[len(tab.events())-1])
