@@ -53,7 +53,9 @@ type NodeConfig struct {
 // that lock, blocks for ever. Standby pulls get a status reply for every pin
 // change, and with 1000 partitions (3000 consumers) every shutdown we tried
 // hung on it, with Drain (2 of 2) and with Stop (3 of 3). Fetch has no such
-// goroutine to lose: each fetch ends by itself within PullExpiry.
+// goroutine to lose: each fetch ends by itself within PullExpiry (and a
+// second, which the client waits past the server's expiry so as not to miss
+// a delivery that is on its way).
 type Node struct {
 	name      string
 	topo      Topology
@@ -65,7 +67,7 @@ type Node struct {
 
 	loops    sync.WaitGroup     // fetch loops running
 	draining chan struct{}      // closed by Stop: each loop ends after its current fetch
-	killed   context.Context    // canceled by Kill: fetches end at once
+	killed   context.Context    // canceled by Kill: each loop ends after its current fetch
 	kill     context.CancelFunc // cancels killed
 
 	mu       sync.Mutex
@@ -146,12 +148,12 @@ func (n *Node) pull(ctx context.Context, ps []int) error {
 		if err != nil {
 			return fmt.Errorf("cluster: node %s: %w", n.name, err)
 		}
-		batch, cancel, err := n.fetch(cons)
+		batch, err := n.fetch(cons)
 		if err != nil {
 			return fmt.Errorf("cluster: node %s: fetch %s: %w", n.name, n.topo.consumer(p), err)
 		}
 		n.fetching[p] = true
-		n.loops.Go(func() { n.fetchLoop(p, cons, batch, cancel) }) // ends at Stop or Kill, which wait for it
+		n.loops.Go(func() { n.fetchLoop(p, cons, batch) }) // ends at Stop or Kill, which wait for it
 	}
 	return flush(ctx, n.nc)
 }
@@ -160,30 +162,29 @@ func (n *Node) pull(ctx context.Context, ps []int) error {
 // allocates room for its whole batch every PullExpiry.
 const maxBatch = 256
 
-// fetch sends one pull request in the owners group, which lives for
-// PullExpiry or until Kill.
-func (n *Node) fetch(cons jetstream.Consumer) (jetstream.MessageBatch, context.CancelFunc, error) {
-	ctx, cancel := context.WithTimeout(n.killed, n.topo.PullExpiry)
-	batch, err := cons.Fetch(min(n.topo.MaxAckPending, maxBatch),
-		jetstream.FetchPriorityGroup(group), jetstream.FetchContext(ctx))
-	if err != nil {
-		cancel()
-		return nil, nil, err
-	}
-	return batch, cancel, nil
+// fetch sends one pull request in the owners group, which the server ends
+// after PullExpiry. The client waits a second longer for the server's
+// answer: ending a fetch on the client's side first would leave the server
+// delivering to an inbox nobody reads, and those messages would come back
+// only after AckWait.
+func (n *Node) fetch(cons jetstream.Consumer) (jetstream.MessageBatch, error) {
+	return cons.Fetch(min(n.topo.MaxAckPending, maxBatch),
+		jetstream.FetchPriorityGroup(group), jetstream.FetchMaxWait(n.topo.PullExpiry))
 }
 
 // fetchLoop hands partition p's messages to the handler in delivery order,
-// one batch after the other, until Stop (after the current batch) or Kill
-// (at once), or until a fetch fails: the connection is gone, and the node
-// serves the partition no more, as a crashed one would.
-func (n *Node) fetchLoop(p int, cons jetstream.Consumer, batch jetstream.MessageBatch, cancel context.CancelFunc) {
+// one batch after the other, until Stop or Kill (after the current batch,
+// which ends within PullExpiry and a second), or until a fetch fails: the
+// connection is gone, and the node serves the partition no more, as a
+// crashed one would.
+func (n *Node) fetchLoop(p int, cons jetstream.Consumer, batch jetstream.MessageBatch) {
 	handle := n.handler(p)
 	for {
 		for msg := range batch.Messages() {
 			handle(msg)
 		}
-		cancel() // a batch ends on its expiry, a full count, a pin change or Kill: all mean fetch again
+		// A batch ends on its expiry, a full count or a pin change: all
+		// mean fetch again.
 		select {
 		case <-n.draining:
 			return
@@ -192,7 +193,7 @@ func (n *Node) fetchLoop(p int, cons jetstream.Consumer, batch jetstream.Message
 		default:
 		}
 		var err error
-		if batch, cancel, err = n.fetch(cons); err != nil {
+		if batch, err = n.fetch(cons); err != nil {
 			return
 		}
 	}
@@ -285,7 +286,9 @@ func decode(msg jetstream.Msg, p int) (Message, *jetstream.MsgMetadata, error) {
 // running ones finish without being able to ack. The server keeps the
 // node's partitions pinned to it until PinnedTTL, then pins a survivor,
 // which receives every unacknowledged message again (deduplicated by the
-// Store) before new ones. Kill returns once the node's goroutines have.
+// Store) before new ones. Kill returns once the node's goroutines have: a
+// fetch in flight ends by itself within PullExpiry and a second (nats.go
+// does not end it when the connection closes).
 func (n *Node) Kill() {
 	n.mu.Lock()
 	n.stopped = true
@@ -300,17 +303,18 @@ func (n *Node) Kill() {
 }
 
 // Stop stops the node gracefully: it stops pulling (every message already
-// delivered to it is handled, within PullExpiry), runs and acknowledges
-// every task queued, then unpins the partitions still pinned to it so that a
-// survivor takes them over at once rather than after PinnedTTL. If ctx ends
-// first, Stop returns its error after killing the node. Call it once.
+// delivered to it is handled: its fetches end within PullExpiry and a
+// second), runs and acknowledges every task queued, then unpins the
+// partitions still pinned to it so that a survivor takes them over at once
+// rather than after PinnedTTL. If ctx ends first, Stop returns its error
+// after killing the node. Call it once.
 func (n *Node) Stop(ctx context.Context) error {
 	n.mu.Lock()
 	n.stopped = true
 	n.mu.Unlock()
 	close(n.draining)
 	loopsDone := make(chan struct{})
-	go func() { // ends when the loops do: within PullExpiry, or at once after Kill below
+	go func() { // ends when the loops do: within PullExpiry and a second
 		n.loops.Wait()
 		close(loopsDone)
 	}()
@@ -333,7 +337,6 @@ func (n *Node) Stop(ctx context.Context) error {
 		err = n.unpin(ctx, pinned)
 	}
 	n.nc.Close()
-	n.kill() // the fetches' parent context: nothing uses it any more
 	return err
 }
 
