@@ -2,34 +2,34 @@ package main
 
 import (
 	"context"
-	"os/exec"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// chromium returns the path of a Chromium or Chrome binary, or "".
-func chromium() string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if path, err := exec.LookPath(name); err == nil {
-			return path
-		}
-	}
-	return ""
-}
+var hhmm = regexp.MustCompile(`^\d\d:\d\d$`)
 
-// A person opens the page in two tabs: what they type in one appears in
-// the other. Headless Chromium drives the real page over the real server.
+// Two people chat in two tabs of a real browser (headless Chromium, the
+// real page, the real server), one on a desktop-sized window and one on a
+// phone-sized one: they see each other join and leave with the member
+// count, their own messages set apart, every message with its time; a burst
+// that the rate limit refuses in part shows every refused message to its
+// sender as not delivered, text kept, with Retry; on shutdown both are
+// told at once and their controls are disabled, and Reconnect brings them
+// back. CHAT_SCREENSHOTS=dir saves what the tabs looked like.
 func TestTwoBrowserTabsChat(t *testing.T) {
-	path := chromium()
-	if path == "" {
-		t.Skip("skipping: no chromium found in PATH (Debian: apt-get install chromium; .ci/run installs it)")
-	}
-	url := server(t)
+	path := browser(t)
+	srv := startServer(t, "0")
 
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*bound)
 	defer cancel()
 	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
 		chromedp.ExecPath(path),
@@ -39,35 +39,185 @@ func TestTwoBrowserTabsChat(t *testing.T) {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-background-timer-throttling", true),
+		chromedp.Flag("disable-renderer-backgrounding", true),
 		chromedp.NoFirstRun,
 		chromedp.UserDataDir(t.TempDir()),
 	)
 	defer cancelAlloc() // waits for the browser to exit
-	open := func(tab context.Context, want string) {
-		t.Helper()
-		require.NoError(t, chromedp.Do(tab,
-			chromedp.Navigate(url),
-			chromedp.WaitVisible(chromedp.CSS(`#status[data-state="open"]`)),
-		))
-		status, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("status")))
-		require.NoError(t, err)
-		assert.Equal(t, want, status)
-	}
 	tab1, cancel1 := chromedp.NewContext(alloc)
 	defer cancel1()
-	open(tab1, "connected as guest-1")         // starts the browser
-	tab2, cancel2 := chromedp.NewContext(tab1) // a second tab in the same browser
+	desk := ui{t, tab1}
+	desk.do(chromedp.EmulateViewport(1000, 700)) // starts the browser
+	tab2, cancel2 := chromedp.NewContext(tab1)   // a second tab in the same browser
 	defer cancel2()
-	open(tab2, "connected as guest-2")
+	phone := ui{t, tab2}
+	phone.do(chromedp.EmulateViewport(390, 700, chromedp.EmulateMobile, chromedp.EmulateTouch))
 
-	require.NoError(t, chromedp.Do(tab1,
-		chromedp.SendKeys(chromedp.ID("text"), "hello from tab 1"),
-		chromedp.Click(chromedp.ID("send")),
-	))
-	require.NoError(t, chromedp.Do(tab2,
-		chromedp.WaitVisible(chromedp.Search(`//ul[@id="log"]/li[contains(., "hello from tab 1")]`)),
-	))
-	line, err := chromedp.Run(tab2, chromedp.Text(chromedp.CSS(`#log li:last-child`)))
-	require.NoError(t, err)
-	assert.Equal(t, "guest-1: hello from tab 1", line)
+	// Join: each is welcomed with its name, and sees who is there.
+	desk.do(chromedp.Navigate(srv.url))
+	desk.until(`document.getElementById("status").dataset.state === "open"`)
+	assert.Equal(t, "connected as guest-1", desk.text("status"))
+	assert.Equal(t, "1 online", desk.text("members"))
+	phone.do(chromedp.Navigate(srv.url))
+	phone.until(`document.getElementById("status").dataset.state === "open"`)
+	assert.Equal(t, "connected as guest-2", phone.text("status"))
+	assert.Equal(t, "2 online", phone.text("members"))
+	desk.until(`document.getElementById("members").textContent === "2 online"`)
+	assert.Equal(t, []string{"You joined as guest-1", "guest-2 joined"}, desk.events())
+	assert.Equal(t, []string{"You joined as guest-2"}, phone.events())
+	enabled, reconnect := desk.controls()
+	assert.True(t, enabled, "controls enabled while connected")
+	assert.False(t, reconnect, "no Reconnect while connected")
+
+	// A message from each: set apart on the sender's side, named on the
+	// other's, both with the time.
+	desk.say("hello from the desk")
+	phone.until(`document.querySelectorAll("#log li.chat").length === 1`)
+	phone.say("hi from the phone")
+	desk.until(`document.querySelectorAll("#log li.chat").length === 2`)
+	phone.until(`document.querySelector("#log li.chat.mine")?.dataset.state === "sent"`)
+	for _, tab := range []ui{desk, phone} {
+		got := tab.items()
+		require.Len(t, got, 2)
+		mine := tab == desk
+		assert.Equal(t, []bool{mine, !mine}, []bool{got[0].Mine, got[1].Mine}, "own messages set apart")
+		for i, it := range got {
+			assert.Equal(t, []string{"hello from the desk", "hi from the phone"}[i], it.Text)
+			assert.Regexp(t, hhmm, it.Time, "time shown")
+			stamp, err := time.Parse(time.RFC3339, it.Stamp)
+			if assert.NoError(t, err) {
+				assert.WithinDuration(t, time.Now(), stamp, time.Minute)
+			}
+			if it.Mine {
+				assert.Equal(t, "sent", it.State)
+				assert.Empty(t, it.From, "no name on one's own messages")
+			} else {
+				assert.Equal(t, []string{"guest-1", "guest-2"}[i], it.From)
+			}
+		}
+	}
+	assert.Empty(t, eval[string](desk, `document.getElementById("text").value`), "the box is cleared once sent")
+	desk.screenshot("desktop-chat")
+	phone.screenshot("phone-chat")
+
+	// The page works on a phone-sized window: nothing wider than it, the
+	// Send button within it.
+	fits := eval[bool](phone, `document.documentElement.scrollWidth <= innerWidth &&
+		document.getElementById("send").getBoundingClientRect().right <= innerWidth`)
+	assert.True(t, fits, "the phone-sized page overflows its width")
+
+	// A burst of 30 quick messages: the rate limit (10 at once, 5 a second)
+	// refuses most, and every one is accounted for on the sender's side.
+	const burst = 30
+	eval[int](desk, `(() => {
+		const input = document.getElementById("text"), send = document.getElementById("send");
+		for (let i = 0; i < `+strconv.Itoa(burst)+`; i++) { input.value = "quick " + i; send.click(); }
+		return 0;
+	})()`)
+	desk.until(`document.querySelectorAll('#log li[data-state="pending"]').length === 0`)
+	var sent, failed []string
+	for _, it := range desk.items()[2:] {
+		switch it.State {
+		case "sent":
+			sent = append(sent, it.Text)
+		case "failed":
+			failed = append(failed, it.Text)
+			assert.Equal(t, "Not delivered: too fast: at most 5 messages a second (10 at once); try again", it.Failure)
+			assert.True(t, it.Retry, "%q has no Retry", it.Text)
+		default:
+			t.Errorf("%q: state %q", it.Text, it.State)
+		}
+	}
+	assert.Len(t, append(slices.Clone(sent), failed...), burst, "every message is shown as sent or not delivered")
+	assert.NotEmpty(t, failed, "the rate limit refused none: the test proves nothing")
+	assert.GreaterOrEqual(t, len(sent), 9, "the burst allowance (10), less the message said before")
+	var all []string
+	for i := range burst {
+		all = append(all, fmt.Sprintf("quick %d", i))
+	}
+	assert.ElementsMatch(t, all, append(slices.Clone(sent), failed...), "each message once")
+	assert.True(t, slices.IsSortedFunc(sent, func(a, b string) int { return cmpQuick(a, b) }), "sent in order: %q", sent)
+	// The other tab got exactly the ones sent, in order.
+	phone.until(`document.querySelectorAll("#log li.chat").length === ` + strconv.Itoa(2+len(sent)))
+	var got []string
+	for _, it := range phone.items()[2:] {
+		got = append(got, it.Text)
+	}
+	assert.Equal(t, sent, got)
+
+	// Retry delivers a refused message once the limit allows: each press is
+	// answered (sent, or refused again) before the next.
+	first := failed[0]
+	retried := false
+	for range 1000 {
+		n := eval[int](desk, `(() => {
+			const li = [...document.querySelectorAll('#log li.chat.mine[data-state="failed"]')].find(li => li.querySelector(".body").textContent === `+strconv.Quote(first)+`);
+			li.querySelector(".retry").click();
+			return 0;
+		})()`)
+		_ = n
+		desk.until(`document.querySelectorAll('#log li[data-state="pending"]').length === 0`)
+		if slices.ContainsFunc(desk.items(), func(it item) bool { return it.Text == first && it.State == "sent" }) {
+			retried = true
+			break
+		}
+	}
+	require.True(t, retried, "Retry never delivered %q", first)
+	phone.until(`[...document.querySelectorAll("#log li.chat")].some(li => li.querySelector(".body").textContent === ` + strconv.Quote(first) + `)`)
+	last := phone.items()
+	assert.Equal(t, first, last[len(last)-1].Text, "the retried message arrives last")
+	desk.screenshot("desktop")
+	phone.screenshot("phone")
+
+	// Shutdown: both are told why, at once, and can only reconnect.
+	stopping := time.Now()
+	stopped := make(chan time.Duration, 1)
+	go func() { // waited for below
+		srv.stop()
+		stopped <- time.Since(stopping)
+	}()
+	for _, tab := range []ui{desk, phone} {
+		tab.until(`document.getElementById("status").dataset.state === "closed"`)
+	}
+	told := time.Since(stopping)
+	t.Logf("shutdown: both tabs showed it after %v; the server had stopped after %v", told, <-stopped)
+	for _, tab := range []ui{desk, phone} {
+		assert.Equal(t, "disconnected", tab.text("status"))
+		assert.Equal(t, "Disconnected: server shutting down.", tab.text("closed-reason"))
+		assert.Equal(t, "server shutting down", tab.events()[len(tab.events())-1])
+		enabled, reconnect := tab.controls()
+		assert.False(t, enabled, "controls disabled once disconnected")
+		assert.True(t, reconnect, "Reconnect offered")
+		for _, it := range tab.items() {
+			assert.False(t, it.Retry, "Retry enabled while disconnected: %q", it.Text)
+		}
+	}
+	desk.screenshot("desktop-disconnected")
+	phone.screenshot("phone-disconnected")
+
+	// Reconnect, to the server started again on the same address.
+	port := srv.url[strings.LastIndexByte(strings.TrimSuffix(srv.url, "/"), ':')+1 : len(srv.url)-1]
+	again := startServer(t, port)
+	require.Equal(t, srv.url, again.url)
+	desk.do(chromedp.Click(chromedp.ID("reconnect")))
+	desk.until(`document.getElementById("status").dataset.state === "open"`)
+	assert.Equal(t, "connected as guest-1", desk.text("status"))
+	phone.do(chromedp.Click(chromedp.ID("reconnect")))
+	phone.until(`document.getElementById("status").dataset.state === "open"`)
+	desk.until(`document.getElementById("members").textContent === "2 online"`)
+	enabled, reconnect = desk.controls()
+	assert.True(t, enabled)
+	assert.False(t, reconnect)
+	phone.say("back again")
+	desk.until(`[...document.querySelectorAll("#log li.chat")].some(li => li.querySelector(".body").textContent === "back again")`)
+	again.stop()
+}
+
+// cmpQuick orders "quick N" messages by N.
+func cmpQuick(a, b string) int {
+	var x, y int
+	fmt.Sscanf(a, "quick %d", &x)
+	fmt.Sscanf(b, "quick %d", &y)
+	return x - y
 }

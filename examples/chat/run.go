@@ -15,9 +15,9 @@ import (
 	"github.com/seqsched/seqsched/examples/chat/internal/hub"
 )
 
-// usageError is an error in the command line: main exits 2 for it, as the
-// flag package does, and 1 for any other. shown is set when the flag
-// package has printed it already, with the usage.
+// usageError is an error in the command line: run returns exit code 2 for
+// it, as the flag package does, and 1 for any other. shown is set when the
+// flag package has printed it already, with the usage.
 type usageError struct {
 	error
 	shown bool
@@ -25,13 +25,40 @@ type usageError struct {
 
 func (e usageError) Unwrap() error { return e.error }
 
-// run serves the chat room on 127.0.0.1 until ctx ends, then shuts down.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return serve(ctx, args, stdout, stderr, nil)
+// httpGrace is how long the HTTP server may take, once the room has closed
+// every WebSocket, to finish the page requests in flight. Browsers keep
+// idle connections open (Chromium also opens spare ones on which no request
+// ever comes), and http.Server.Shutdown waits up to 5 s for those; nothing
+// is lost by closing them.
+const httpGrace = time.Second
+
+// run is the whole program: it serves the chat room on 127.0.0.1 until ctx
+// ends, shuts down, and returns the exit code: 0, 2 for a bad command line,
+// 1 for any other error, which it prints on stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := serve(ctx, args, stdout, stderr, hooks{httpGrace: httpGrace})
+	if err == nil {
+		return 0
+	}
+	var usage usageError
+	isUsage := errors.As(err, &usage)
+	if !usage.shown {
+		fmt.Fprintln(stderr, "chat:", err)
+	}
+	if isUsage {
+		return 2
+	}
+	return 1
 }
 
-// serve is run; ready, if not nil, receives the URL once the server listens.
-func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- string) error {
+// hooks let tests watch and pace serve.
+type hooks struct {
+	ready     chan<- string // if not nil, receives the URL once the server listens
+	httpGrace time.Duration // see httpGrace
+}
+
+// serve is run with hooks.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks) error {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	port := fs.Int("port", 8080, "port to listen on, on 127.0.0.1 only (0: any free port)")
@@ -69,8 +96,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready c
 	}
 	url := "http://" + ln.Addr().String() + "/"
 	fmt.Fprintf(stdout, "chat: open %s in two browser tabs (Ctrl-C to stop)\n", url)
-	if ready != nil {
-		ready <- url
+	if h.ready != nil {
+		h.ready <- url
 	}
 
 	srv := &http.Server{Handler: room.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -78,14 +105,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready c
 	go func() { served <- srv.Serve(ln) }() // ends at srv.Shutdown below
 
 	select {
-	case err := <-served:
-		return err
+	case err := <-served: // the listener failed: the clients still go, told why
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return errors.Join(err, room.Shutdown(sctx), srv.Close())
 	case <-ctx.Done():
 	}
 	fmt.Fprintln(stdout, "chat: shutting down")
+	// The room first: every client is told at once and its WebSocket
+	// closed (the HTTP server does not track hijacked connections, and its
+	// Shutdown would first wait for the browsers' idle ones). Connections
+	// that arrive meanwhile are refused by the room.
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = errors.Join(srv.Shutdown(sctx), room.Shutdown(sctx))
+	err = room.Shutdown(sctx)
+	gctx, gcancel := context.WithTimeout(sctx, h.httpGrace)
+	defer gcancel()
+	if herr := srv.Shutdown(gctx); herr != nil {
+		// Only idle or stalled page connections are left: drop them.
+		err = errors.Join(err, srv.Close())
+	}
 	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,6 +65,109 @@ func TestKilledNodeLosesNothingAndBreaksNoOrder(t *testing.T) {
 	assert.Equal(t, sc.Topology.Partitions, served, "partitions the survivors served: the killed node's did not move")
 	t.Logf("killed %s at %d applied; %d redeliveries skipped, %d early; nodes %+v",
 		res.Killed, res.KilledAt, res.Skipped, res.Early, res.Nodes)
+}
+
+// A run that ends before the halfway kill (here: canceled once 100 messages
+// are applied, as a timeout would) still reports what the stream stored and
+// what the nodes applied, and counts the rest as lost.
+func TestRunEndedEarlyAccountsForWhatWasApplied(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runCtx, end := context.WithCancel(ctx)
+	defer end()
+	sc := Scenario{
+		// Half of 100,000 is far beyond what is applied by the time the
+		// cancellation is seen: the kill never comes.
+		Nodes: 3, Producers: 4, Sessions: 100, Messages: 100_000, HighEvery: 50, Kill: true,
+		Topology: testTopology(6),
+		onApplied: func(applied int) {
+			if applied == 100 {
+				end()
+			}
+		},
+	}
+	res, err := Run(runCtx, sc)
+	require.ErrorIs(t, err, context.Canceled)
+	assertAccounted(t, res, 100)
+	assert.Empty(t, res.Killed, "the run ended before the kill")
+	assert.Len(t, res.Nodes, 3)
+}
+
+// A producer's failure ends the run at once, with its error, and the run
+// still reports what was applied.
+func TestRunEndedByProducerFailureAccountsForWhatWasApplied(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	fifty := make(chan struct{})
+	broken := errors.New("producer-2: broker refused")
+	sc := Scenario{
+		Nodes: 2, Producers: 2, Sessions: 100, Messages: 100_000, Kill: true,
+		Topology: testTopology(4),
+		onApplied: func(applied int) {
+			if applied == 50 {
+				close(fifty)
+			}
+		},
+		produce: func(ctx context.Context, url, name string, sessions []string, perSession, highEvery int) error {
+			if name != "producer-2" {
+				return Produce(ctx, url, name, sessions, perSession, highEvery)
+			}
+			select {
+			case <-fifty:
+				return broken
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+	}
+	res, err := Run(ctx, sc)
+	require.ErrorIs(t, err, broken)
+	assert.NotErrorIs(t, err, context.Canceled, "the producer's error, not the cancellation it caused")
+	assertAccounted(t, res, 50)
+	assert.Empty(t, res.Killed, "the run ended before the kill")
+	assert.Len(t, res.Nodes, 2)
+}
+
+// assertAccounted checks a Result of a run that ended early with at least
+// applied messages applied.
+func assertAccounted(t *testing.T, res Result, applied int) {
+	t.Helper()
+	assert.GreaterOrEqual(t, res.Applied, applied, "applied")
+	assert.GreaterOrEqual(t, res.Sent, res.Applied, "sent: what the stream stored")
+	assert.Equal(t, res.Sent-res.Applied, res.Lost, "lost")
+	assert.Zero(t, res.Violations, "order violations")
+	assert.Zero(t, res.Duplicates, "duplicates applied")
+	assert.Positive(t, res.Elapsed, "elapsed")
+	assert.Positive(t, res.Throughput, "throughput")
+	var delivered int64
+	for _, st := range res.Nodes {
+		delivered += st.Delivered
+	}
+	assert.GreaterOrEqual(t, delivered, int64(res.Applied), "deliveries")
+	t.Logf("sent %d, applied %d, lost %d, nodes %+v", res.Sent, res.Applied, res.Lost, res.Nodes)
+}
+
+// The program exits once, from run: 2 for a bad command line, 0 for -h,
+// 1 with one line on stderr for a run that fails.
+func TestRunExitCodes(t *testing.T) {
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 2, run(context.Background(), []string{"-nodes", "0"}, &out, &errOut))
+	assert.Equal(t, "cluster: -nodes 0: must be 1..1000\n", errOut.String())
+
+	out.Reset()
+	errOut.Reset()
+	assert.Equal(t, 0, run(context.Background(), []string{"-h"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "Usage of cluster:")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "nats://" + ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	out.Reset()
+	errOut.Reset()
+	assert.Equal(t, 1, run(context.Background(), []string{"-nats", url, "-timeout", "1m"}, &out, &errOut))
+	assert.Equal(t, "cluster: nats: no servers available for connection\n", errOut.String())
+	assert.Empty(t, out.String(), "no report for a run that never started")
 }
 
 func TestHighMessageOvertakesItsSessionsBacklog(t *testing.T) {

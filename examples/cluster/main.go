@@ -34,32 +34,43 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"time"
 )
 
 func main() {
-	sc, timeout, err := parseFlags(os.Args[1:], os.Stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the whole program; it returns the exit code: 0 for a run that lost,
+// duplicated and reordered nothing, 1 for one that did or failed, and 2 for
+// a bad command line.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	sc, timeout, err := parseFlags(args, stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		os.Exit(0)
+		return 0
 	case err != nil:
-		os.Exit(2) // as the flag package does; parseFlags printed why
+		return 2 // as the flag package does; parseFlags printed why
 	}
-	sc.Log = os.Stdout
+	sc.Log = stdout
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-
 	res, err := Run(ctx, sc)
-	report(sc, res)
+	if res.Nodes != nil { // the run got as far as its nodes: report what they did
+		report(stdout, sc, res)
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		fmt.Fprintln(stderr, "cluster:", strings.TrimPrefix(err.Error(), "cluster: "))
 	}
 	if err != nil || res.Lost != 0 || res.Violations != 0 || res.Duplicates != 0 {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // Limits on the size of a run, so that a mistyped flag gets an error
@@ -146,18 +157,18 @@ func checkFlags(sc Scenario, timeout time.Duration) error {
 }
 
 // report prints what a run measured.
-func report(sc Scenario, res Result) {
+func report(w io.Writer, sc Scenario, res Result) {
 	highs := 0
 	if sc.HighEvery > 0 {
 		highs = sc.Messages / sc.HighEvery
 	}
-	fmt.Printf("sent %d messages over %d sessions from %d producers (%d High)\n", res.Sent, sc.Sessions, sc.Producers, highs)
-	fmt.Printf("messages delivered:           %d (lost %d)\n", res.Applied, res.Lost)
-	fmt.Printf("per-session order violations: %d\n", res.Violations)
-	fmt.Printf("duplicates applied:           %d (redeliveries recognised and skipped: %d)\n", res.Duplicates, res.Skipped)
-	fmt.Printf("early deliveries sent back:   %d (redelivered ahead of a predecessor)\n", res.Early)
-	fmt.Printf("throughput:                   %.0f msg/s (%v, first publish to last applied)\n", res.Throughput, res.Elapsed.Round(time.Millisecond))
-	fmt.Printf("end-to-end latency:           p50 %v, p99 %v (publish to applied)\n", res.P50.Round(time.Millisecond), res.P99.Round(time.Millisecond))
+	fmt.Fprintf(w, "sent %d messages over %d sessions from %d producers (%d High)\n", res.Sent, sc.Sessions, sc.Producers, highs)
+	fmt.Fprintf(w, "messages delivered:           %d (lost %d)\n", res.Applied, res.Lost)
+	fmt.Fprintf(w, "per-session order violations: %d\n", res.Violations)
+	fmt.Fprintf(w, "duplicates applied:           %d (redeliveries recognised and skipped: %d)\n", res.Duplicates, res.Skipped)
+	fmt.Fprintf(w, "early deliveries sent back:   %d (redelivered ahead of a predecessor)\n", res.Early)
+	fmt.Fprintf(w, "throughput:                   %.0f msg/s (%v, first publish to last applied)\n", res.Throughput, res.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "end-to-end latency:           p50 %v, p99 %v (publish to applied)\n", res.P50.Round(time.Millisecond), res.P99.Round(time.Millisecond))
 	names := make([]string, 0, len(res.Nodes))
 	for name := range res.Nodes {
 		names = append(names, name)
@@ -169,7 +180,7 @@ func report(sc Scenario, res Result) {
 		if name == res.Killed {
 			note = " (killed)"
 		}
-		fmt.Printf("  %s%s: served %d partitions, %d deliveries (%d redeliveries, %d early), %d acks lost\n",
+		fmt.Fprintf(w, "  %s%s: served %d partitions, %d deliveries (%d redeliveries, %d early), %d acks lost\n",
 			name, note, st.Partitions, st.Delivered, st.Redelivered, st.Early, st.AckFailed)
 	}
 }

@@ -40,6 +40,22 @@ type NodeConfig struct {
 // partitions the server has pinned to it, queues each message on a
 // [seqsched.Scheduler] keyed by session in delivery order (High ones on the
 // High lane), and acknowledges a message only after its task applied it.
+//
+// Each partition is pulled by a loop of Fetch calls, one goroutine per
+// partition that the node owns and waits for. nats.go's Consume would do the
+// looping, but in nats.go v1.53.1 (jetstream/pull.go, unchanged on its main
+// branch as of this writing) stopping it can deadlock: once Stop or Drain has
+// ended the goroutine that sends pull requests, a message or status reply
+// still being delivered can make pullSubscription.checkPending send a second
+// request on the one-slot fetchNext channel, which nobody reads any more,
+// while it holds the subscription's lock. The delivery goroutine then never
+// returns, the consumer never closes, and ConsumeContext.Closed, which takes
+// that lock, blocks for ever. Standby pulls get a status reply for every pin
+// change, and with 1000 partitions (3000 consumers) every shutdown we tried
+// hung on it, with Drain (2 of 2) and with Stop (3 of 3). Fetch has no such
+// goroutine to lose: each fetch ends by itself within PullExpiry (and a
+// second, which the client waits past the server's expiry so as not to miss
+// a delivery that is on its way).
 type Node struct {
 	name      string
 	topo      Topology
@@ -49,9 +65,15 @@ type Node struct {
 	store     *Store
 	submitted func(Message)
 
-	mu     sync.Mutex
-	pulls  map[int]jetstream.ConsumeContext
-	pinned map[int]string // partition → pin ID on the last message delivered here
+	loops    sync.WaitGroup     // fetch loops running
+	draining chan struct{}      // closed by Stop: each loop ends after its current fetch
+	killed   context.Context    // canceled by Kill: each loop ends after its current fetch
+	kill     context.CancelFunc // cancels killed
+
+	mu       sync.Mutex
+	stopped  bool           // Stop or Kill was called: no new loops
+	fetching map[int]bool   // partitions with a fetch loop
+	pinned   map[int]string // partition → pin ID on the last message delivered here
 
 	delivered   atomic.Int64 // messages delivered to this node
 	redelivered atomic.Int64 // of those, deliveries after the first
@@ -85,9 +107,10 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	}
 	n := &Node{
 		name: cfg.Name, topo: cfg.Topology, nc: nc, js: js, sched: sched, store: cfg.Store,
-		submitted: cfg.Submitted,
-		pulls:     make(map[int]jetstream.ConsumeContext), pinned: make(map[int]string),
+		submitted: cfg.Submitted, draining: make(chan struct{}),
+		fetching: make(map[int]bool), pinned: make(map[int]string),
 	}
+	n.killed, n.kill = context.WithCancel(context.Background())
 	if err := n.pull(ctx, cfg.Preferred); err != nil {
 		n.Kill()
 		return nil, err
@@ -105,37 +128,75 @@ func (n *Node) Join(ctx context.Context) error {
 	return n.pull(ctx, all)
 }
 
-// pull starts a pull consumer on each partition in ps not yet pulled from,
-// and flushes so that the server has seen the pull requests when it returns.
+// pull starts a fetch loop on each partition in ps not yet pulled from.
+// Each loop's first pull request is sent here, and flushed, so that the
+// server has seen them all when pull returns.
 func (n *Node) pull(ctx context.Context, ps []int) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.pulls == nil {
+	if n.stopped {
 		return fmt.Errorf("cluster: node %s: stopped", n.name)
 	}
 	for _, p := range ps {
 		if p < 0 || p >= n.topo.Partitions {
 			return fmt.Errorf("cluster: node %s: partition %d out of range", n.name, p)
 		}
-		if n.pulls[p] != nil {
+		if n.fetching[p] {
 			continue
 		}
 		cons, err := n.js.Consumer(ctx, n.topo.Stream, n.topo.consumer(p))
 		if err != nil {
 			return fmt.Errorf("cluster: node %s: %w", n.name, err)
 		}
-		cc, err := cons.Consume(n.handler(p),
-			jetstream.PullPriorityGroup(group),
-			jetstream.PullExpiry(n.topo.PullExpiry),
-			jetstream.PullMaxMessages(n.topo.MaxAckPending),
-			jetstream.ConsumeErrHandler(func(jetstream.ConsumeContext, error) {}), // pin moves and timeouts are expected
-		)
+		batch, err := n.fetch(cons)
 		if err != nil {
-			return fmt.Errorf("cluster: node %s: consume %s: %w", n.name, n.topo.consumer(p), err)
+			return fmt.Errorf("cluster: node %s: fetch %s: %w", n.name, n.topo.consumer(p), err)
 		}
-		n.pulls[p] = cc
+		n.fetching[p] = true
+		n.loops.Go(func() { n.fetchLoop(p, cons, batch) }) // ends at Stop or Kill, which wait for it
 	}
 	return flush(ctx, n.nc)
+}
+
+// maxBatch bounds the messages one fetch asks for: an idle standby's fetch
+// allocates room for its whole batch every PullExpiry.
+const maxBatch = 256
+
+// fetch sends one pull request in the owners group, which the server ends
+// after PullExpiry. The client waits a second longer for the server's
+// answer: ending a fetch on the client's side first would leave the server
+// delivering to an inbox nobody reads, and those messages would come back
+// only after AckWait.
+func (n *Node) fetch(cons jetstream.Consumer) (jetstream.MessageBatch, error) {
+	return cons.Fetch(min(n.topo.MaxAckPending, maxBatch),
+		jetstream.FetchPriorityGroup(group), jetstream.FetchMaxWait(n.topo.PullExpiry))
+}
+
+// fetchLoop hands partition p's messages to the handler in delivery order,
+// one batch after the other, until Stop or Kill (after the current batch,
+// which ends within PullExpiry and a second), or until a fetch fails: the
+// connection is gone, and the node serves the partition no more, as a
+// crashed one would.
+func (n *Node) fetchLoop(p int, cons jetstream.Consumer, batch jetstream.MessageBatch) {
+	handle := n.handler(p)
+	for {
+		for msg := range batch.Messages() {
+			handle(msg)
+		}
+		// A batch ends on its expiry, a full count or a pin change: all
+		// mean fetch again.
+		select {
+		case <-n.draining:
+			return
+		case <-n.killed.Done():
+			return
+		default:
+		}
+		var err error
+		if batch, err = n.fetch(cons); err != nil {
+			return
+		}
+	}
 }
 
 // flush waits until the server has processed what nc sent, within ctx's
@@ -147,9 +208,9 @@ func flush(ctx context.Context, nc *nats.Conn) error {
 	return nc.Flush()
 }
 
-// handler returns partition p's delivery callback. nats.go calls it on one
-// goroutine per partition, in delivery order, so queuing here keeps each
-// session's messages in the order the server delivered them.
+// handler returns partition p's delivery callback. The partition's fetch
+// loop calls it on its one goroutine, in delivery order, so queuing here
+// keeps each session's messages in the order the server delivered them.
 func (n *Node) handler(p int) jetstream.MessageHandler {
 	return func(msg jetstream.Msg) {
 		m, meta, err := decode(msg, p)
@@ -225,42 +286,44 @@ func decode(msg jetstream.Msg, p int) (Message, *jetstream.MsgMetadata, error) {
 // running ones finish without being able to ack. The server keeps the
 // node's partitions pinned to it until PinnedTTL, then pins a survivor,
 // which receives every unacknowledged message again (deduplicated by the
-// Store) before new ones. Kill returns once the scheduler's goroutines have.
+// Store) before new ones. Kill returns once the node's goroutines have: a
+// fetch in flight ends by itself within PullExpiry and a second (nats.go
+// does not end it when the connection closes).
 func (n *Node) Kill() {
-	n.nc.Close()
 	n.mu.Lock()
-	pulls := n.pulls
-	n.pulls = nil
+	n.stopped = true
 	n.mu.Unlock()
-	for _, cc := range pulls {
-		cc.Stop()
-		<-cc.Closed()
-	}
+	n.kill()
+	n.nc.Close()
+	n.loops.Wait()
 	aborted, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = n.sched.Shutdown(aborted)              // gives up at once: queued tasks dropped
 	_ = n.sched.Shutdown(context.Background()) // waits for the running ones
 }
 
-// Stop stops the node gracefully: it stops pulling, runs and acknowledges
-// every task already queued, then unpins the partitions still pinned to it
-// so that a survivor takes them over at once rather than after PinnedTTL.
-// If ctx ends first, Stop returns its error after killing the node.
+// Stop stops the node gracefully: it stops pulling (every message already
+// delivered to it is handled: its fetches end within PullExpiry and a
+// second), runs and acknowledges every task queued, then unpins the
+// partitions still pinned to it so that a survivor takes them over at once
+// rather than after PinnedTTL. If ctx ends first, Stop returns its error
+// after killing the node. Call it once.
 func (n *Node) Stop(ctx context.Context) error {
 	n.mu.Lock()
-	pulls := n.pulls
-	n.pulls = nil
+	n.stopped = true
 	n.mu.Unlock()
-	for _, cc := range pulls {
-		cc.Drain() // no new pull requests; buffered messages are still handled
-	}
-	for _, cc := range pulls {
-		select {
-		case <-cc.Closed():
-		case <-ctx.Done():
-			n.Kill()
-			return ctx.Err()
-		}
+	close(n.draining)
+	loopsDone := make(chan struct{})
+	go func() { // ends when the loops do: within PullExpiry and a second
+		n.loops.Wait()
+		close(loopsDone)
+	}()
+	select {
+	case <-loopsDone:
+	case <-ctx.Done():
+		n.Kill()
+		<-loopsDone
+		return ctx.Err()
 	}
 	if err := n.sched.Shutdown(ctx); err != nil {
 		n.Kill()

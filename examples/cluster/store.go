@@ -54,6 +54,8 @@ type Store struct {
 	dups    int // deliveries recognised as already applied
 	early   int // deliveries that came before a predecessor
 	waiters []waiter
+
+	onApplied func(applied int) // tests: called after each application, outside mu
 }
 
 type waiter struct {
@@ -74,6 +76,16 @@ func NewStore() *Store {
 // lanes have separate sequences because a High message is meant to overtake
 // Normal ones.
 func (st *Store) Apply(m Message) Outcome {
+	out, applied := st.apply(m)
+	if out == Applied && st.onApplied != nil {
+		st.onApplied(applied)
+	}
+	return out
+}
+
+// apply is Apply under the lock; it also returns the count of messages
+// applied so far.
+func (st *Store) apply(m Message) (Outcome, int) {
 	now := time.Now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -89,10 +101,10 @@ func (st *Store) Apply(m Message) Outcome {
 	switch {
 	case m.Seq <= *last:
 		st.dups++
-		return Duplicate
+		return Duplicate, st.applied
 	case m.Seq > *last+1:
 		st.early++
-		return Early
+		return Early, st.applied
 	}
 	*last = m.Seq
 	r.Applied++
@@ -105,7 +117,7 @@ func (st *Store) Apply(m Message) Outcome {
 		}
 		return false
 	})
-	return Applied
+	return Applied, st.applied
 }
 
 // Wait returns nil once n messages have been applied in all, or ctx.Err()

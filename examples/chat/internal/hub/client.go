@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"golang.org/x/time/rate"
@@ -56,19 +57,26 @@ func (c *client) write(ctx context.Context, data []byte) error {
 	return c.conn.Write(ctx, websocket.MessageText, data)
 }
 
-// evict takes the client out of the room at once (no more broadcasts) and
-// tells its handler to close the connection with code and reason, after
-// flushing its queue if drain is set. Only the first call counts.
+// evict takes the client out of the room at once (no more broadcasts),
+// tells the others it left (unless the room is shutting down), and tells
+// its handler to close the connection with code and reason, after flushing
+// its queue if drain is set. Only the first call counts.
 func (c *client) evict(code websocket.StatusCode, reason string, drain bool) {
 	c.once.Do(func() {
-		c.s.mu.Lock()
-		delete(c.s.clients, c.id)
-		c.s.mu.Unlock()
+		s := c.s
+		var slow []*client
+		s.mu.Lock()
+		delete(s.clients, c.id)
+		if !s.closed {
+			slow = s.broadcastLocked(Message{Type: KindLeave, Name: c.name, Members: len(s.clients)}, nil)
+		}
+		s.mu.Unlock()
 		c.code, c.reason, c.drain = code, reason, drain
 		close(c.evicted)
-		if c.s.onEvict != nil {
-			c.s.onEvict(c.id)
+		if s.onEvict != nil {
+			s.onEvict(c.id)
 		}
+		s.evictSlow(slow)
 	})
 }
 
@@ -85,7 +93,6 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.handlers.Done()
 	s.cfg.Logger.Info("client joined", "client", c.id, "name", c.name)
-	_ = c.send(encode(Message{Type: KindWelcome, ID: c.id, Name: c.name}), seqsched.Normal)
 
 	readErr := make(chan error, 1)
 	go func() { readErr <- c.readLoop() }() // ends when conn closes; waited for below
@@ -118,11 +125,15 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// join registers a new client, or returns nil once Shutdown has begun.
+// join registers a new client, queues its welcome and tells the others,
+// or returns nil once Shutdown has begun. The welcome is the first message
+// on the client's session, and the join takes its place in the room's one
+// order: a client sees every chat message said after its join, and none
+// said before.
 func (s *Server) join(conn *websocket.Conn) *client {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.nextID++
@@ -136,6 +147,10 @@ func (s *Server) join(conn *websocket.Conn) *client {
 	}
 	s.clients[c.id] = c
 	s.handlers.Add(1)
+	_ = c.send(encode(Message{Type: KindWelcome, ID: c.id, Name: c.name, Members: len(s.clients)}), seqsched.Normal) // its first task: cannot be full
+	slow := s.broadcastLocked(Message{Type: KindJoin, Name: c.name, Members: len(s.clients)}, c)
+	s.mu.Unlock()
+	s.evictSlow(slow)
 	return c
 }
 
@@ -151,6 +166,10 @@ func (s *Server) remove(c *client) {
 }
 
 // readLoop reads the client's chat messages until the connection ends.
+// Every message that carries a ref is answered, to its sender: by the chat
+// message itself (with the ref) once it is said in the room, or by a
+// refusal (with the ref and the reason) when it is not. A client can thus
+// tell the user which messages were not delivered; none is lost silently.
 func (c *client) readLoop() error {
 	for {
 		_, data, err := c.conn.Read(context.Background())
@@ -158,21 +177,33 @@ func (c *client) readLoop() error {
 			return err
 		}
 		var in inbound
-		if err := json.Unmarshal(data, &in); err != nil || in.Text == "" {
-			c.warn(`send {"text": "..."}`)
+		if err := json.Unmarshal(data, &in); err != nil || len(in.Ref) > maxRef {
+			c.warn(fmt.Sprintf(`not understood: send {"text": "...", "ref": "..."} (ref at most %d bytes)`, maxRef))
 			continue
 		}
-		if !c.limiter.Allow() {
-			c.warn(fmt.Sprintf("slow down: at most %v messages per second", c.limiter.Limit()))
-			continue
+		switch n := utf8.RuneCountInString(in.Text); {
+		case n == 0:
+			c.refuse(in.Ref, "empty message")
+		case n > MaxText:
+			c.refuse(in.Ref, fmt.Sprintf("too long: %d characters, at most %d", n, MaxText))
+		case !c.limiter.Allow():
+			c.refuse(in.Ref, fmt.Sprintf("too fast: at most %v messages a second (%d at once); try again",
+				c.limiter.Limit(), c.limiter.Burst()))
+		default:
+			c.s.say(c.name, in.Text, in.Ref)
 		}
-		c.s.Broadcast(c.name, in.Text)
 	}
 }
 
 // warn sends the client a warning ahead of its queued chat.
 func (c *client) warn(text string) {
 	_ = c.send(encode(Message{Type: KindWarn, Text: text}), seqsched.High)
+}
+
+// refuse tells the client that its message ref was not delivered, and why,
+// ahead of its queued chat.
+func (c *client) refuse(ref, why string) {
+	_ = c.send(encode(Message{Type: KindRefused, Ref: ref, Text: why}), seqsched.High)
 }
 
 // closeText describes why a read ended.

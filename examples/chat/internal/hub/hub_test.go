@@ -79,9 +79,9 @@ func TestNoticeOvertakesQueuedChat(t *testing.T) {
 	r.Notice("maintenance at noon")
 	release()
 
-	assert.Equal(t, Message{Type: KindNotice, Text: "maintenance at noon"}, p.read())
+	assert.Equal(t, Message{Type: KindNotice, At: testAt, Text: "maintenance at noon"}, p.read())
 	for i := range 10 {
-		assert.Equal(t, Message{Type: KindChat, Seq: uint64(i + 1), From: "bob", Text: fmt.Sprint(i)}, p.read())
+		assert.Equal(t, Message{Type: KindChat, Seq: uint64(i + 1), At: testAt, From: "bob", Text: fmt.Sprint(i)}, p.read())
 	}
 }
 
@@ -111,25 +111,77 @@ func TestKickOvertakesQueuedChatAndCloses(t *testing.T) {
 	assert.ErrorIs(t, r.Kick(p.id, "again"), ErrNoClient)
 }
 
-// Beyond its rate limit a client gets a warning, and its message is not
-// broadcast.
-func TestRateLimitWarns(t *testing.T) {
+// Beyond its rate limit a client's message is not broadcast: its sender
+// gets a refusal naming the message (its ref) and why, so that nothing it
+// sent is lost without a word.
+func TestRateLimitRefusesWithRef(t *testing.T) {
 	r := newRoom(t, Config{RateLimit: rate.Every(time.Hour), Burst: 2})
 	p, watcher := r.dial(t), r.dial(t)
 	for i := range 3 {
-		p.say(fmt.Sprint(i))
+		p.sayRef(fmt.Sprint(i), fmt.Sprintf("r%d", i))
 	}
-	var kinds []Kind
+	var got []Message
 	for range 3 {
-		kinds = append(kinds, p.read().Type)
+		got = append(got, p.read())
 	}
-	// The warning is High: it may overtake the chat still queued.
-	assert.ElementsMatch(t, []Kind{KindChat, KindChat, KindWarn}, kinds)
+	// The refusal is High: it may overtake the chat still queued.
+	assert.ElementsMatch(t, []Message{
+		{Type: KindChat, Seq: 1, At: testAt, From: "guest-1", Ref: "r0", Text: "0"},
+		{Type: KindChat, Seq: 2, At: testAt, From: "guest-1", Ref: "r1", Text: "1"},
+		{Type: KindRefused, Ref: "r2", Text: "too fast: at most 0.0002777777777777778 messages a second (2 at once); try again"},
+	}, got)
 
 	assert.Equal(t, "0", watcher.read().Text)
 	assert.Equal(t, "1", watcher.read().Text)
 	r.Broadcast("server", "end")
 	assert.Equal(t, "end", watcher.read().Text, "the third message must not have been broadcast")
+}
+
+// An empty, an overlong or an unreadable message is answered too: a
+// refusal with its ref, or a warning when there is no ref to name.
+func TestBadMessagesAreAnswered(t *testing.T) {
+	r := newRoom(t, Config{})
+	p := r.dial(t)
+	p.sayRef("", "e")
+	assert.Equal(t, Message{Type: KindRefused, Ref: "e", Text: "empty message"}, p.read())
+	p.sayRef(strings.Repeat("é", MaxText+1), "long")
+	assert.Equal(t, Message{Type: KindRefused, Ref: "long", Text: "too long: 1001 characters, at most 1000"}, p.read())
+	p.sayRef(strings.Repeat("é", MaxText), "just")
+	assert.Equal(t, "just", p.read().Ref, "MaxText characters are delivered")
+	p.send(`not json`)
+	assert.Equal(t, KindWarn, p.read().Type)
+	p.sayRef("x", strings.Repeat("r", maxRef+1))
+	assert.Equal(t, Message{Type: KindWarn, Text: `not understood: send {"text": "...", "ref": "..."} (ref at most 64 bytes)`}, p.read())
+}
+
+// A client is welcomed with its name and the member count; the others are
+// told who joined and who left, with the count, in the room's one order.
+func TestJoinAndLeaveAreAnnouncedWithMemberCount(t *testing.T) {
+	r := newRoom(t, Config{})
+	first := r.dial(t) // dial checked its welcome
+	second, err := dialRaw(r.url)
+	require.NoError(t, err)
+	p2 := &peer{t: t, conn: second}
+	assert.Equal(t, Message{Type: KindWelcome, ID: 2, Name: "guest-2", Members: 2}, p2.readAny())
+	assert.Equal(t, Message{Type: KindJoin, At: testAt, Name: "guest-2", Members: 2}, first.readAny())
+
+	r.Broadcast("bob", "hi")
+	assert.Equal(t, "hi", p2.readAny().Text, "a message said after the join reaches the joiner")
+	assert.Equal(t, "hi", first.readAny().Text)
+
+	require.NoError(t, second.Close(websocket.StatusNormalClosure, "bye"))
+	assert.Equal(t, Message{Type: KindLeave, At: testAt, Name: "guest-2", Members: 1}, first.readAny())
+	assert.Equal(t, "disconnected: closed by client (1000 bye)", <-r.left)
+
+	// A kicked client's leave is announced too; a shutdown announces none.
+	third := r.dial(t)
+	assert.Equal(t, Message{Type: KindJoin, At: testAt, Name: "guest-3", Members: 2}, first.readAny())
+	require.NoError(t, r.Kick(third.id, "spam"))
+	assert.Equal(t, Message{Type: KindLeave, At: testAt, Name: "guest-3", Members: 1}, first.readAny())
+	require.NoError(t, r.Shutdown(context.Background()))
+	assert.Equal(t, Message{Type: KindNotice, At: testAt, Text: "server shutting down"}, first.readAny())
+	_, err = first.next()
+	assert.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err), "close: %v", err)
 }
 
 // A client that stops reading fills its queue and is disconnected with a
@@ -170,6 +222,9 @@ func TestSlowClientIsDisconnectedWhileOthersContinue(t *testing.T) {
 			assert.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err), "close: %v", err)
 			assert.ErrorContains(t, err, fmt.Sprintf("too slow: outbound queue full (%d messages waiting)", maxQueue))
 			break
+		}
+		if m.Type == KindJoin { // the fast clients joined after it
+			continue
 		}
 		require.Equal(t, last+1, m.Seq)
 		last = m.Seq

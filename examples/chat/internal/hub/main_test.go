@@ -23,6 +23,12 @@ func TestMain(m *testing.M) {
 // after it. It is a failure bound, never a synchronisation.
 const bound = 60 * time.Second
 
+// testNow is the room's clock in tests: every message is stamped with it.
+var testNow = time.Date(2026, 11, 23, 21, 30, 0, 0, time.UTC)
+
+// testAt is testNow as Message.At.
+var testAt = testNow.UnixMilli()
+
 // room is a Server listening on 127.0.0.1 (httptest binds loopback).
 type room struct {
 	*Server
@@ -35,6 +41,9 @@ func newRoom(t testing.TB, cfg Config) *room {
 	t.Helper()
 	if cfg.RateLimit == 0 {
 		cfg.RateLimit = rate.Inf
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() time.Time { return testNow }
 	}
 	r := &room{left: make(chan string, 100)}
 	cfg.OnLeave = func(_ ClientID, why string) { r.left <- why }
@@ -69,14 +78,26 @@ func (r *room) dial(t testing.TB) *peer {
 	conn.SetReadLimit(1 << 20)
 	t.Cleanup(func() { _ = conn.CloseNow() })
 	p := &peer{t: t, conn: conn}
-	m := p.read()
+	m := p.readAny()
 	require.Equal(t, KindWelcome, m.Type, "first message")
 	p.id = m.ID
 	return p
 }
 
-// read returns the next message; it fails the test if there is none.
+// read returns the next message other than a join or leave (tests of
+// presence use readAny); it fails the test if there is none.
 func (p *peer) read() Message {
+	p.t.Helper()
+	for {
+		m := p.readAny()
+		if m.Type != KindJoin && m.Type != KindLeave {
+			return m
+		}
+	}
+}
+
+// readAny returns the next message; it fails the test if there is none.
+func (p *peer) readAny() Message {
 	p.t.Helper()
 	m, err := p.next()
 	require.NoError(p.t, err)
@@ -98,12 +119,24 @@ func (p *peer) next() (Message, error) {
 	return m, nil
 }
 
-// say sends a chat message.
+// say sends a chat message without a ref.
 func (p *peer) say(text string) {
+	p.t.Helper()
+	p.send(`{"text":` + quote(text) + `}`)
+}
+
+// sayRef sends a chat message with the client's reference ref.
+func (p *peer) sayRef(text, ref string) {
+	p.t.Helper()
+	p.send(`{"text":` + quote(text) + `,"ref":` + quote(ref) + `}`)
+}
+
+// send sends a raw text frame.
+func (p *peer) send(frame string) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	require.NoError(p.t, p.conn.Write(ctx, websocket.MessageText, []byte(`{"text":`+quote(text)+`}`)))
+	require.NoError(p.t, p.conn.Write(ctx, websocket.MessageText, []byte(frame)))
 }
 
 func quote(s string) string {

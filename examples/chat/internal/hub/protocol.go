@@ -4,30 +4,47 @@ import "encoding/json"
 
 // Message is one JSON text frame from the server to a client.
 type Message struct {
-	Type Kind     `json:"type"`
-	Seq  uint64   `json:"seq,omitempty"`  // chat: position in the room's one order
-	From string   `json:"from,omitempty"` // chat: the sender's name
-	ID   ClientID `json:"id,omitempty"`   // welcome: the client's ID
-	Name string   `json:"name,omitempty"` // welcome: the client's name
-	Text string   `json:"text,omitempty"`
+	Type    Kind     `json:"type"`
+	Seq     uint64   `json:"seq,omitempty"`     // chat: position in the room's one order
+	At      int64    `json:"at,omitempty"`      // chat, join, leave, notice: server time, Unix milliseconds
+	From    string   `json:"from,omitempty"`    // chat: the sender's name
+	Ref     string   `json:"ref,omitempty"`     // chat, refused: the sender's reference for its message
+	ID      ClientID `json:"id,omitempty"`      // welcome: the client's ID
+	Name    string   `json:"name,omitempty"`    // welcome: the client's name; join, leave: who
+	Members int      `json:"members,omitempty"` // welcome, join, leave: clients in the room now
+	Text    string   `json:"text,omitempty"`
 }
 
 // Kind says what a Message is.
 type Kind string
 
-// Message kinds. Chat and welcome are ordinary (Normal) traffic; notice,
-// warn and kick are control messages sent with seqsched.High.
+// Message kinds. Welcome, chat, join and leave are the room's ordinary
+// (Normal) traffic, in one order for every client; notice, warn, refused
+// and kick are control messages sent with seqsched.High.
 const (
-	KindWelcome Kind = "welcome"
-	KindChat    Kind = "chat"
-	KindNotice  Kind = "notice"
-	KindWarn    Kind = "warn"
-	KindKick    Kind = "kick"
+	KindWelcome Kind = "welcome" // to a new client: its name and the member count
+	KindChat    Kind = "chat"    // a message said in the room, to every client including its sender
+	KindJoin    Kind = "join"    // to the others: Name joined
+	KindLeave   Kind = "leave"   // to the others: Name left
+	KindNotice  Kind = "notice"  // from the server to everyone
+	KindWarn    Kind = "warn"    // to one client: a frame the server could not read
+	KindRefused Kind = "refused" // to the sender: its message Ref was not delivered, and Text says why
+	KindKick    Kind = "kick"    // to one client, before its connection closes
 )
 
-// inbound is what a client sends: {"text": "..."}.
+// MaxText is the longest chat message, in characters, that the room
+// delivers; a longer one is refused.
+const MaxText = 1000
+
+// maxRef bounds a client's reference for its message.
+const maxRef = 64
+
+// inbound is what a client sends: {"text": "...", "ref": "..."}. Ref is
+// optional and chosen by the client; the server returns it with the chat
+// message (or the refusal) so the sender can match the answer.
 type inbound struct {
 	Text string `json:"text"`
+	Ref  string `json:"ref"`
 }
 
 func encode(m Message) []byte {

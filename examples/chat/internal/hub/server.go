@@ -39,6 +39,8 @@ type Config struct {
 	RateLimit rate.Limit
 	Burst     int
 	Logger    *slog.Logger // nil discards
+	// Now stamps the room's messages (time.Now); tests set a fixed clock.
+	Now func() time.Time
 	// OnLeave, if set, is called when a client's connection handler is
 	// about to return, with the reason it left.
 	OnLeave func(id ClientID, reason string)
@@ -59,6 +61,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }
@@ -118,29 +123,50 @@ func (s *Server) Handler() http.Handler {
 // sequence number. Every client receives the room's messages in the same
 // order. A client whose queue is full is disconnected.
 func (s *Server) Broadcast(name, text string) uint64 {
-	var slow []*client
+	return s.say(name, text, "")
+}
+
+// say broadcasts a chat message carrying the sender's reference ref.
+func (s *Server) say(name, text, ref string) uint64 {
 	s.mu.Lock()
 	s.seq++
 	seq := s.seq
-	data := encode(Message{Type: KindChat, Seq: seq, From: name, Text: text})
+	slow := s.broadcastLocked(Message{Type: KindChat, Seq: seq, From: name, Ref: ref, Text: text}, nil)
+	s.mu.Unlock()
+	s.evictSlow(slow)
+	return seq
+}
+
+// broadcastLocked queues m for every client but except, on the Normal lane,
+// and returns the clients whose queue was full. s.mu is held: the room's
+// messages reach every client in the order they were queued under it.
+func (s *Server) broadcastLocked(m Message, except *client) (slow []*client) {
+	m.At = s.cfg.Now().UnixMilli()
+	data := encode(m)
 	for _, c := range s.clients {
+		if c == except {
+			continue
+		}
 		if err := c.send(data, seqsched.Normal); errors.Is(err, seqsched.ErrQueueFull) {
 			slow = append(slow, c)
 		}
 	}
-	s.mu.Unlock()
+	return slow
+}
+
+// evictSlow disconnects clients whose queue was full. s.mu is not held.
+func (s *Server) evictSlow(slow []*client) {
 	for _, c := range slow {
 		s.cfg.Logger.Info("disconnecting slow client", "client", c.id, "queue", s.cfg.MaxQueue)
 		c.evict(websocket.StatusPolicyViolation,
 			fmt.Sprintf("%s (%d messages waiting)", reasonSlow, s.cfg.MaxQueue), false)
 	}
-	return seq
 }
 
 // Notice sends a server notice to every client, ahead of the chat queued
 // for it.
 func (s *Server) Notice(text string) {
-	data := encode(Message{Type: KindNotice, Text: text})
+	data := encode(Message{Type: KindNotice, At: s.cfg.Now().UnixMilli(), Text: text})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.clients {
@@ -177,7 +203,7 @@ func (s *Server) Clients() int {
 
 // Shutdown disconnects every client gracefully: each gets a notice, then
 // everything already queued for it, then a close frame (going away). New
-// connections are refused. It returns when every connection handler has
+// connections are refused, and no leave is announced from now on. It returns when every connection handler has
 // returned; if ctx ends first, it drops the connections without further
 // ado, waits for the handlers, and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
@@ -188,7 +214,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		clients = append(clients, c)
 	}
 	s.mu.Unlock()
-	notice := encode(Message{Type: KindNotice, Text: reasonShutdown})
+	notice := encode(Message{Type: KindNotice, At: s.cfg.Now().UnixMilli(), Text: reasonShutdown})
 	for _, c := range clients {
 		_ = c.send(notice, seqsched.High)
 		c.evict(websocket.StatusGoingAway, reasonShutdown, true)
