@@ -492,7 +492,7 @@ func (c *Consumer) onOffsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg
 		}
 		wm, done, err := decodeMetadata(*meta)
 		if err == nil && wm != offset {
-			err = fmt.Errorf("%w: metadata watermark %d, committed offset %d", errBadMetadata, wm, offset)
+			err = fmt.Errorf("%w: metadata watermark %d, committed offset %d", ErrBadMetadata, wm, offset)
 		}
 		if err != nil {
 			c.log.Warn("seqsched/kafka: ignoring commit metadata; records above the committed offset will be replayed",
@@ -732,7 +732,9 @@ func (c *Consumer) commit(ps []*partition) {
 		for i := range req.Topics {
 			t := &req.Topics[i]
 			for j := range t.Partitions {
-				if m, ok := metas[tp{t.Topic, t.Partitions[j].Partition}]; ok && m != "" {
+				// Always set it: an empty string rather than kgo's default,
+				// which the next owner would log as foreign.
+				if m, ok := metas[tp{t.Topic, t.Partitions[j].Partition}]; ok {
 					t.Partitions[j].Metadata = &m
 				}
 			}

@@ -113,3 +113,9 @@ func TestRecordsOfOneKeyRunInOffsetOrder(t *testing.T) {
 	s := cons.Stats()
 	require.Equal(t, uint64(n), s.Processed)
 }
+
+func (s *store) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}

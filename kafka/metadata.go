@@ -48,16 +48,17 @@ const (
 	maxDecodedSpan = 1 << 40
 )
 
-// errBadMetadata is wrapped by every decode error.
-var errBadMetadata = errors.New("seqsched/kafka: commit metadata not ours or corrupt")
+// ErrBadMetadata is wrapped by DecodeMetadata's errors: the string is not
+// commit metadata of this package, or it is corrupt.
+var ErrBadMetadata = errors.New("seqsched/kafka: commit metadata not ours or corrupt")
 
-// offRange is the half-open range of offsets [from, to).
-type offRange struct{ from, to int64 }
+// OffsetRange is the half-open range of offsets [From, To).
+type OffsetRange struct{ From, To int64 }
 
 // encodeMetadata returns the metadata string for watermark wm and done ranges
 // (sorted, disjoint, non-adjacent, all >= wm+1... in practice > wm), limited to
 // limit bytes. It returns "" when there are no ranges or none fits.
-func encodeMetadata(wm int64, done []offRange, limit int) string {
+func encodeMetadata(wm int64, done []OffsetRange, limit int) string {
 	if len(done) == 0 || wm < 0 {
 		return ""
 	}
@@ -81,11 +82,11 @@ func encodeMetadata(wm int64, done []offRange, limit int) string {
 	return encodeBest(wm, done[:lo])
 }
 
-func encodeBest(wm int64, done []offRange) string {
+func encodeBest(wm int64, done []OffsetRange) string {
 	runs := encodeRuns(wm, done)
 	// A bitset only pays when the span is dense; skip building one when it
 	// would clearly be longer than the runs.
-	span := done[len(done)-1].to - wm
+	span := done[len(done)-1].To - wm
 	if span/8 < int64(len(runs)) {
 		if bits := encodeBitset(wm, done); len(bits) < len(runs) {
 			runs = bits
@@ -103,27 +104,27 @@ func seal(b []byte) []byte {
 	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 }
 
-func encodeRuns(wm int64, done []offRange) []byte {
+func encodeRuns(wm int64, done []OffsetRange) []byte {
 	b := header(kindRuns, wm)
 	b = binary.AppendUvarint(b, uint64(len(done)))
 	prev := wm
 	for _, r := range done {
-		b = binary.AppendUvarint(b, uint64(r.from-prev))
-		b = binary.AppendUvarint(b, uint64(r.to-r.from))
-		prev = r.to
+		b = binary.AppendUvarint(b, uint64(r.From-prev))
+		b = binary.AppendUvarint(b, uint64(r.To-r.From))
+		prev = r.To
 	}
 	return seal(b)
 }
 
-func encodeBitset(wm int64, done []offRange) []byte {
-	n := done[len(done)-1].to - wm
+func encodeBitset(wm int64, done []OffsetRange) []byte {
+	n := done[len(done)-1].To - wm
 	b := header(kindBitset, wm)
 	b = binary.AppendUvarint(b, uint64(n))
 	start := len(b)
 	b = append(b, make([]byte, (n+7)/8)...)
 	bits := b[start:]
 	for _, r := range done {
-		for o := r.from; o < r.to; o++ {
+		for o := r.From; o < r.To; o++ {
 			i := o - wm
 			bits[i/8] |= 1 << (i % 8)
 		}
@@ -131,61 +132,67 @@ func encodeBitset(wm int64, done []offRange) []byte {
 	return seal(b)
 }
 
-// decodeMetadata parses s. It returns the watermark and the done ranges
-// above it (sorted, disjoint), or an error wrapping errBadMetadata.
-func decodeMetadata(s string) (int64, []offRange, error) {
+// DecodeMetadata parses commit metadata written by a Consumer, for tools
+// that inspect a group's progress. It returns the watermark the metadata
+// was written for and the done ranges above it (sorted, disjoint), or an
+// error wrapping ErrBadMetadata for anything else.
+func DecodeMetadata(s string) (watermark int64, done []OffsetRange, err error) {
+	return decodeMetadata(s)
+}
+
+func decodeMetadata(s string) (int64, []OffsetRange, error) {
 	rest, ok := strings.CutPrefix(s, metaPrefix)
 	if !ok {
-		return 0, nil, fmt.Errorf("%w: no %q prefix", errBadMetadata, metaPrefix)
+		return 0, nil, fmt.Errorf("%w: no %q prefix", ErrBadMetadata, metaPrefix)
 	}
 	b, err := base64.RawStdEncoding.Strict().DecodeString(rest)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w: %v", errBadMetadata, err)
+		return 0, nil, fmt.Errorf("%w: %v", ErrBadMetadata, err)
 	}
 	if len(b) < 2+1+4 {
-		return 0, nil, fmt.Errorf("%w: too short", errBadMetadata)
+		return 0, nil, fmt.Errorf("%w: too short", ErrBadMetadata)
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
 	if crc32.ChecksumIEEE(body) != sum {
-		return 0, nil, fmt.Errorf("%w: checksum mismatch", errBadMetadata)
+		return 0, nil, fmt.Errorf("%w: checksum mismatch", ErrBadMetadata)
 	}
 	if body[0] != metaVersion {
-		return 0, nil, fmt.Errorf("%w: version %d", errBadMetadata, body[0])
+		return 0, nil, fmt.Errorf("%w: version %d", ErrBadMetadata, body[0])
 	}
 	kind := body[1]
 	r := reader{b: body[2:]}
 	wmU := r.uvarint()
 	if r.err != nil || wmU > 1<<62 {
-		return 0, nil, fmt.Errorf("%w: bad watermark", errBadMetadata)
+		return 0, nil, fmt.Errorf("%w: bad watermark", ErrBadMetadata)
 	}
 	wm := int64(wmU)
-	var done []offRange
+	var done []OffsetRange
 	switch kind {
 	case kindRuns:
 		n := r.uvarint()
 		if r.err != nil || n == 0 || n > uint64(len(r.b)) {
-			return 0, nil, fmt.Errorf("%w: bad range count", errBadMetadata)
+			return 0, nil, fmt.Errorf("%w: bad range count", ErrBadMetadata)
 		}
-		done = make([]offRange, 0, n)
+		done = make([]OffsetRange, 0, n)
 		prev := wm
 		for i := uint64(0); i < n; i++ {
 			gap, length := r.uvarint(), r.uvarint()
 			if r.err != nil || length == 0 || (i > 0 && gap == 0) ||
 				gap > maxDecodedSpan || length > maxDecodedSpan {
-				return 0, nil, fmt.Errorf("%w: bad range %d", errBadMetadata, i)
+				return 0, nil, fmt.Errorf("%w: bad range %d", ErrBadMetadata, i)
 			}
 			from := prev + int64(gap)
 			to := from + int64(length)
 			if to-wm > maxDecodedSpan {
-				return 0, nil, fmt.Errorf("%w: ranges too wide", errBadMetadata)
+				return 0, nil, fmt.Errorf("%w: ranges too wide", ErrBadMetadata)
 			}
-			done = append(done, offRange{from, to})
+			done = append(done, OffsetRange{from, to})
 			prev = to
 		}
 	case kindBitset:
 		n := r.uvarint()
 		if r.err != nil || n == 0 || (n+7)/8 != uint64(len(r.b)) {
-			return 0, nil, fmt.Errorf("%w: bad bitset length", errBadMetadata)
+			return 0, nil, fmt.Errorf("%w: bad bitset length", ErrBadMetadata)
 		}
 		bits := r.b
 		r.b = nil
@@ -194,20 +201,20 @@ func decodeMetadata(s string) (int64, []offRange, error) {
 				continue
 			}
 			o := wm + i
-			if k := len(done); k > 0 && done[k-1].to == o {
-				done[k-1].to++
+			if k := len(done); k > 0 && done[k-1].To == o {
+				done[k-1].To++
 			} else {
-				done = append(done, offRange{o, o + 1})
+				done = append(done, OffsetRange{o, o + 1})
 			}
 		}
-		if len(done) == 0 || done[len(done)-1].to != wm+int64(n) {
-			return 0, nil, fmt.Errorf("%w: bitset not minimal", errBadMetadata)
+		if len(done) == 0 || done[len(done)-1].To != wm+int64(n) {
+			return 0, nil, fmt.Errorf("%w: bitset not minimal", ErrBadMetadata)
 		}
 	default:
-		return 0, nil, fmt.Errorf("%w: kind %d", errBadMetadata, kind)
+		return 0, nil, fmt.Errorf("%w: kind %d", ErrBadMetadata, kind)
 	}
 	if len(r.b) != 0 {
-		return 0, nil, fmt.Errorf("%w: %d trailing bytes", errBadMetadata, len(r.b))
+		return 0, nil, fmt.Errorf("%w: %d trailing bytes", ErrBadMetadata, len(r.b))
 	}
 	return wm, done, nil
 }
@@ -223,7 +230,7 @@ func (r *reader) uvarint() uint64 {
 	}
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 {
-		r.err = errBadMetadata
+		r.err = ErrBadMetadata
 		return 0
 	}
 	r.b = r.b[n:]

@@ -30,8 +30,8 @@ type partition struct {
 	next    int64   // one past the last offset fetched; -1 before the first
 	pending int     // entries not done
 
-	skip    []offRange // done ranges read from the commit metadata at assignment
-	skipped int        // records skipped because of skip
+	skip    []OffsetRange // done ranges read from the commit metadata at assignment
+	skipped int           // records skipped because of skip
 
 	committed     int64  // last offset committed by this member; -1 none
 	committedMeta string // metadata of that commit
@@ -74,10 +74,10 @@ func (p *partition) track(o int64) (seq uint64, ok bool) {
 
 // skipped reports whether the commit metadata marked o done.
 func (p *partition) isSkipped(o int64) bool {
-	for len(p.skip) > 0 && p.skip[0].to <= o {
+	for len(p.skip) > 0 && p.skip[0].To <= o {
 		p.skip = p.skip[1:]
 	}
-	return len(p.skip) > 0 && p.skip[0].from <= o
+	return len(p.skip) > 0 && p.skip[0].From <= o
 }
 
 // complete marks seq done and pops the done entries at the front.
@@ -116,17 +116,17 @@ func (p *partition) watermark() int64 {
 
 // doneAbove returns the done ranges above the watermark, merging done
 // entries across offsets that were never delivered.
-func (p *partition) doneAbove() []offRange {
-	var out []offRange
+func (p *partition) doneAbove() []OffsetRange {
+	var out []OffsetRange
 	for i, e := range p.entries {
 		if !e.done {
 			continue
 		}
 		if k := len(out); k > 0 && i > 0 && p.entries[i-1].done {
-			out[k-1].to = e.offset + 1
+			out[k-1].To = e.offset + 1
 			continue
 		}
-		out = append(out, offRange{e.offset, e.offset + 1})
+		out = append(out, OffsetRange{e.offset, e.offset + 1})
 	}
 	return out
 }
