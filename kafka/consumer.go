@@ -555,6 +555,7 @@ func (c *Consumer) revoke(ctx context.Context, revoked map[string][]int32, drain
 	if len(ps) == 0 {
 		return
 	}
+	c.log.Debug("seqsched/kafka: draining revoked partitions", "partitions", len(ps), "waiting", len(waits))
 
 	timer := time.NewTimer(drain)
 	defer timer.Stop()
