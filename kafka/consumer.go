@@ -99,8 +99,9 @@ const (
 //
 // It returns ErrNilHandler for a nil h, ErrNoGroup when clientOpts lack a
 // group or topics, an *OptionError (wrapping ErrInvalidOption) for each bad
-// option, joined, or kgo's error for bad client options. It connects to
-// nothing and starts no goroutine of its own; Run starts consuming.
+// option, joined, or kgo's error for bad client options. The client joins
+// the group at once (kgo's behaviour), but records are taken only while
+// Run runs; the consumer itself starts no goroutine before Run.
 func NewConsumer(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, error) {
 	if h == nil {
 		return nil, ErrNilHandler
@@ -133,11 +134,18 @@ func NewConsumer(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, er
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
 		c.cancelLife()
+		// kgo rejects our group options when clientOpts name no group:
+		// say that, rather than kgo's message about autocommit.
+		if probe, perr := kgo.NewClient(clientOpts...); perr == nil {
+			ok := hasGroupAndTopics(probe)
+			probe.Close()
+			if !ok {
+				return nil, ErrNoGroup
+			}
+		}
 		return nil, fmt.Errorf("seqsched/kafka: kgo.NewClient: %w", err)
 	}
-	group, _ := cl.OptValue(kgo.ConsumerGroup).(string)
-	topics, _ := cl.OptValue(kgo.ConsumeTopics).(map[string]*regexp.Regexp)
-	if group == "" || len(topics) == 0 {
+	if !hasGroupAndTopics(cl) {
 		cl.Close()
 		c.cancelLife()
 		return nil, ErrNoGroup
@@ -151,6 +159,12 @@ func NewConsumer(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, er
 	}
 	c.timers, _ = seqsched.New[sessionKey]()
 	return c, nil
+}
+
+func hasGroupAndTopics(cl *kgo.Client) bool {
+	group, _ := cl.OptValue(kgo.ConsumerGroup).(string)
+	topics, _ := cl.OptValue(kgo.ConsumeTopics).(map[string]*regexp.Regexp)
+	return group != "" && len(topics) > 0
 }
 
 // Client returns the consumer's client, for example to produce with it (as
