@@ -54,6 +54,8 @@ func groupOpts(c *kfake.Cluster, extra ...kgo.Opt) []kgo.Opt {
 		kgo.ConsumeTopics("t"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.SessionTimeout(time.Second),
+		// A killed member never rejoins: rebalances wait this long for it.
+		kgo.RebalanceTimeout(3 * time.Second),
 		kgo.HeartbeatInterval(100 * time.Millisecond),
 		kgo.FetchMaxWait(50 * time.Millisecond),
 	}, extra...)
