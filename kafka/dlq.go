@@ -19,10 +19,10 @@ const (
 // DeadLetterTopic returns a DeadLetterFunc that produces each failed record
 // to topic with cl, synchronously: same key, value and headers, plus
 // HeaderError, HeaderTopic, HeaderPartition and HeaderOffset. The record
-// counts as done only once the broker acknowledged the copy. cl may be the
-// consumer's own client (Consumer.Client) or another one; it must not be
-// nil and topic must not be empty, else it returns an error wrapping
-// ErrNilClient or ErrInvalidOption.
+// counts as done only once the broker acknowledged the copy. cl is any
+// client that can produce (usually a producer the application already has);
+// it must not be nil and topic must not be empty, else DeadLetterTopic
+// returns an error wrapping ErrNilClient or ErrInvalidOption.
 func DeadLetterTopic(cl *kgo.Client, topic string) (DeadLetterFunc, error) {
 	if cl == nil {
 		return nil, ErrNilClient
