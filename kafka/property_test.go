@@ -198,11 +198,17 @@ func runProperty(t *testing.T, seed uint64) {
 		}
 		t.Fatalf("commits did not reach the end of every partition %v: %v", perPart, w.all()[max(0, len(w.all())-8):])
 	}
+	// Close the members together: one after another, each leave would
+	// start a rebalance of its own that the next Close waits through.
+	var closeWG sync.WaitGroup
 	for _, ms := range live {
-		if err := ms.m.close(t, 10*time.Second); err != nil {
-			t.Errorf("Close = %v; want nil", err)
-		}
+		closeWG.Go(func() {
+			if err := ms.m.close(t, 10*time.Second); err != nil {
+				t.Errorf("Close = %v; want nil", err)
+			}
+		})
 	}
+	closeWG.Wait()
 	killedWG.Wait()
 
 	vmu.Lock()
