@@ -148,7 +148,7 @@ func WithMaxConcurrency(n int) Option {
 
 // WithMaxBuffered sets the backpressure marks: once high records are
 // fetched but not done, the consumer pauses fetching its partitions, and
-// resumes once at most low are left. It must be 1 <= low < high; the default
+// resumes once at most low are left. It must be 0 <= low < high; the default
 // is 10,000 and 5,000. The member never holds more than high records (plus
 // what the client itself buffers, bounded by kgo's fetch size options).
 func WithMaxBuffered(high, low int) Option {
