@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -185,4 +186,33 @@ func TestHighRecordOvertakesItsKeysQueuedRecords(t *testing.T) {
 	<-st.at(4)
 	require.NoError(t, m.close(t, 10*time.Second))
 	require.Equal(t, []int64{0, 3, 1, 2}, order)
+}
+
+func TestBackoffBlocksOnlyItsKeyAndHoldsNoSlot(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "fails"), rec(0, "a", "after"), rec(0, "b", "other")})
+	st := newStore()
+	failed := make(chan struct{})
+	cons, err := kafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+		if string(r.Value) == "fails" {
+			close(failed) // runs once: the retry waits an hour
+			return errors.New("transient")
+		}
+		st.apply(r)
+		return nil
+	},
+		kafka.WithMaxConcurrency(1), // b can only run if a's backoff lends the one slot
+		kafka.WithRetries(2, func(int) time.Duration { return time.Hour }))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-failed
+	select {
+	case <-st.at(1):
+	case <-time.After(20 * time.Second):
+		t.Fatal("b's record did not run while a backs off: the backoff holds the slot")
+	}
+	require.True(t, st.isApplied(0, 2), "b's record ran while a backs off")
+	require.False(t, st.isApplied(0, 1), "a's next record ran before a's retry")
+	require.ErrorIs(t, m.close(t, 200*time.Millisecond), context.DeadlineExceeded)
+	require.Equal(t, uint64(1), cons.Stats().Retries)
 }
