@@ -1,0 +1,148 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/seqsched/seqsched/kafka"
+)
+
+// exampleCluster starts an in-process cluster with topic "orders" holding
+// the given (key, value) records on one partition.
+func exampleCluster(kv ...string) (*kfake.Cluster, error) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	defer cl.Close()
+	var rs []*kgo.Record
+	for i := 0; i+1 < len(kv); i += 2 {
+		rs = append(rs, &kgo.Record{Topic: "orders", Key: []byte(kv[i]), Value: []byte(kv[i+1])})
+	}
+	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Records of one key are handled in offset order; different keys in
+// parallel. The consumer commits only what is done.
+func Example() {
+	c, err := exampleCluster("alice", "+10", "bob", "+5", "alice", "-3", "bob", "-1", "alice", "+1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	var mu sync.Mutex
+	seen := map[string][]string{}
+	handled := make(chan struct{}, 5)
+	cons, err := kafka.NewConsumer([]kgo.Opt{
+		kgo.SeedBrokers(c.ListenAddrs()...),
+		kgo.ConsumerGroup("billing"),
+		kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	}, func(ctx context.Context, r *kgo.Record) error {
+		mu.Lock()
+		seen[string(r.Key)] = append(seen[string(r.Key)], string(r.Value))
+		mu.Unlock()
+		handled <- struct{}{}
+		return nil
+	}, kafka.WithMaxConcurrency(8))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- cons.Run(context.Background()) }()
+	for range 5 {
+		<-handled
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fmt.Println("close:", cons.Close(ctx), "run:", <-ran)
+	for _, k := range slices.Sorted(maps.Keys(seen)) {
+		fmt.Println(k, seen[k])
+	}
+	fmt.Println("processed:", cons.Stats().Processed)
+	// Output:
+	// close: <nil> run: <nil>
+	// alice [+10 -3 +1]
+	// bob [+5 -1]
+	// processed: 5
+}
+
+// A record that fails every attempt goes to the dead-letter handler,
+// without holding up other keys; its key's later records wait for it.
+func ExampleWithDeadLetter() {
+	c, err := exampleCluster("a", "poison", "a", "after", "b", "fine")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	var mu sync.Mutex
+	byKey := map[string][]string{}
+	done := make(chan struct{}, 3)
+	note := func(key, s string) {
+		mu.Lock()
+		byKey[key] = append(byKey[key], s)
+		mu.Unlock()
+		done <- struct{}{}
+	}
+	cons, err := kafka.NewConsumer([]kgo.Opt{
+		kgo.SeedBrokers(c.ListenAddrs()...),
+		kgo.ConsumerGroup("billing"),
+		kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	}, func(ctx context.Context, r *kgo.Record) error {
+		if string(r.Value) == "poison" {
+			return errors.New("cannot parse")
+		}
+		note(string(r.Key), string(r.Value))
+		return nil
+	},
+		kafka.WithRetries(3, func(int) time.Duration { return time.Millisecond }),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+			note(string(r.Key), fmt.Sprintf("dead-lettered %q: %v", r.Value, err))
+			return nil
+		}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- cons.Run(context.Background()) }()
+	for range 3 {
+		<-done
+	}
+	if err := cons.Close(context.Background()); err != nil {
+		fmt.Println(err)
+	}
+	<-ran
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
+		fmt.Printf("%s: %q\n", k, byKey[k])
+	}
+	s := cons.Stats()
+	fmt.Println("retries:", s.Retries, "dead-lettered:", s.DeadLettered)
+	// Output:
+	// a: ["dead-lettered \"poison\": cannot parse" "after"]
+	// b: ["fine"]
+	// retries: 2 dead-lettered: 1
+}

@@ -1,0 +1,102 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/seqsched/seqsched/kafka"
+)
+
+func nop(context.Context, *kgo.Record) error { return nil }
+
+func TestNewConsumerRejectsBadInput(t *testing.T) {
+	c := cluster(t, 1)
+	_, err := kafka.NewConsumer(groupOpts(c), nil)
+	require.ErrorIs(t, err, kafka.ErrNilHandler)
+
+	_, err = kafka.NewConsumer([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("t")}, nop)
+	require.ErrorIs(t, err, kafka.ErrNoGroup, "no group")
+	_, err = kafka.NewConsumer([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumerGroup("g")}, nop)
+	require.ErrorIs(t, err, kafka.ErrNoGroup, "no topics")
+	_, err = kafka.NewConsumer(nil, nop)
+	require.ErrorIs(t, err, kafka.ErrNoGroup, "no client options")
+
+	bad := []kafka.Option{
+		kafka.WithMaxConcurrency(0),
+		kafka.WithMaxBuffered(10, 10),
+		kafka.WithMaxBuffered(0, 0),
+		kafka.WithRetries(0, nil),
+		kafka.WithDeadLetter(nil),
+		kafka.WithPriorityHeader(""),
+		kafka.WithDrainTimeout(0),
+		kafka.WithCommitInterval(-time.Second),
+		kafka.WithCommitTimeout(0),
+		kafka.WithLogger(nil),
+		nil,
+	}
+	for _, o := range bad {
+		_, err := kafka.NewConsumer(groupOpts(c), nop, o)
+		require.ErrorIs(t, err, kafka.ErrInvalidOption, "%v", o)
+		var oe *kafka.OptionError
+		require.True(t, errors.As(err, &oe), "%v: %T is not an *OptionError", o, err)
+	}
+	_, err = kafka.NewConsumer(groupOpts(c), nop, kafka.WithMaxConcurrency(-1))
+	require.EqualError(t, err, "seqsched/kafka: WithMaxConcurrency(-1): must be >= 1: invalid option")
+
+	_, err = kafka.DeadLetterTopic(nil, "dlq")
+	require.ErrorIs(t, err, kafka.ErrNilClient)
+}
+
+func TestRunAndCloseRejectNilContextAndRunAfterClose(t *testing.T) {
+	c := cluster(t, 1)
+	cons, err := kafka.NewConsumer(groupOpts(c), nop)
+	require.NoError(t, err)
+	//lint:ignore SA1012 testing the nil check
+	require.ErrorIs(t, cons.Run(nil), kafka.ErrNilContext) //nolint:staticcheck
+	//lint:ignore SA1012 testing the nil check
+	require.ErrorIs(t, cons.Close(nil), kafka.ErrNilContext) //nolint:staticcheck
+	require.NoError(t, cons.Close(context.Background()))
+	require.ErrorIs(t, cons.Run(context.Background()), kafka.ErrClosed)
+	require.NoError(t, cons.Close(context.Background()), "second Close")
+}
+
+func TestPanickingHandlerIsAFailedAttempt(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "once"), rec(0, "a", "always"), rec(0, "a", "fine")})
+	st := newStore()
+	attempts := map[string]int{}
+	dead := make(chan error, 1)
+	cons, err := kafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+		v := string(r.Value)
+		attempts[v]++ // one key: never concurrent
+		if v == "always" || (v == "once" && attempts[v] == 1) {
+			panic("boom " + v)
+		}
+		st.apply(r)
+		return nil
+	}, kafka.WithRetries(2, func(int) time.Duration { return 0 }),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+			dead <- err
+			st.apply(r)
+			return nil
+		}))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-st.at(3)
+	require.NoError(t, m.close(t, 10*time.Second))
+	err = <-dead
+	var pe *kafka.HandlerPanicError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "boom always", pe.Value)
+	require.Contains(t, string(pe.Stack), "panic")
+	s := cons.Stats()
+	require.Equal(t, uint64(2), s.Processed)
+	require.Equal(t, uint64(2), s.Retries, "one retry each for once and always")
+	require.Equal(t, uint64(1), s.DeadLettered)
+	require.Equal(t, map[string]int{"once": 2, "always": 2, "fine": 1}, attempts)
+}
