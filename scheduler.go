@@ -88,7 +88,7 @@ type Scheduler[K comparable] struct {
 	// a shard's start queue hold no token: while it is not empty, a
 	// starter holding one is on its way.
 	live      atomic.Int64
-	inWork    atomic.Int64 // worker goroutines running; counted only under checkTokens
+	slack     atomic.Int64 // live tokens minus running workers; kept only under checkTokens
 	closed    atomic.Bool  // Shutdown began: Submit fails
 	forced    atomic.Bool  // Shutdown gave up: no task starts
 	quiet     chan struct{}
@@ -352,10 +352,10 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 			sh.pending.push(sess)
 			if !sh.starter {
 				sh.starter, starter = true, true
-				s.live.Add(1) // the starter's; under the lock, so Shutdown's barrier sees it
+				s.takeToken() // the starter's; under the lock, so Shutdown's barrier sees it
 			}
 		default:
-			s.live.Add(1) // sess's; under the lock, so Shutdown's barrier sees it
+			s.takeToken() // sess's; under the lock, so Shutdown's barrier sees it
 			if s.schedule(sess) {
 				// The session's only task goes straight to the goroutine
 				// that starts now: it is running, not queued, and counts
@@ -547,7 +547,7 @@ func (s *Scheduler[K]) abort() {
 // was the last after Shutdown began.
 func (s *Scheduler[K]) release(n int64) {
 	v := s.live.Add(-n)
-	if checkTokens && v < s.inWork.Load() {
+	if checkTokens && s.slack.Add(-n) < 0 {
 		tokenViolations.Add(1) // a worker runs without a token: Shutdown could return under it
 	}
 	if v == 0 && s.closed.Load() {
@@ -555,9 +555,18 @@ func (s *Scheduler[K]) release(n int64) {
 	}
 }
 
+// takeToken takes a live token (see live).
+func (s *Scheduler[K]) takeToken() {
+	s.live.Add(1)
+	if checkTokens {
+		s.slack.Add(1)
+	}
+}
+
 // checkTokens, set by the package's own tests, makes every release check
 // that the live tokens cover the worker goroutines still running, and
-// count in tokenViolations each time they do not.
+// count in tokenViolations each time they do not. slack keeps tokens minus
+// workers in one counter, so that the check reads one consistent value.
 var (
 	checkTokens     bool
 	tokenViolations atomic.Int64

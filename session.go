@@ -292,8 +292,8 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 		at     = atTask // where user code runs, for takeOver
 		normal bool     // the goroutine returns normally
 	)
-	if checkTokens {
-		s.inWork.Add(1)
+	if checkTokens && s.slack.Add(-1) < 0 {
+		tokenViolations.Add(1) // a worker started without a token
 	}
 	defer func() {
 		if !normal {
@@ -380,7 +380,7 @@ const (
 // exit is a worker goroutine's last act: it gives back its live token.
 func (s *Scheduler[K]) exit() {
 	if checkTokens {
-		s.inWork.Add(-1)
+		s.slack.Add(1)
 	}
 	s.release(1)
 }
@@ -477,7 +477,7 @@ func (s *Scheduler[K]) start(sh *shard[K]) {
 	more := sh.pending.head != nil
 	sh.starter = more
 	if more {
-		s.live.Add(1) // the next starter's, under the lock as in enqueue
+		s.takeToken() // the next starter's, under the lock as in enqueue
 	}
 	sh.mu.Unlock()
 	if more {
@@ -511,7 +511,7 @@ func (s *Scheduler[K]) resolveAll(t *task) {
 // gives it back as its last act (deferred, so a logger that calls Goexit
 // here too loses nothing): Shutdown cannot return while it logs.
 func (s *Scheduler[K]) takeOver(sess *session[K], t *task, ran bool, next *task, tn turn, at int) {
-	s.live.Add(1)
+	s.takeToken()
 	defer s.exit()
 	var key K // for the log: sess may be recycled once the new goroutine runs
 	if sess != nil {

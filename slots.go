@@ -143,7 +143,7 @@ func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K], yielded bool) 
 		if s.slots.grantResumer() {
 			// sess waits with a token of its own, taken before another
 			// goroutine can pop it; the goroutine exits with its own.
-			s.live.Add(1)
+			s.takeToken()
 			s.slots.push(sess)
 			next = nil
 		} else if head := s.slots.pop(); head != nil {
