@@ -49,6 +49,10 @@ var (
 	// func, or a struct holding one).
 	ErrInvalidKey = errors.New("seqsched: invalid key")
 
+	// ErrNotNew is returned by the methods of a nil or zero Scheduler, and
+	// of a nil *Session: make one with [New] (and [Scheduler.Open]).
+	ErrNotNew = errors.New("seqsched: not made by New")
+
 	// ErrGoexit resolves the future of a task that called runtime.Goexit
 	// (for example through t.FailNow in a test). The session continues.
 	ErrGoexit = errors.New("seqsched: task called runtime.Goexit")

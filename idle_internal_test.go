@@ -77,6 +77,8 @@ func idleListProblem[K comparable](sh *shard[K], idleCap int) (string, int) {
 			return "broken back link", n
 		case sess.scheduled:
 			return "a scheduled session on the list of a quiet scheduler", n
+		case sess.pins > 0:
+			return "a pinned session on the record list", n
 		case sess.len() != 0:
 			return "an idle record with queued tasks", n
 		case sh.sessions[sess.key] != sess:
@@ -92,8 +94,9 @@ func idleListProblem[K comparable](sh *shard[K], idleCap int) (string, int) {
 		return fmt.Sprintf("nidle %d, list holds %d", sh.nidle, n), n
 	case n > idleCap:
 		return fmt.Sprintf("%d records over the cap of %d", n, idleCap), n
-	case len(sh.sessions) != n:
-		return fmt.Sprintf("%d sessions in the map but %d idle: the scheduler is quiet", len(sh.sessions), n), n
+	case len(sh.sessions) != n+sh.pinnedIdle:
+		return fmt.Sprintf("%d sessions in the map but %d idle and %d pinned: the scheduler is quiet",
+			len(sh.sessions), n, sh.pinnedIdle), n
 	}
 	return "", n
 }
@@ -257,4 +260,36 @@ func TestRemoveForgetsIdleRecord(t *testing.T) {
 
 	runOnce(t, s, 1)
 	require.Equal(t, 2, checkIdleLists(t, s), "the key works again as a fresh session")
+}
+
+// An open handle pins its session: however many keys of its shard come and
+// go while it is idle, it stays, and is neither an idle record nor evicted.
+func TestOpenHandlePinsItsSession(t *testing.T) {
+	s, err := New[int]()
+	require.NoError(t, err)
+	defer s.Shutdown(context.Background())
+	sh := s.shard(0)
+	keys := keysOf(s, sh, 0, 2*s.idleCap+1) // keys[0] is the handle's
+	h, err := s.Open(keys[0])
+	require.NoError(t, err)
+	pinned := s.sessionOf(keys[0])
+	runOnce(t, s, keys[0])
+	for i := 1; i < len(keys); i += 100 {
+		runOnce(t, s, keys[i:min(i+100, len(keys))]...)
+	}
+	require.Same(t, pinned, s.sessionOf(keys[0]), "the pinned session was dropped")
+	require.Equal(t, s.idleCap, checkIdleLists(t, s), "a pinned session is no idle record")
+	require.NoError(t, h.Close(context.Background()))
+	require.Nil(t, s.sessionOf(keys[0]))
+
+	// Opening a key that has an idle record takes the record off the list.
+	sh.mu.Lock()
+	newest := sh.idleHead.key
+	sh.mu.Unlock()
+	h, err = s.Open(newest)
+	require.NoError(t, err)
+	require.Equal(t, s.idleCap-1, checkIdleLists(t, s))
+	runOnce(t, s, newest)
+	require.Equal(t, s.idleCap-1, checkIdleLists(t, s))
+	require.NoError(t, h.Close(context.Background()))
 }

@@ -296,15 +296,25 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 
 	var zero seqsched.Scheduler[string]
 	_, err = zero.Go(context.Background(), "k", noop)
-	require.ErrorIs(t, err, seqsched.ErrInvalidOption)
-	require.ErrorIs(t, zero.Remove(context.Background(), "k"), seqsched.ErrInvalidOption)
-	require.ErrorIs(t, zero.Shutdown(context.Background()), seqsched.ErrInvalidOption)
+	require.ErrorIs(t, err, seqsched.ErrNotNew)
+	require.ErrorIs(t, zero.Remove(context.Background(), "k"), seqsched.ErrNotNew)
+	require.ErrorIs(t, zero.Shutdown(context.Background()), seqsched.ErrNotNew)
 	require.Equal(t, seqsched.Stats{}, zero.Stats())
 	var none *seqsched.Scheduler[string]
 	_, err = none.Go(context.Background(), "k", noop)
-	require.ErrorIs(t, err, seqsched.ErrInvalidOption)
-	require.ErrorIs(t, none.Remove(context.Background(), "k"), seqsched.ErrInvalidOption)
-	require.ErrorIs(t, none.Shutdown(context.Background()), seqsched.ErrInvalidOption)
+	require.ErrorIs(t, err, seqsched.ErrNotNew)
+	require.ErrorIs(t, none.Remove(context.Background(), "k"), seqsched.ErrNotNew)
+	require.ErrorIs(t, none.Shutdown(context.Background()), seqsched.ErrNotNew)
+	require.ErrorIs(t, none.Post(context.Background(), "k", noop), seqsched.ErrNotNew)
+	_, err = none.Open("k")
+	require.ErrorIs(t, err, seqsched.ErrNotNew)
+	var oerr *seqsched.OptionError
+	require.False(t, errors.As(err, &oerr), "a zero Scheduler is no bad option")
+	var nilHandle *seqsched.Session[string]
+	_, err = nilHandle.Go(context.Background(), noop)
+	require.ErrorIs(t, err, seqsched.ErrNotNew)
+	require.ErrorIs(t, nilHandle.Post(context.Background(), noop), seqsched.ErrNotNew)
+	require.ErrorIs(t, nilHandle.Close(context.Background()), seqsched.ErrNotNew)
 	require.Equal(t, seqsched.Stats{}, none.Stats())
 	require.Zero(t, s.Stats().Submitted, "rejected tasks must leave no trace")
 }

@@ -391,7 +391,8 @@ type run struct {
 	closing bool   // Shutdown was called
 	forced  bool   // a Shutdown returned an error: unstarted tasks may get ErrClosed
 	last    []*handle
-	ctxs    []*rec // tasks whose ctx is checked once the plan is over (ctx in doneCtx)
+	ctxs    []*rec                         // tasks whose ctx is checked once the plan is over (ctx in doneCtx)
+	opened  map[int]*seqsched.Session[int] // a handle per key, for one task in four
 	doneCtx map[*rec]context.Context
 }
 
@@ -428,8 +429,8 @@ func runModel(data []byte) []string {
 		return []string{err.Error()}
 	}
 	r := &run{p: p, s: s, keyRunning: make([]int, p.keys), active: map[*rec]bool{}, removed: make([]bool, p.keys),
-		doneCtx: map[*rec]context.Context{},
-		last:    make([]*handle, p.keys)}
+		doneCtx: map[*rec]context.Context{}, opened: map[int]*seqsched.Session[int]{},
+		last: make([]*handle, p.keys)}
 	gates := make([]chan struct{}, p.gates)
 	for i := range gates {
 		gates[i] = make(chan struct{})
@@ -688,7 +689,23 @@ func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec 
 	}
 	var h *handle
 	var err error
-	if rc.id%4 == 3 { // some tasks through Go, whose futures carry no value
+	var sh *seqsched.Session[int] // one task in four goes through a handle on its key
+	if rc.id%4 == 1 {
+		r.mu.Lock()
+		if sh = r.opened[key]; sh == nil {
+			if sh, _ = r.s.Open(key); sh != nil { // refused while the key drains or the scheduler closes
+				r.opened[key] = sh
+			}
+		}
+		r.mu.Unlock()
+	}
+	if sh != nil {
+		var f *seqsched.Future[int]
+		f, err = seqsched.SubmitTo(ctx, sh, fn, prio)
+		if f != nil {
+			h = &handle{done: f.Done, await: f.Await}
+		}
+	} else if rc.id%4 == 3 { // some tasks through Go, whose futures carry no value
 		var f *seqsched.Future[struct{}]
 		f, err = r.s.Go(ctx, key, func(ctx context.Context) error { _, err := fn(ctx); return err }, prio)
 		if f != nil {

@@ -29,6 +29,7 @@ type options struct {
 	logger         *slog.Logger
 	yieldInterval  time.Duration
 	weight         any // func(K) int, checked against K by newOptions
+	errHandler     any // func(K, error), checked against K by newOptions
 	highBurst      int
 	slowTask       time.Duration
 	waitHistogram  bool
@@ -91,6 +92,17 @@ func newOptions[K comparable](opts []Option) (options, error) {
 			return o, &OptionError{Option: "WithWeight(nil)", Reason: "must not be nil"}
 		}
 	}
+	if o.errHandler != nil {
+		h, ok := o.errHandler.(func(K, error))
+		switch {
+		case !ok:
+			var key K
+			return o, &OptionError{Option: fmt.Sprintf("WithErrorHandler(%T)", o.errHandler),
+				Reason: fmt.Sprintf("must take the scheduler's key type %T", key)}
+		case h == nil:
+			return o, &OptionError{Option: "WithErrorHandler(nil)", Reason: "must not be nil"}
+		}
+	}
 	return o, nil
 }
 
@@ -151,6 +163,21 @@ func WithYieldInterval(d time.Duration) Option { return yieldIntervalOption(d) }
 // goroutine, and nothing is stored for idle sessions. Its key type must be the scheduler's: New returns an
 // [*OptionError] otherwise.
 func WithWeight[K comparable](weight func(key K) int) Option { return &weightOption{weight} }
+
+// WithErrorHandler sets where the failures of tasks queued with Post go:
+// fn's error, a [*PanicError], [ErrGoexit], or, for a task that never ran,
+// its submit ctx's error or [ErrClosed]. f is called once per failed task,
+// with its key, on the scheduler's goroutine once the task is over (on
+// Shutdown's caller for tasks a forced Shutdown dropped), with no lock
+// held; it may panic (logged) or call back into the scheduler. Without it
+// failures are logged at Error through [WithLogger]. Its key type must be
+// the scheduler's: New returns an [*OptionError] otherwise.
+func WithErrorHandler[K comparable](f func(key K, err error)) Option { return &errHandlerOption{f} }
+
+type errHandlerOption struct{ fn any }
+
+func (o *errHandlerOption) apply(opts *options) { opts.errHandler = o.fn }
+func (o *errHandlerOption) String() string      { return fmt.Sprintf("WithErrorHandler(%T)", o.fn) }
 
 // WithHighBurst caps the High lane's lead: after n consecutive High tasks in
 // a session, if a Normal task of that session is waiting, one Normal task

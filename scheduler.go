@@ -101,11 +101,12 @@ type Scheduler[K comparable] struct {
 	panics    atomic.Uint64
 	slowTasks atomic.Uint64
 
-	checkKeys    bool          // K can hold a key a map cannot (see keyCheckNeeded)
-	weight       func(K) int   // WithWeight, or nil
-	weightLogged atomic.Bool   // a bad weight was logged
-	hist         *[2]histogram // queue waits by priority; nil without WithWaitHistogram
-	epoch        time.Time     // time origin of task.at
+	checkKeys    bool           // K can hold a key a map cannot (see keyCheckNeeded)
+	errHandler   func(K, error) // WithErrorHandler, or nil
+	weight       func(K) int    // WithWeight, or nil
+	weightLogged atomic.Bool    // a bad weight was logged
+	hist         *[2]histogram  // queue waits by priority; nil without WithWaitHistogram
+	epoch        time.Time      // time origin of task.at
 }
 
 // New returns a scheduler configured by opts. It starts no goroutine. An
@@ -132,6 +133,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	force, s.cancel = context.WithCancel(context.Background())
 	s.core = core{force: force, lender: s}
 	s.weight, _ = o.weight.(func(K) int)
+	s.errHandler, _ = o.errHandler.(func(K, error))
 	s.checkKeys = keyCheckNeeded(reflect.TypeFor[K]())
 	if o.waitHistogram {
 		s.hist = new([2]histogram)
@@ -253,8 +255,12 @@ func shardCount(procs int) int {
 	return n
 }
 
-// notNew is returned for a nil or zero Scheduler.
-var notNew = &OptionError{Option: "Scheduler", Reason: "must be created by New"}
+// notNew is returned for a nil or zero Scheduler, and errNilSession for a
+// nil *Session.
+var (
+	notNew        = ErrNotNew
+	errNilSession = fmt.Errorf("seqsched: nil *Session (make one with Open): %w", ErrNotNew)
+)
 
 // keyCheckNeeded reports whether a K can be a key that a map cannot hold:
 // one not equal to itself (a NaN in a float, a complex, or an array or
@@ -317,19 +323,42 @@ func (s *Scheduler[K]) enqueue(key K, t *task) error {
 	}
 	sess := sh.sessions[key]
 	switch {
-	case sess != nil && !sess.scheduled: // an idle record: active again
-		sh.unidle(sess)
+	case sess != nil && !sess.scheduled: // idle: active again
+		sh.wake(sess)
 	case sess == nil:
-		sess = s.pool.Get().(*session[K])
-		sess.key, sess.sh = key, sh
-		if sh.sessions == nil {
-			sh.sessions = make(map[K]*session[K])
-		}
-		sh.sessions[key] = sess
+		sess = sh.make(s, key)
 	case sess.drain != nil:
 		sh.mu.Unlock()
 		return ErrSessionClosing
 	}
+	return s.admit(sh, sess, t)
+}
+
+// enqueueTo is enqueue for a handle's session: no hash, no map lookup.
+func (s *Scheduler[K]) enqueueTo(h *Session[K], t *task) error {
+	if s.hist != nil {
+		t.at = time.Since(s.epoch).Nanoseconds()
+	}
+	sh := h.sh
+	sh.mu.Lock()
+	if s.closed.Load() {
+		sh.mu.Unlock()
+		return ErrClosed
+	}
+	sess := h.sess
+	if sess.gone || sess.drain != nil {
+		sh.mu.Unlock()
+		return ErrSessionClosing
+	}
+	if !sess.scheduled {
+		sh.wake(sess)
+	}
+	return s.admit(sh, sess, t)
+}
+
+// admit queues t on sess, schedules sess if it has no goroutine, and
+// unlocks sh. Called with sh.mu held.
+func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) error {
 	q := &sess.normal
 	if t.prio == High {
 		q = &sess.high
@@ -411,10 +440,21 @@ func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
 		sh.mu.Unlock()
 		return nil
 	}
-	if !sess.scheduled { // an idle record: forget it now
-		sh.drop(sess)
+	return s.remove(ctx, sh, sess)
+}
+
+// remove drains and forgets sess (see Remove), and unlocks sh. Called with
+// sh.mu held.
+func (s *Scheduler[K]) remove(ctx context.Context, sh *shard[K], sess *session[K]) error {
+	if !sess.scheduled { // idle: forget it now
+		if sess.pins > 0 {
+			sh.pinnedIdle--
+			sh.forget(sess)
+		} else {
+			sh.drop(sess)
+		}
 		sh.mu.Unlock()
-		s.pool.Put(sess)
+		s.recycle(sess)
 		return nil
 	}
 	if sess.drain == nil {
@@ -501,15 +541,13 @@ func (s *Scheduler[K]) abort() {
 	waiting := s.abortSlots()
 	for i := range s.shards {
 		sh := &s.shards[i]
-		var dropped *task
+		var drop dropped
 		var forgotten []*session[K]
 		var drains []*drain
 		sh.mu.Lock()
 		for _, sess := range sh.sessions {
 			for t := sess.pop(0); t != nil; t = sess.pop(0) {
-				t.job.fail(ErrClosed)
-				t.next = dropped
-				dropped = t
+				drop.publish(t) // under the lock: a worker that retires sess ends its drain after this
 				sh.queued[t.prio]--
 				sh.completed[t.prio]++
 				sh.skipped++
@@ -518,9 +556,6 @@ func (s *Scheduler[K]) abort() {
 				sess.drain.err = ErrClosed
 			}
 		}
-		// Resolved under the lock: a worker retiring one of these sessions
-		// ends its drain after this, so Remove finds them resolved.
-		s.resolveAll(dropped)
 		for _, sess := range waiting {
 			if sess.sh == sh {
 				f, d := sh.retire(sess, s.idleCap)
@@ -533,11 +568,12 @@ func (s *Scheduler[K]) abort() {
 			}
 		}
 		sh.mu.Unlock()
+		drop.finish()
 		for _, d := range drains {
 			d.end()
 		}
 		for _, f := range forgotten {
-			s.pool.Put(f)
+			s.recycle(f)
 		}
 	}
 	s.release(int64(len(waiting)))
@@ -552,6 +588,14 @@ func (s *Scheduler[K]) release(n int64) {
 	}
 	if v == 0 && s.closed.Load() {
 		s.quietOnce.Do(func() { close(s.quiet) })
+	}
+}
+
+// recycle puts a forgotten session back in the pool, unless a handle held
+// it: a handle must go on finding it gone.
+func (s *Scheduler[K]) recycle(sess *session[K]) {
+	if !sess.handled {
+		s.pool.Put(sess)
 	}
 }
 

@@ -96,8 +96,15 @@ type session[K comparable] struct {
 	nextReady *session[K]
 	// Links in the shard's record list (see shard.idleHead), while listed.
 	idlePrev, idleNext *session[K]
-	reused             bool   // active again since it was listed or last passed over (see evictOldest)
-	run                func() // starts this session's turn; made once, so `go run()` allocates nothing
+	reused             bool // active again since it was listed or last passed over (see evictOldest)
+	// Handles (see Session): pins counts the open handles; a pinned session
+	// is never an idle record (never listed, counted in nidle or evicted).
+	// handled marks a session a handle ever held: it is never recycled, so
+	// that gone, set when it is forgotten, stays true for its handles.
+	pins    int
+	handled bool
+	gone    bool
+	run     func() // starts this session's turn; made once, so `go run()` allocates nothing
 }
 
 // drain is what Remove waits on: done is closed when the session has
@@ -132,6 +139,7 @@ type shard[K comparable] struct {
 	// session. nidle counts the idle records.
 	idleHead, idleTail *session[K]
 	nidle              int
+	pinnedIdle         int  // idle sessions held by a handle (not records)
 	evictTick          uint // retirements that found the records full
 	// Without WithMaxConcurrency: sessions activated while a goroutine was
 	// already at work on this shard wait in the start queue (pending)
@@ -164,6 +172,10 @@ func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K]
 		sess.drain = nil
 		sh.forget(sess)
 		return sess, d
+	}
+	if sess.pins > 0 { // held by a handle: kept, not an idle record
+		sh.pinnedIdle++
+		return nil, nil
 	}
 	if sh.nidle >= idleCap {
 		// Full. Mostly forget sess itself, which is in cache, rather than
@@ -198,7 +210,7 @@ const evictEvery = 8
 func (sh *shard[K]) evictOldest(sess *session[K]) *session[K] {
 	for t := sh.idleTail; t != nil; t = sh.idleTail {
 		switch {
-		case t == sess || t.scheduled:
+		case t == sess || t.scheduled || t.pins > 0:
 			sh.unlist(t)
 		case t.reused:
 			sh.unlist(t)
@@ -261,6 +273,7 @@ func (sh *shard[K]) forget(sess *session[K]) {
 		sh.unlist(sess)
 	}
 	delete(sh.sessions, sess.key)
+	sess.gone, sess.pins = true, 0
 }
 
 // drop forgets sess, an idle record. Called with sh.mu held.
@@ -433,7 +446,7 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (st ste
 	}
 	sh.mu.Unlock()
 	if forgotten != nil {
-		s.pool.Put(forgotten)
+		s.recycle(forgotten)
 	}
 	return st
 }
@@ -486,14 +499,27 @@ func (s *Scheduler[K]) start(sh *shard[K]) {
 	s.work(sess, nil, nil)
 }
 
-// resolveAll resolves a list of tasks (linked by next) in order.
-func (s *Scheduler[K]) resolveAll(t *task) {
-	for t != nil {
-		next := t.next
-		t.next = nil
-		t.job.resolve()
+// dropped is what a forced Shutdown took off a shard's queues: published
+// under the shard lock, so that a Remove that returns finds them resolved,
+// then woken, their ctxs ended and their failures reported after it.
+type dropped struct {
+	tasks   []*task
+	waiters []*waiter
+}
+
+// publish fails t with ErrClosed and publishes it. Called with sh.mu held.
+func (d *dropped) publish(t *task) {
+	t.job.fail(ErrClosed)
+	d.tasks = append(d.tasks, t)
+	d.waiters = append(d.waiters, t.job.publish())
+}
+
+// finish wakes what publish published. Called with no lock held.
+func (d *dropped) finish() {
+	for i, t := range d.tasks {
+		t.job.wake(d.waiters[i])
 		t.over()
-		t = next
+		t.job.report()
 	}
 }
 
@@ -530,6 +556,7 @@ func (s *Scheduler[K]) takeOver(sess *session[K], t *task, ran bool, next *task,
 		s.panics.Add(1)
 		go s.work(sess, t, &tn)
 		s.log(slog.LevelError, "seqsched: task called runtime.Goexit", key)
+		t.job.report() // reads only the task's own outcome, which the new goroutine leaves alone
 	case at == atWeight:
 		sess.first = next
 		tn = turn{limit: s.opts.yieldAfter}
@@ -556,4 +583,24 @@ func (s *Scheduler[K]) log(level slog.Level, msg string, key K, attrs ...slog.At
 		return
 	}
 	l.LogAttrs(ctx, level, msg, append(attrs, slog.Any("session", key))...)
+}
+
+// make creates key's session, idle. Called with sh.mu held.
+func (sh *shard[K]) make(s *Scheduler[K], key K) *session[K] {
+	sess := s.pool.Get().(*session[K])
+	sess.key, sess.sh, sess.gone = key, sh, false
+	if sh.sessions == nil {
+		sh.sessions = make(map[K]*session[K])
+	}
+	sh.sessions[key] = sess
+	return sess
+}
+
+// wake makes sess, idle, active again. Called with sh.mu held.
+func (sh *shard[K]) wake(sess *session[K]) {
+	if sess.pins > 0 {
+		sh.pinnedIdle--
+	} else {
+		sh.unidle(sess)
+	}
 }

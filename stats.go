@@ -42,7 +42,7 @@ func (s *Scheduler[K]) Stats() Stats {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		st.Sessions += len(sh.sessions) - sh.nidle
+		st.Sessions += len(sh.sessions) - sh.nidle - sh.pinnedIdle
 		st.Running += sh.running
 		st.Normal.Queued += sh.queued[Normal]
 		st.High.Queued += sh.queued[High]

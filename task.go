@@ -137,6 +137,9 @@ type job interface {
 	// publishes under its shard lock and wakes after it.
 	publish() *waiter
 	wake(*waiter)
+	// report hands a failed outcome to whoever wants it (Post's error
+	// handler); called once the outcome is known, with no lock held.
+	report()
 	// resolved reports whether resolve has happened.
 	resolved() bool
 }

@@ -63,6 +63,7 @@ func (s *Scheduler[K]) badWeight(key K, why string) {
 func (s *Scheduler[K]) skip(t *task) (skipped bool) {
 	if s.forced.Load() {
 		t.job.fail(ErrClosed) // no task starts after Shutdown gave up
+		t.job.report()
 		return true
 	}
 	normal := false
@@ -81,6 +82,7 @@ func (s *Scheduler[K]) skip(t *task) (skipped bool) {
 	normal = true
 	if err != nil {
 		t.job.fail(err)
+		t.job.report()
 		return true
 	}
 	return false
@@ -105,6 +107,7 @@ func (s *Scheduler[K]) run(sess *session[K], t *task, ran *bool) {
 		s.panics.Add(1)
 		s.log(slog.LevelError, "seqsched: task panicked", sess.key, slog.Any("panic", perr.Value), slog.String("stack", string(perr.Stack)))
 	}
+	t.job.report()
 	if s.opts.slowTask > 0 {
 		if d := time.Since(start); d > s.opts.slowTask {
 			s.slowTasks.Add(1)

@@ -1,0 +1,106 @@
+package seqsched_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/seqsched/seqsched"
+)
+
+// A connection opens a handle on its session once and sends through it:
+// no key lookup per message. Close drains what was accepted, then forgets.
+func ExampleScheduler_Open() {
+	s, err := seqsched.New[string]()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+
+	conn, err := s.Open("conn-7")
+	if err != nil {
+		panic(err)
+	}
+	for _, msg := range []string{"hello", "how are you?", "bye"} {
+		if err := conn.Post(context.Background(), func(context.Context) error {
+			fmt.Println("send", msg)
+			return nil
+		}); err != nil {
+			panic(err)
+		}
+	}
+	if err := conn.Close(context.Background()); err != nil { // runs the three sends first
+		panic(err)
+	}
+	err = conn.Post(context.Background(), func(context.Context) error { return nil })
+	fmt.Println(errors.Is(err, seqsched.ErrSessionClosing))
+	// Output:
+	// send hello
+	// send how are you?
+	// send bye
+	// true
+}
+
+// A task with a result through a handle.
+func ExampleSubmitTo() {
+	s, err := seqsched.New[string]()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+	acct, err := s.Open("acct-1")
+	if err != nil {
+		panic(err)
+	}
+	defer acct.Close(context.Background())
+
+	f, err := seqsched.SubmitTo(context.Background(), acct, func(context.Context) (int, error) { return 42, nil })
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(f.Await(context.Background()))
+	// Output: 42 <nil>
+}
+
+// Posted tasks have no future: their failures go to WithErrorHandler.
+func ExampleWithErrorHandler() {
+	s, err := seqsched.New[string](seqsched.WithErrorHandler(func(key string, err error) {
+		fmt.Printf("%s: %v\n", key, err)
+	}))
+	if err != nil {
+		panic(err)
+	}
+	_ = s.Post(context.Background(), "conn-1", func(context.Context) error { return errors.New("peer gone") })
+	_ = s.Post(context.Background(), "conn-1", func(context.Context) error { panic("bug") })
+	_ = s.Shutdown(context.Background())
+	// Output:
+	// conn-1: peer gone
+	// conn-1: seqsched: task panicked: bug
+}
+
+// Queued tells a messaging server how far behind a client is, before its
+// queue is full: the running task is not counted.
+func ExampleSession_Queued() {
+	s, err := seqsched.New[string]()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+	conn, err := s.Open("slow-client")
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close(context.Background())
+
+	started, release := make(chan struct{}), make(chan struct{})
+	_ = conn.Post(context.Background(), func(context.Context) error { close(started); <-release; return nil })
+	<-started
+	for range 3 {
+		_ = conn.Post(context.Background(), func(context.Context) error { return nil })
+	}
+	_ = conn.Post(context.Background(), func(context.Context) error { return nil }, seqsched.High)
+	high, normal := conn.Queued()
+	fmt.Println(high, normal)
+	close(release)
+	// Output: 1 3
+}
