@@ -20,11 +20,11 @@ import (
 const streamN = 1000
 
 func streamImpls() []bench.Maker {
-	return append([]bench.Maker{{Name: "floor-chan", New: bench.NewFloorChan}}, bench.Keyed()...)
+	return append(append([]bench.Maker{{Name: "floor-chan", New: bench.NewFloorChan}}, bench.Keyed()...), bench.V2()...)
 }
 
 func roundtripImpls() []bench.Maker {
-	return append([]bench.Maker{{Name: "floor-goroutine", New: bench.NewFloorGoroutine}}, bench.Keyed()...)
+	return append(append([]bench.Maker{{Name: "floor-goroutine", New: bench.NewFloorGoroutine}}, bench.Keyed()...), bench.V2()...)
 }
 
 // measure runs op in b.Loop and reports per-task figures; tasksPerOp is how
@@ -95,7 +95,7 @@ func ManyTasks(sessions int) int {
 func BenchmarkMany(b *testing.B) {
 	for _, sessions := range []int{1_000, 100_000} {
 		for _, np := range ManyProducers() {
-			for _, mk := range bench.Keyed() {
+			for _, mk := range append(bench.Keyed(), bench.V2()...) {
 				name := fmt.Sprintf("sessions=%d/producers=%d/impl=%s", sessions, np, mk.Name)
 				b.Run(name, func(b *testing.B) {
 					base := runtime.NumGoroutine()

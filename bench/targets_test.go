@@ -23,10 +23,19 @@ var strictTargets = flag.Bool("targets.strict", false,
 // removed). Any target not listed here that misses fails the test. Targets
 // themselves are never changed here.
 var knownMiss = map[string]string{
-	"stream: seqsched / floor-chan":               "what a task cannot do without (future, two lock sections, WaitGroup, swap) adds up to 1.7x the floor: BenchmarkPrimitive; with no allocation and no WaitGroup still 2.1x (item 21)",
-	"roundtrip: seqsched-await / floor-goroutine": "near parity: 1.24-1.52x from run to run (1.25-1.43x in 45 full runs after change 19, passing in 26); a shard lock on each side and a 128-byte task around the spawn",
-	"many s=1000 p=2: seqsched / naive-chan":      "no allocation and a parked goroutine per key: ~60 ns a task, under the ~82 ns of a seqsched task's primitives; with no allocation and no WaitGroup still 1.7x (item 21)",
+	"stream: seqsched / floor-chan":               "what a task cannot do without (future, two lock sections, WaitGroup, swap) adds up to 1.7x the floor: BenchmarkPrimitive; a build with no allocation and no WaitGroup per task still measured 2.1x",
+	"roundtrip: seqsched-await / floor-goroutine": "near parity: 1.24-1.52x from run to run (1.25-1.43x over 45 full runs, passing in 26); a shard lock on each side and a 128-byte task around the spawn",
+	"many s=1000 p=2: seqsched / naive-chan":      "no allocation and a parked goroutine per key: ~60 ns a task, under the ~82 ns of a seqsched task's primitives; a build with no allocation and no WaitGroup per task still measured 1.7x",
 	"many s=100000 p=2: seqsched / pkgz-pool":     "near parity: 0.66-1.68x from run to run; 2 fixed workers: no session to start, no map",
+	// Core v2's paths (BENCHMARKS.md, "Session handles and Post").
+	"allocs/task: stream (handle Post)":            "a posted task's node is fn's ctx, which must stay done once the task is over (the context contract): recycling it would hand a kept ctx to another task",
+	"stream: seqsched-hpost / floor-chan":          "1 allocation per task (see above) and the same two lock sections as Go: no faster than Go by key here",
+	"stream: seqsched-hgo / floor-chan":            "a handle saves the hash and map lookup only (~10 ns of ~200 here); the future, the locks and the GC it drives stay",
+	"stream: seqsched-hpost / protoactor":          "protoactor's mailbox allocates nothing per message",
+	"stream: seqsched-hgo / protoactor":            "as for seqsched-hpost",
+	"roundtrip: seqsched-hgo / floor-goroutine":    "the same path as Go by key plus a future: 1.6-2.1x here",
+	"many s=1000 p=2: seqsched-post / naive-chan":  "1 allocation and a session activation (a shard lock, a live token) per task; naive-chan has a parked goroutine per key",
+	"many s=100000 p=2: seqsched-post / pkgz-pool": "as for seqsched: 2 fixed workers, no session to start, no map",
 }
 
 // TestTargets is the suite's pass/fail summary: the targets of issue 3, as
@@ -194,6 +203,9 @@ func TestTargets(t *testing.T) {
 		}
 	}
 
+	// Core v2's paths: handles and Post.
+	v2Targets(check, allocCheck, reps, manyReps, sessionsList)
+
 	// High p99 start latency with 10,000 queued Normal tasks ≤ 2 task-durations.
 	{
 		impl := bench.NewSeqsched()
@@ -245,4 +257,97 @@ func allocsPerTask(tasksPerOp int, op func()) float64 {
 	}
 	runtime.ReadMemStats(&m1)
 	return float64(m1.Mallocs-m0.Mallocs) / float64(runs*tasksPerOp)
+}
+
+// v2Targets checks the targets of core v2 (session handles and Post),
+// measured side by side with the floors and peers in this run.
+func v2Targets(check func(string, float64, float64, string, bool, ...string), allocCheck func(string, float64),
+	reps, manyReps int, sessionsList []int) {
+	streamOp := func(mk func() bench.Impl) (func() time.Duration, bench.Impl, bench.Producer) {
+		impl := mk()
+		p, c := bench.NewProducer(impl), bench.NewCounter()
+		return func() time.Duration {
+			const ops = 10
+			start := time.Now()
+			for range ops {
+				bench.Stream(p, c, streamN)
+			}
+			return time.Since(start) / (ops * streamN)
+		}, impl, p
+	}
+	floor, floorImpl, _ := streamOp(bench.NewFloorChan)
+	proto, protoImpl, _ := streamOp(bench.NewProtoactor)
+	for _, v := range []struct {
+		name  string
+		mk    func() bench.Impl
+		limit float64
+	}{
+		{"seqsched-hpost", bench.NewSeqschedHandlePost, 1.25},
+		{"seqsched-hgo", bench.NewSeqschedHandleGo, 2.0},
+	} {
+		op, impl, p := streamOp(v.mk)
+		check("stream: "+v.name+" / floor-chan", medianRatio(reps, op, floor), v.limit, "x", true)
+		check("stream: "+v.name+" / protoactor", medianRatio(reps, op, proto), nextBelow1, "x", true)
+		if v.name == "seqsched-hpost" {
+			c := bench.NewCounter()
+			perTask := allocsPerTask(streamN, func() { bench.Stream(p, c, streamN) })
+			check("allocs/task: stream (handle Post)", math.Floor(perTask), 0, "allocs", false,
+				fmt.Sprintf("measured %.4f per task", perTask))
+		}
+		impl.Close()
+	}
+	floorImpl.Close()
+	protoImpl.Close()
+
+	rtOp := func(mk func() bench.Impl) (func() time.Duration, bench.Impl) {
+		impl := mk()
+		return func() time.Duration {
+			const ops = 2000
+			start := time.Now()
+			for range ops {
+				bench.RoundTrip(impl)
+			}
+			return time.Since(start) / ops
+		}, impl
+	}
+	hrt, hImpl := rtOp(bench.NewSeqschedHandleGo)
+	grt, gImpl := rtOp(bench.NewFloorGoroutine)
+	prt, pImpl := rtOp(bench.NewProtoactor)
+	check("roundtrip: seqsched-hgo / floor-goroutine", medianRatio(reps, hrt, grt), 1.25, "x", true)
+	check("roundtrip: seqsched-hgo / protoactor", medianRatio(reps, hrt, prt), nextBelow1, "x", true)
+	hImpl.Close()
+	gImpl.Close()
+	pImpl.Close()
+
+	for _, sessions := range sessionsList {
+		for _, np := range ManyProducers() {
+			n := ManyTasks(sessions)
+			opsPerRep := max(1, 100_000/n)
+			manyOp := func(mk func() bench.Impl) (func() time.Duration, bench.Impl) {
+				impl := mk()
+				ps := bench.NewProducers(impl, np)
+				c := bench.NewCounter()
+				op := func() time.Duration {
+					start := time.Now()
+					for range opsPerRep {
+						bench.Many(ps, c, sessions, n)
+					}
+					return time.Since(start) / time.Duration(opsPerRep*n)
+				}
+				op()
+				return op, impl
+			}
+			post, postImpl := manyOp(bench.NewSeqschedPost)
+			for _, mk := range bench.Keyed() {
+				if strings.HasPrefix(mk.Name, "seqsched") {
+					continue
+				}
+				other, otherImpl := manyOp(mk.New)
+				r := medianRatio(manyReps, post, other)
+				otherImpl.Close()
+				check(fmt.Sprintf("many s=%d p=%d: seqsched-post / %s", sessions, np, mk.Name), r, nextBelow1, "x", true)
+			}
+			postImpl.Close()
+		}
+	}
 }
