@@ -38,8 +38,9 @@ var knownMiss = map[string]string{
 	"many s=100000 p=2: seqsched-post / pkgz-pool": "as for seqsched: 2 fixed workers, no session to start, no map",
 }
 
-// TestTargets is the suite's pass/fail summary: the targets of issue 3, as
-// ratios measured side by side in this run.
+// TestTargets is the suite's pass/fail summary: the performance targets
+// (allocations, goroutines, idle heap, and ratios to the floors, the naive
+// designs and the peers), measured side by side in this run.
 //
 // Exact checks (allocations per task, goroutines retained, idle heap) are
 // strict in every mode. Timing checks (stream, roundtrip and many ratios,
