@@ -50,19 +50,15 @@ import (
 //     tasks can starve Normal ones of their own session if they keep coming.
 //   - A session gets a goroutine only when it has work, at most one at a
 //     time, and gives it up when its queues are empty. Goroutines are
-//     reused: without WithMaxConcurrency, a session that gets work while a
-//     goroutine is at work on its shard (one of up to 256 groups of keys)
-//     joins the shard's start queue. That goroutine takes it once its own
-//     session is idle, unless a starter goroutine, started for the queue,
-//     takes it first. So a burst of new sessions costs few goroutines, and
-//     a task that blocks delays no other session. An idle session
-//     keeps no tasks and no goroutine, only a record of about 200 bytes
-//     that its key's next task reuses. The scheduler keeps at most 4096
-//     records: when they are full, a session going idle is mostly dropped
-//     at once, and every 8th time the oldest record not used again since
-//     it was kept makes way for it, so records of keys that stopped coming
-//     age out. A million idle keys leave at most 4096 records. New starts
-//     no goroutine; there are no timers and no polling.
+//     reused: without WithMaxConcurrency, a session that gets work while
+//     a goroutine is busy with a session near it waits for that goroutine
+//     or for a new one, whichever is first, so a burst of new sessions
+//     costs few goroutines and a task that blocks delays no other
+//     session. An idle session keeps no tasks and no goroutine, only a
+//     small record that its key's next task reuses; the scheduler keeps a
+//     bounded number of them, and records of keys that stopped coming age
+//     out, so memory does not grow with the number of keys ever seen. New
+//     starts no goroutine; there are no timers and no polling.
 //   - After every WithYieldAfter tasks (a turn; see also WithWeight and
 //     WithYieldInterval) a session checks for waiting sessions. Under
 //     WithMaxConcurrency it goes to the back of the FIFO ready queue and
@@ -238,26 +234,6 @@ func (s *Scheduler[K]) check(ctx context.Context, opts []TaskOption) (Priority, 
 	return taskPriority(opts)
 }
 
-// idleRecords is how many idle sessions a scheduler keeps for reuse, over
-// all its shards: a key that comes back soon finds its record instead of
-// making one. About 200 bytes each with a small key, so under 1 MiB in all.
-const idleRecords = 4096
-
-// shardCount is how many shards New makes for procs Ps: 16 per P, rounded
-// up to a power of two, at most 256. Producers and the goroutines that retire
-// sessions take shard locks about once per task, and with fewer shards they
-// collide often enough to park each other: with 4 per P (8 shards on 2 cores)
-// the lock's slow path and wake-ups were a fifth of the CPU profile at 100,000
-// sessions, and 16 per P made that workload 11% faster; 32 per P gained
-// nothing more.
-func shardCount(procs int) int {
-	n := 8
-	for n < 16*procs && n < 256 {
-		n *= 2
-	}
-	return n
-}
-
 // notNew is returned for a nil or zero Scheduler, and errNilSession for a
 // nil *Session.
 var (
@@ -306,10 +282,6 @@ func checkKey[K comparable](key K) (err error) {
 		return &KeyError{Key: key, Reason: "is not equal to itself (it is or holds a NaN)"}
 	}
 	return nil
-}
-
-func (s *Scheduler[K]) shard(key K) *shard[K] {
-	return &s.shards[maphash.Comparable(s.seed, key)&s.mask]
 }
 
 // enqueue appends t to key's session, creating the session if it is idle,
