@@ -103,41 +103,18 @@ func TestTargets(t *testing.T) {
 	}
 
 	// stream ≤ 1.5× the buffered-channel floor per task.
-	streamOp := func(mk func() bench.Impl) (func() time.Duration, func()) {
-		impl := mk()
-		p, c := bench.NewProducer(impl), bench.NewCounter()
-		return func() time.Duration {
-			const ops = 10
-			start := time.Now()
-			for range ops {
-				bench.Stream(p, c, streamN)
-			}
-			return time.Since(start) / (ops * streamN)
-		}, impl.Close
-	}
-	seqStream, closeA := streamOp(bench.NewSeqsched)
-	floorStream, closeB := streamOp(bench.NewFloorChan)
+	seqStream, seqImpl, _ := streamTimer(bench.NewSeqsched)
+	floorStream, floorImpl, _ := streamTimer(bench.NewFloorChan)
 	check("stream: seqsched / floor-chan", medianRatio(reps, seqStream, floorStream), 1.5, "x", true)
-	closeA()
-	closeB()
+	seqImpl.Close()
+	floorImpl.Close()
 
 	// roundtrip ≤ 1.3× the goroutine floor, through the future (Await).
-	rtOp := func(mk func() bench.Impl) (func() time.Duration, func()) {
-		impl := mk()
-		return func() time.Duration {
-			const ops = 2000
-			start := time.Now()
-			for range ops {
-				bench.RoundTrip(impl)
-			}
-			return time.Since(start) / ops
-		}, impl.Close
-	}
-	seqRT, closeA := rtOp(bench.NewSeqschedAwait)
-	floorRT, closeB := rtOp(bench.NewFloorGoroutine)
+	seqRT, seqRTImpl := roundTripTimer(bench.NewSeqschedAwait)
+	floorRT, floorRTImpl := roundTripTimer(bench.NewFloorGoroutine)
 	check("roundtrip: seqsched-await / floor-goroutine", medianRatio(reps, seqRT, floorRT), 1.3, "x", true)
-	closeA()
-	closeB()
+	seqRTImpl.Close()
+	floorRTImpl.Close()
 
 	// ≤ 1 allocation per task (exact: counted, not timed), with futures
 	// left alone and with every future awaited.
@@ -172,29 +149,15 @@ func TestTargets(t *testing.T) {
 			// 1,000 sessions, ~15 ms), so that a GC cycle or a stall of a
 			// millisecond or two is spread over it instead of deciding it.
 			opsPerRep := max(1, 100_000/n)
-			manyOp := func(mk func() bench.Impl) (func() time.Duration, bench.Impl) {
-				impl := mk()
-				ps := bench.NewProducers(impl, np)
-				c := bench.NewCounter()
-				op := func() time.Duration {
-					start := time.Now()
-					for range opsPerRep {
-						bench.Many(ps, c, sessions, n)
-					}
-					return time.Since(start) / time.Duration(opsPerRep*n)
-				}
-				op() // warm: sessions, pools and maps exist before timing
-				return op, impl
-			}
 			base := runtime.NumGoroutine()
-			seq, seqImpl := manyOp(bench.NewSeqsched)
+			seq, seqImpl := manyTimer(bench.NewSeqsched, np, sessions, n, opsPerRep)
 			allocCheck(fmt.Sprintf("allocs/task: many s=%d p=%d", sessions, np), allocsPerTask(opsPerRep*n, func() { seq() }))
 			check(fmt.Sprintf("goroutines idle: many s=%d p=%d", sessions, np), float64(bench.Settle(base)), 0, "goroutines", false)
 			for _, mk := range bench.Keyed() {
 				if strings.HasPrefix(mk.Name, "seqsched") {
 					continue
 				}
-				other, otherImpl := manyOp(mk.New)
+				other, otherImpl := manyTimer(mk.New, np, sessions, n, opsPerRep)
 				r := medianRatio(manyReps, seq, other)
 				otherImpl.Close()
 				// "Faster than" is a strict inequality: the ratio must be < 1.
@@ -264,20 +227,8 @@ func allocsPerTask(tasksPerOp int, op func()) float64 {
 // measured side by side with the floors and peers in this run.
 func v2Targets(check func(string, float64, float64, string, bool, ...string), allocCheck func(string, float64),
 	reps, manyReps int, sessionsList []int) {
-	streamOp := func(mk func() bench.Impl) (func() time.Duration, bench.Impl, bench.Producer) {
-		impl := mk()
-		p, c := bench.NewProducer(impl), bench.NewCounter()
-		return func() time.Duration {
-			const ops = 10
-			start := time.Now()
-			for range ops {
-				bench.Stream(p, c, streamN)
-			}
-			return time.Since(start) / (ops * streamN)
-		}, impl, p
-	}
-	floor, floorImpl, _ := streamOp(bench.NewFloorChan)
-	proto, protoImpl, _ := streamOp(bench.NewProtoactor)
+	floor, floorImpl, _ := streamTimer(bench.NewFloorChan)
+	proto, protoImpl, _ := streamTimer(bench.NewProtoactor)
 	for _, v := range []struct {
 		name  string
 		mk    func() bench.Impl
@@ -286,7 +237,7 @@ func v2Targets(check func(string, float64, float64, string, bool, ...string), al
 		{"seqsched-hpost", bench.NewSeqschedHandlePost, 1.25},
 		{"seqsched-hgo", bench.NewSeqschedHandleGo, 2.0},
 	} {
-		op, impl, p := streamOp(v.mk)
+		op, impl, p := streamTimer(v.mk)
 		check("stream: "+v.name+" / floor-chan", medianRatio(reps, op, floor), v.limit, "x", true)
 		check("stream: "+v.name+" / protoactor", medianRatio(reps, op, proto), nextBelow1, "x", true)
 		if v.name == "seqsched-hpost" {
@@ -300,20 +251,9 @@ func v2Targets(check func(string, float64, float64, string, bool, ...string), al
 	floorImpl.Close()
 	protoImpl.Close()
 
-	rtOp := func(mk func() bench.Impl) (func() time.Duration, bench.Impl) {
-		impl := mk()
-		return func() time.Duration {
-			const ops = 2000
-			start := time.Now()
-			for range ops {
-				bench.RoundTrip(impl)
-			}
-			return time.Since(start) / ops
-		}, impl
-	}
-	hrt, hImpl := rtOp(bench.NewSeqschedHandleGo)
-	grt, gImpl := rtOp(bench.NewFloorGoroutine)
-	prt, pImpl := rtOp(bench.NewProtoactor)
+	hrt, hImpl := roundTripTimer(bench.NewSeqschedHandleGo)
+	grt, gImpl := roundTripTimer(bench.NewFloorGoroutine)
+	prt, pImpl := roundTripTimer(bench.NewProtoactor)
 	check("roundtrip: seqsched-hgo / floor-goroutine", medianRatio(reps, hrt, grt), 1.25, "x", true)
 	check("roundtrip: seqsched-hgo / protoactor", medianRatio(reps, hrt, prt), nextBelow1, "x", true)
 	hImpl.Close()
@@ -324,26 +264,12 @@ func v2Targets(check func(string, float64, float64, string, bool, ...string), al
 		for _, np := range ManyProducers() {
 			n := ManyTasks(sessions)
 			opsPerRep := max(1, 100_000/n)
-			manyOp := func(mk func() bench.Impl) (func() time.Duration, bench.Impl) {
-				impl := mk()
-				ps := bench.NewProducers(impl, np)
-				c := bench.NewCounter()
-				op := func() time.Duration {
-					start := time.Now()
-					for range opsPerRep {
-						bench.Many(ps, c, sessions, n)
-					}
-					return time.Since(start) / time.Duration(opsPerRep*n)
-				}
-				op()
-				return op, impl
-			}
-			post, postImpl := manyOp(bench.NewSeqschedPost)
+			post, postImpl := manyTimer(bench.NewSeqschedPost, np, sessions, n, opsPerRep)
 			for _, mk := range bench.Keyed() {
 				if strings.HasPrefix(mk.Name, "seqsched") {
 					continue
 				}
-				other, otherImpl := manyOp(mk.New)
+				other, otherImpl := manyTimer(mk.New, np, sessions, n, opsPerRep)
 				r := medianRatio(manyReps, post, other)
 				otherImpl.Close()
 				check(fmt.Sprintf("many s=%d p=%d: seqsched-post / %s", sessions, np, mk.Name), r, nextBelow1, "x", true)
@@ -351,4 +277,52 @@ func v2Targets(check func(string, float64, float64, string, bool, ...string), al
 			postImpl.Close()
 		}
 	}
+}
+
+// streamTimer makes mk's implementation and returns an operation that
+// times a stream, per task, with the producer it streams through.
+func streamTimer(mk func() bench.Impl) (func() time.Duration, bench.Impl, bench.Producer) {
+	impl := mk()
+	p, c := bench.NewProducer(impl), bench.NewCounter()
+	return func() time.Duration {
+		const ops = 10
+		start := time.Now()
+		for range ops {
+			bench.Stream(p, c, streamN)
+		}
+		return time.Since(start) / (ops * streamN)
+	}, impl, p
+}
+
+// roundTripTimer makes mk's implementation and returns an operation that
+// times a round trip.
+func roundTripTimer(mk func() bench.Impl) (func() time.Duration, bench.Impl) {
+	impl := mk()
+	return func() time.Duration {
+		const ops = 2000
+		start := time.Now()
+		for range ops {
+			bench.RoundTrip(impl)
+		}
+		return time.Since(start) / ops
+	}, impl
+}
+
+// manyTimer makes mk's implementation with np producers and returns an
+// operation that times opsPerRep many operations of n tasks over sessions
+// keys, per task. It runs the operation once first: sessions, pools and
+// maps exist before timing.
+func manyTimer(mk func() bench.Impl, np, sessions, n, opsPerRep int) (func() time.Duration, bench.Impl) {
+	impl := mk()
+	ps := bench.NewProducers(impl, np)
+	c := bench.NewCounter()
+	op := func() time.Duration {
+		start := time.Now()
+		for range opsPerRep {
+			bench.Many(ps, c, sessions, n)
+		}
+		return time.Since(start) / time.Duration(opsPerRep*n)
+	}
+	op()
+	return op, impl
 }
