@@ -137,12 +137,12 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.start = func() { s.start(sh) }
+		sh.starterFn = func() { s.runStarter(sh) }
 	}
 	s.pool.New = func() any {
 		sess := &session[K]{}
 		sess.core = &s.core
-		sess.run = func() { s.work(sess, nil, nil) }
+		sess.launch = func() { s.work(sess, nil, nil) }
 		return sess
 	}
 	return s, nil
@@ -354,23 +354,23 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) error {
 			// sess takes no live token: while the start queue is not
 			// empty, a starter is on its way, holding one.
 			sh.pending.push(sess)
-			if !sh.starter {
-				sh.starter, starter = true, true
+			if !sh.starterOnWay {
+				sh.starterOnWay, starter = true, true
 				s.takeToken() // the starter's; under the lock, so Shutdown's barrier sees it
 			}
 		default:
 			s.takeToken() // sess's; under the lock, so Shutdown's barrier sees it
-			if s.schedule(sess) {
+			if s.claimSlot(sess) {
 				// The session's only task goes straight to the goroutine
 				// that starts now: it is running, not queued, and counts
 				// towards WithHighBurst's run as a popped task does.
-				sess.first = sess.started(t)
+				sess.first = sess.countStart(t)
 				sh.running++
 				if s.opts.maxConcurrency == 0 {
 					sh.workers++
 				}
 				sh.mu.Unlock()
-				go sess.run()
+				go sess.launch()
 				return nil
 			}
 		}
@@ -379,7 +379,7 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) error {
 	sh.queued[t.prio]++
 	sh.mu.Unlock()
 	if starter {
-		go sh.start()
+		go sh.starterFn()
 	}
 	return nil
 }

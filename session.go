@@ -37,7 +37,7 @@ func (q *queue) pop() *task {
 // the deadlock guard.
 type lanes struct {
 	high, normal queue
-	highRun      int   // High tasks started in a row (for WithHighBurst; see started)
+	highRun      int   // High tasks started in a row (for WithHighBurst; see countStart)
 	core         *core // the scheduler's untyped half; set once, when the session is made
 }
 
@@ -46,19 +46,19 @@ type lanes struct {
 // goes first.
 func (l *lanes) pop(burst int) *task {
 	if burst > 0 && l.highRun >= burst && l.normal.n > 0 {
-		return l.started(l.normal.pop())
+		return l.countStart(l.normal.pop())
 	}
 	if l.high.n > 0 {
-		return l.started(l.high.pop())
+		return l.countStart(l.high.pop())
 	}
-	return l.started(l.normal.pop())
+	return l.countStart(l.normal.pop())
 }
 
-// started counts t, the task about to run (nil if none), in the run of High
+// countStart counts t, the task about to run (nil if none), in the run of High
 // tasks in a row that WithHighBurst caps, and returns it. pop calls it, and
 // so does Submit for the first task of an idle session, which it hands to
 // the session's new goroutine without a pop.
-func (l *lanes) started(t *task) *task {
+func (l *lanes) countStart(t *task) *task {
 	if t != nil && t.prio == High {
 		l.highRun++
 	} else {
@@ -142,7 +142,7 @@ type session[K comparable] struct {
 	pins    int
 	handled bool
 	gone    bool
-	run     func() // starts this session's turn; made once, so `go run()` allocates nothing
+	launch  func() // starts a worker on this session; made once, so `go launch()` allocates nothing
 }
 
 // drain is what Remove waits on: done is closed when the session has

@@ -30,15 +30,15 @@ type shard[K comparable] struct {
 	// Without WithMaxConcurrency: sessions activated while a goroutine was
 	// already at work on this shard wait in the start queue (pending)
 	// instead of each getting a new goroutine. A worker whose session goes
-	// idle takes the oldest; a starter (see Scheduler.start) makes sure one
+	// idle takes the oldest; a starter (see Scheduler.runStarter) makes sure one
 	// is taken even while every worker is busy in a task. workers counts
 	// the goroutines running this shard's sessions; starter is set while a
 	// starter is on its way.
-	pending waiting[K]
-	workers int
-	starter bool
-	start   func() // runs Scheduler.start for this shard; made once, so `go start()` allocates nothing
-	_       [64]byte
+	pending      waiting[K]
+	workers      int
+	starterOnWay bool
+	starterFn    func() // runs Scheduler.runStarter for this shard; made once, so `go starterFn()` allocates nothing
+	_            [64]byte
 }
 
 // retire ends sess's activity: it has no work left. A drained session
@@ -188,9 +188,9 @@ func (sh *shard[K]) wake(sess *session[K]) {
 	}
 }
 
-// take pops sess's next task, if any, and counts it running. Called with
+// takeNext pops sess's next task, if any, and counts it running. Called with
 // sh.mu held.
-func (sh *shard[K]) take(sess *session[K], burst int) *task {
+func (sh *shard[K]) takeNext(sess *session[K], burst int) *task {
 	t := sess.pop(burst)
 	if t != nil {
 		sh.queued[t.prio]--
@@ -199,29 +199,29 @@ func (sh *shard[K]) take(sess *session[K], burst int) *task {
 	return t
 }
 
-// start is a starter: a goroutine started for sh's start queue. It takes
+// runStarter is a starter: a goroutine started for sh's start queue. It takes
 // the oldest waiting session and runs it; if more wait, it first starts
 // the next starter, since the session it runs may block in a task for
 // ever. A starter that finds the queue emptied by workers exits.
-func (s *Scheduler[K]) start(sh *shard[K]) {
+func (s *Scheduler[K]) runStarter(sh *shard[K]) {
 	sh.mu.Lock()
 	sess := sh.pending.pop()
 	if sess == nil {
-		sh.starter = false
+		sh.starterOnWay = false
 		sh.mu.Unlock()
 		s.release(1)
 		return
 	}
 	sh.workers++
-	sess.first = sh.take(sess, s.opts.highBurst) // as Submit does for a goroutine it starts
+	sess.first = sh.takeNext(sess, s.opts.highBurst) // as Submit does for a goroutine it starts
 	more := sh.pending.head != nil
-	sh.starter = more
+	sh.starterOnWay = more
 	if more {
 		s.takeToken() // the next starter's, under the lock as in enqueue
 	}
 	sh.mu.Unlock()
 	if more {
-		go sh.start()
+		go sh.starterFn()
 	}
 	s.work(sess, nil, nil)
 }

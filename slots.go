@@ -94,7 +94,7 @@ func (q *slots[K]) handOn() *session[K] {
 	return sess
 }
 
-// schedule gives sess, just marked scheduled by Submit, a slot, or queues it
+// claimSlot gives sess, just marked scheduled by Submit, a slot, or queues it
 // for one; it reports whether the caller must start sess's goroutine. The
 // live token Submit took moves to the goroutine or stays with the waiting
 // session.
@@ -104,7 +104,7 @@ func (q *slots[K]) handOn() *session[K] {
 // is queued: sessions queue in the order their first task was accepted, and
 // a session with accepted work is never left out of the queue while a
 // preempted submitter gets round to queueing it.
-func (s *Scheduler[K]) schedule(sess *session[K]) bool {
+func (s *Scheduler[K]) claimSlot(sess *session[K]) bool {
 	if max := s.opts.maxConcurrency; max > 0 {
 		s.slots.mu.Lock()
 		// After a forced shutdown nobody serves the ready queue: start the
@@ -208,7 +208,7 @@ func (s *Scheduler[K]) lend(t *task) bool {
 		// After a forced Shutdown the head still starts: it finds its
 		// queues emptied and retires, releasing its token.
 		if head := s.slots.handOn(); head != nil {
-			go head.run() // head's live token moves to the goroutine
+			go head.launch() // head's live token moves to the goroutine
 		}
 	}
 	return true

@@ -18,7 +18,7 @@ func startState(sh *shard[int]) (pending, workers int, starter bool) {
 	for sess := sh.pending.head; sess != nil; sess = sess.nextReady {
 		pending++
 	}
-	return pending, sh.workers, sh.starter
+	return pending, sh.workers, sh.starterOnWay
 }
 
 // gated submits a task to key that blocks until gate is closed.
@@ -72,7 +72,7 @@ func busyWithoutStarter(t *testing.T, s *Scheduler[int]) (sh *shard[int], gate c
 	first = gated(t, s, 0, gate)
 	synctest.Wait()
 	sh.mu.Lock()
-	sh.starter = true
+	sh.starterOnWay = true
 	sh.mu.Unlock()
 	return sh, gate, first
 }
@@ -104,7 +104,7 @@ func TestIdleWorkerTakesWaitingSession(t *testing.T) {
 		require.Equal(t, 0, workers)
 
 		sh.mu.Lock()
-		sh.starter = false // no starter came: undo the pretence
+		sh.starterOnWay = false // no starter came: undo the pretence
 		sh.mu.Unlock()
 		require.NoError(t, s.Shutdown(context.Background()))
 	})
@@ -123,7 +123,7 @@ func TestStarterFindingQueueEmptiedExits(t *testing.T) {
 		awaitOK(t, first, f)
 		synctest.Wait()
 		s.live.Add(1) // the token enqueue would have taken for the starter
-		go sh.start()
+		go sh.starterFn()
 		synctest.Wait()
 		pending, workers, starter := startState(sh)
 		require.Equal(t, [3]any{0, 0, false}, [3]any{pending, workers, starter})

@@ -46,7 +46,7 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 		tn = *in
 	} else {
 		at = atWeight
-		s.startTurn(&tn, sess)
+		s.beginTurn(&tn, sess)
 		at = atTask
 	}
 	for {
@@ -54,13 +54,13 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 		if next != nil {
 			t, next = next, nil
 		} else {
-			st := s.step(sess, done, s.turnOver(&tn))
+			st := s.finishAndTake(sess, done, s.turnOver(&tn))
 			t, more = st.next, st.more
 			if done != nil {
-				if st.published { // the session retired: step published done under its lock
+				if st.published { // the session retired: finishAndTake published done under its lock
 					done.job.wake(st.waiter)
 				} else {
-					done.job.resolve() // after the lock: step counted it Completed first
+					done.job.resolve() // after the lock: finishAndTake counted it Completed first
 				}
 				done.over()
 			}
@@ -69,7 +69,7 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 			if then := st.then; then != nil { // sess went idle; then waited in the start queue
 				sess, next, t = then, t, nil // t is then's first task (nil if a forced Shutdown emptied then)
 				at = atWeight
-				s.startTurn(&tn, sess)
+				s.beginTurn(&tn, sess)
 				at = atTask
 				continue
 			}
@@ -78,7 +78,7 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 		case t != nil:
 			if !s.skip(t) {
 				tn.n++ // counted before fn runs: a Goexit still uses up the turn
-				s.run(sess, t, &ran)
+				s.runTask(sess, t, &ran)
 				ran = false
 			}
 			done, t = t, nil
@@ -96,7 +96,7 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 				return
 			}
 			at = atWeight
-			s.startTurn(&tn, sess)
+			s.beginTurn(&tn, sess)
 			at = atTask
 		default: // the session went idle
 			if sess = s.nextReady(); sess == nil {
@@ -105,7 +105,7 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 				return
 			}
 			at = atWeight
-			s.startTurn(&tn, sess)
+			s.beginTurn(&tn, sess)
 			at = atTask
 		}
 	}
@@ -126,8 +126,8 @@ func (s *Scheduler[K]) exit() {
 	s.release(1)
 }
 
-// step, under the session's shard lock, does the bookkeeping of done (which
-// the caller resolves once step returns, or wakes if step published it) and
+// finishAndTake, under the session's shard lock, does the bookkeeping of done (which
+// the caller resolves once finishAndTake returns, or wakes if finishAndTake published it) and
 // takes the session's next task.
 // It returns next == nil with more set when turnOver and work remains, and
 // with more unset when the session has gone idle (retire): the caller must
@@ -136,7 +136,7 @@ func (s *Scheduler[K]) exit() {
 // oldest session of the shard's start queue, if any, returned as then; next
 // is then then's first task, taken in the same lock section (nil only if a
 // forced Shutdown emptied then's queues).
-func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (st stepped[K]) {
+func (s *Scheduler[K]) finishAndTake(sess *session[K], done *task, turnOver bool) (st stepped[K]) {
 	sh := sess.sh
 	sh.mu.Lock()
 	if done != nil {
@@ -153,7 +153,7 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (st ste
 		sh.mu.Unlock()
 		return stepped[K]{more: true}
 	}
-	if st.next = sh.take(sess, s.opts.highBurst); st.next != nil {
+	if st.next = sh.takeNext(sess, s.opts.highBurst); st.next != nil {
 		sh.mu.Unlock()
 		return st
 	}
@@ -169,7 +169,7 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (st ste
 		if st.then = sh.pending.pop(); st.then == nil {
 			sh.workers-- // the goroutine is about to exit
 		} else {
-			st.next = sh.take(st.then, s.opts.highBurst)
+			st.next = sh.takeNext(st.then, s.opts.highBurst)
 		}
 	}
 	sh.mu.Unlock()
@@ -179,7 +179,7 @@ func (s *Scheduler[K]) step(sess *session[K], done *task, turnOver bool) (st ste
 	return st
 }
 
-// stepped is what step returns (see step).
+// stepped is what finishAndTake returns.
 type stepped[K comparable] struct {
 	next      *task
 	more      bool
@@ -282,7 +282,7 @@ type turn struct {
 	start time.Time // when it began; only with WithYieldInterval
 }
 
-func (s *Scheduler[K]) startTurn(tn *turn, sess *session[K]) {
+func (s *Scheduler[K]) beginTurn(tn *turn, sess *session[K]) {
 	tn.n, tn.limit = 0, s.opts.yieldAfter
 	if s.weight != nil {
 		tn.limit *= s.weightOf(sess.key)
@@ -356,9 +356,9 @@ func (s *Scheduler[K]) skip(t *task) (skipped bool) {
 	return false
 }
 
-// run starts task t of sess on the calling goroutine, sets *ran once fn has
+// runTask starts task t of sess on the calling goroutine, sets *ran once fn has
 // returned, and does the bookkeeping its options ask for.
-func (s *Scheduler[K]) run(sess *session[K], t *task, ran *bool) {
+func (s *Scheduler[K]) runTask(sess *session[K], t *task, ran *bool) {
 	var start time.Time
 	if s.opts.slowTask > 0 || s.hist != nil {
 		start = time.Now()
