@@ -142,31 +142,76 @@ func (c *Consumer) dispatchLocked(r *kgo.Record) {
 // partition was lost, its drain timed out, or Close gave up) the record is
 // left not done, so no commit passes it.
 func (c *Consumer) process(ctx context.Context, p *partition, seq uint64, sk sessionKey, r *kgo.Record) {
-	var err error
-	for attempt := 1; ; attempt++ {
-		if err = c.call(ctx, r); err == nil {
-			c.processed.Add(1)
-			break
-		}
-		if ctx.Err() != nil {
-			c.abandon(p, sk)
+	c.processFrom(ctx, p, seq, sk, r, 1, nil)
+}
+
+// processFrom is process from attempt first on; last is the previous
+// attempt's error. A handler or dead-letter function that calls
+// runtime.Goexit (t.FailNow in a test, say) cannot be stopped from ending
+// this goroutine, but the goroutine runs its deferred calls first: the
+// deferred call counts that attempt as failed with ErrHandlerGoexit and
+// carries on from the next one there, so the record is still finished on
+// its key's session, in order, and never left undone.
+func (c *Consumer) processFrom(ctx context.Context, p *partition, seq uint64, sk sessionKey, r *kgo.Record, first int, last error) {
+	attempt, ended := first, false
+	defer func() {
+		if ended {
 			return
 		}
+		if attempt > c.cfg.attempts {
+			// The dead-letter function called Goexit: retrying it could
+			// recurse without end, so the record is dropped, as the
+			// default dead-letter function does, and logged.
+			c.log.Error("seqsched/kafka: dead-letter function called runtime.Goexit; record dropped",
+				"topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
+			c.mu.Lock()
+			c.completeLocked(p, seq, sk, true)
+			c.mu.Unlock()
+			return
+		}
+		c.log.Error("seqsched/kafka: handler called runtime.Goexit; counted as a failed attempt",
+			"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", attempt)
 		if attempt < c.cfg.attempts {
 			c.retries.Add(1)
 			if !c.sleep(ctx, sk, c.cfg.backoff(attempt)) {
 				c.abandon(p, sk)
 				return
 			}
-			continue
 		}
-		if !c.deadLetter(ctx, sk, r, err, attempt) {
+		c.processFrom(ctx, p, seq, sk, r, attempt+1, ErrHandlerGoexit)
+	}()
+	err := last
+	for ; ; attempt++ {
+		if attempt <= c.cfg.attempts {
+			if err = c.call(ctx, r); err == nil {
+				c.processed.Add(1)
+				break
+			}
+			if ctx.Err() != nil {
+				ended = true
+				c.abandon(p, sk)
+				return
+			}
+			if attempt < c.cfg.attempts {
+				c.retries.Add(1)
+				if !c.sleep(ctx, sk, c.cfg.backoff(attempt)) {
+					ended = true
+					c.abandon(p, sk)
+					return
+				}
+				continue
+			}
+		}
+		attempt = c.cfg.attempts + 1 // from here on a Goexit is the dead-letter function's
+		if !c.deadLetter(ctx, sk, r, err, c.cfg.attempts) {
+			ended = true
 			c.abandon(p, sk)
 			return
 		}
 		c.deadLettered.Add(1)
 		break
 	}
+	ended = true
 	c.mu.Lock()
 	c.completeLocked(p, seq, sk, true)
 	c.mu.Unlock()

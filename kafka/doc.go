@@ -37,7 +37,8 @@
 //     does not fit is left out, so replayed). A new owner skips them.
 //     Metadata it cannot read (foreign, corrupt, or not about the committed
 //     offset) is ignored with a warning: replay, never skip.
-//   - Retries: a failing (or panicking) record is retried after a backoff
+//   - Retries: a failing record (an error, a panic, or runtime.Goexit in
+//     the handler) is retried after a backoff
 //     (WithRetries) that blocks only its key, then goes to the dead-letter
 //     handler (WithDeadLetter, DeadLetterTopic). It never blocks other keys
 //     or other partitions' commits.

@@ -3,6 +3,8 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,4 +101,60 @@ func TestPanickingHandlerIsAFailedAttempt(t *testing.T) {
 	require.Equal(t, uint64(2), s.Retries, "one retry each for once and always")
 	require.Equal(t, uint64(1), s.DeadLettered)
 	require.Equal(t, map[string]int{"once": 2, "always": 2, "fine": 1}, attempts)
+}
+
+// A handler that calls runtime.Goexit (t.FailNow in a test) is a failed
+// attempt, like a panic: the record is retried, then dead-lettered, in its
+// key's order; a dead-letter function that calls Goexit drops the record.
+// Either way the partition's commit moves past it.
+func TestHandlerThatCallsGoexitIsAFailedAttempt(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "once"), rec(0, "a", "always"), rec(0, "a", "fine"), rec(0, "b", "dlq-exits")})
+	st := newStore()
+	attempts := map[string]int{}
+	var mu sync.Mutex
+	dead := make(chan error, 2)
+	cons, err := kafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+		v := string(r.Value)
+		mu.Lock()
+		attempts[v]++
+		n := attempts[v]
+		mu.Unlock()
+		if v == "always" || v == "dlq-exits" || (v == "once" && n == 1) {
+			runtime.Goexit()
+		}
+		st.apply(r)
+		return nil
+	}, kafka.WithRetries(2, func(int) time.Duration { return 0 }),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+			if string(r.Value) == "dlq-exits" {
+				runtime.Goexit()
+			}
+			dead <- err
+			st.apply(r)
+			return nil
+		}))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-st.at(3)
+	// Every record ends done: the commit can move past all four. (The
+	// timeout turns a record left undone into a report.)
+	require.Eventually(t, func() bool {
+		s := cons.Stats()
+		if s.Processed != 2 || len(s.Partitions) == 0 {
+			return false
+		}
+		for _, ps := range s.Partitions {
+			if ps.Incomplete != 0 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "a record whose handler called Goexit was left undone")
+	require.NoError(t, m.close(t, 10*time.Second))
+	require.ErrorIs(t, <-dead, kafka.ErrHandlerGoexit)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]int{"once": 2, "always": 2, "fine": 1, "dlq-exits": 2}, attempts)
+	require.Equal(t, uint64(1), cons.Stats().DeadLettered)
 }

@@ -32,6 +32,11 @@ var (
 
 	// ErrNilClient is returned by DeadLetterTopic when the client is nil.
 	ErrNilClient = errors.New("seqsched/kafka: nil client")
+
+	// ErrHandlerGoexit is the error of an attempt whose handler (or
+	// dead-letter function) called runtime.Goexit: a failed attempt, like
+	// a panic.
+	ErrHandlerGoexit = errors.New("seqsched/kafka: handler called runtime.Goexit")
 )
 
 // OptionError reports an option whose value is out of range. It wraps
