@@ -16,28 +16,22 @@ import (
 // ctx's error or [ErrClosed]) go to [WithErrorHandler], or without one are
 // logged at Error through [WithLogger].
 func (s *Scheduler[K]) Post(ctx context.Context, key K, fn func(context.Context) error, opts ...TaskOption) error {
-	if s == nil || s.shards == nil {
-		return notNew
-	}
-	if err := s.validKey(key); err != nil {
-		return err
-	}
-	return post(ctx, s, fn, opts, func(t *task) error { return s.enqueue(key, t) }, key)
+	return post(ctx, s, nil, key, fn, opts)
 }
 
-// post is Scheduler.Post and Session.Post: enqueue queues the task.
-func post[K comparable](ctx context.Context, s *Scheduler[K], fn func(context.Context) error, opts []TaskOption,
-	enqueue func(*task) error, key K) error {
+// post is Scheduler.Post (h nil) and Session.Post.
+func post[K comparable](ctx context.Context, s *Scheduler[K], h *Session[K], key K,
+	fn func(context.Context) error, opts []TaskOption) error {
 	if fn == nil {
 		return ErrNilFunc
 	}
-	prio, err := s.check(ctx, opts)
+	prio, err := s.admissible(ctx, h, key, opts)
 	if err != nil {
 		return err
 	}
 	p := &posted[K]{fn: fn, s: s, key: key}
 	p.t.parent, p.t.prio, p.t.job = submitCtx(ctx), prio, p
-	return enqueue(&p.t)
+	return s.queue(h, key, &p.t)
 }
 
 // posted is a task with no future (Post): its outcome goes to the error
@@ -76,7 +70,6 @@ func (p *posted[K]) fail(err error) {
 	p.fn = nil
 }
 
-func (p *posted[K]) resolve()         { p.done.Store(true) }
 func (p *posted[K]) publish() *waiter { p.done.Store(true); return nil }
 func (p *posted[K]) wake(*waiter)     {}
 func (p *posted[K]) resolved() bool   { return p.done.Load() }

@@ -177,7 +177,7 @@ func Submit[K comparable, T any](ctx context.Context, s *Scheduler[K], key K,
 	if fn == nil {
 		return nil, ErrNilFunc
 	}
-	return submit(ctx, s, key, fn, nil, opts)
+	return submit(ctx, s, nil, key, fn, nil, opts)
 }
 
 // Go is Submit for a task with no result. It follows Submit's rules.
@@ -186,28 +186,44 @@ func (s *Scheduler[K]) Go(ctx context.Context, key K, fn func(context.Context) e
 	if fn == nil {
 		return nil, ErrNilFunc
 	}
-	return submit[K, struct{}](ctx, s, key, nil, fn, opts)
+	return submit[K, struct{}](ctx, s, nil, key, nil, fn, opts)
 }
 
 // submit is Submit and Go: exactly one of fn and fn0 is set (Go's fn is kept
 // as it is, so that it needs no wrapper closure). It checks what it can
 // before it allocates the task and its future.
-func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], key K,
+func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], h *Session[K], key K,
 	fn func(context.Context) (T, error), fn0 func(context.Context) error, opts []TaskOption) (*Future[T], error) {
-	prio, err := s.check(ctx, opts)
+	prio, err := s.admissible(ctx, h, key, opts)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.validKey(key); err != nil {
 		return nil, err
 	}
 	f := &Future[T]{fn: fn, fn0: fn0}
 	f.t.parent, f.t.prio, f.t.job = submitCtx(ctx), prio, f
 	f.wg.Add(1)
-	if err := s.enqueue(key, &f.t); err != nil {
+	if err := s.queue(h, key, &f.t); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// admissible checks what Submit, Go and Post can check before they
+// allocate: the scheduler, ctx, the options, and a key given by value
+// (h == nil; a handle's key was checked at Open).
+func (s *Scheduler[K]) admissible(ctx context.Context, h *Session[K], key K, opts []TaskOption) (Priority, error) {
+	prio, err := s.check(ctx, opts)
+	if err == nil && h == nil {
+		err = s.validKey(key)
+	}
+	return prio, err
+}
+
+// queue queues t on h's session, or on key's when h is nil.
+func (s *Scheduler[K]) queue(h *Session[K], key K, t *task) error {
+	if h != nil {
+		return s.enqueueTo(h, t)
+	}
+	return s.enqueue(key, t)
 }
 
 // submitCtx is the ctx a new task inherits from ctx: a running task's ctx

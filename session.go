@@ -231,7 +231,10 @@ func (h *Session[K]) Go(ctx context.Context, fn func(context.Context) error, opt
 	if fn == nil {
 		return nil, ErrNilFunc
 	}
-	return submitTo[K, struct{}](ctx, h, nil, fn, opts)
+	if h == nil {
+		return nil, errNilSession
+	}
+	return submit[K, struct{}](ctx, h.s, h, h.key, nil, fn, opts)
 }
 
 // SubmitTo queues fn on the handle's session and returns its future, as
@@ -242,25 +245,10 @@ func SubmitTo[K comparable, T any](ctx context.Context, h *Session[K], fn func(c
 	if fn == nil {
 		return nil, ErrNilFunc
 	}
-	return submitTo(ctx, h, fn, nil, opts)
-}
-
-func submitTo[K comparable, T any](ctx context.Context, h *Session[K],
-	fn func(context.Context) (T, error), fn0 func(context.Context) error, opts []TaskOption) (*Future[T], error) {
 	if h == nil {
 		return nil, errNilSession
 	}
-	prio, err := h.s.check(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	f := &Future[T]{fn: fn, fn0: fn0}
-	f.t.parent, f.t.prio, f.t.job = submitCtx(ctx), prio, f
-	f.wg.Add(1)
-	if err := h.s.enqueueTo(h, &f.t); err != nil {
-		return nil, err
-	}
-	return f, nil
+	return submit(ctx, h.s, h, h.key, fn, nil, opts)
 }
 
 // Post queues fn on the handle's session with no future: fire and forget.
@@ -274,7 +262,7 @@ func (h *Session[K]) Post(ctx context.Context, fn func(context.Context) error, o
 	if h == nil {
 		return errNilSession
 	}
-	return post(ctx, h.s, fn, opts, func(t *task) error { return h.s.enqueueTo(h, t) }, h.key)
+	return post(ctx, h.s, h, h.key, fn, opts)
 }
 
 // Queued returns how many tasks wait in the session's High and Normal

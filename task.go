@@ -129,9 +129,6 @@ type job interface {
 	exec() *PanicError
 	// fail records err as the outcome of a task that will not run.
 	fail(error)
-	// resolve publishes the outcome to waiters; the caller then calls
-	// task.over. It is publish, then wake.
-	resolve()
 	// publish makes the outcome visible (resolved, Done, Await) and returns
 	// the waiter to wake, if any; wake then wakes every waiter. A worker
 	// publishes under its shard lock and wakes after it.
@@ -140,7 +137,7 @@ type job interface {
 	// report hands a failed outcome to whoever wants it (Post's error
 	// handler); called once the outcome is known, with no lock held.
 	report()
-	// resolved reports whether resolve has happened.
+	// resolved reports whether publish has happened.
 	resolved() bool
 }
 
@@ -224,7 +221,7 @@ type ctxState struct {
 
 	mu      sync.Mutex
 	unwatch []func() bool // the watches on the submitter's ctx and the scheduler's force
-	over    bool          // err is latched: watches made from now on are stopped at once
+	ended   bool          // err is latched: watches made from now on are stopped at once
 }
 
 // ctxState returns t's done state, making it if need be. Making it watches
@@ -248,7 +245,7 @@ func (t *task) ctxState() *ctxState {
 	}
 	unwatch = append(unwatch, context.AfterFunc(t.lanes.core.force, func() { c.latch(context.Canceled) }))
 	c.mu.Lock()
-	if c.over {
+	if c.ended {
 		c.mu.Unlock()
 		stopAll(unwatch)
 	} else {
@@ -282,7 +279,7 @@ func (c *ctxState) latch(err error) error {
 	c.stop()
 	c.mu.Lock()
 	unwatch := c.unwatch
-	c.unwatch, c.over = nil, true
+	c.unwatch, c.ended = nil, true
 	c.mu.Unlock()
 	stopAll(unwatch) // a finished task leaves nothing registered on long-lived contexts
 	return err
@@ -304,6 +301,10 @@ func stopAll(fs []func() bool) {
 		f()
 	}
 }
+
+// resolve publishes j's outcome and wakes its waiters; the caller then
+// calls task.over.
+func resolve(j job) { j.wake(j.publish()) }
 
 // over marks t's ctx done once its future has resolved, if fn made its
 // done state; a ctx whose state is made later finds the resolution itself.
@@ -435,8 +436,6 @@ func (f *Future[T]) fail(err error) {
 	f.err = err
 	f.fn, f.fn0 = nil, nil
 }
-
-func (f *Future[T]) resolve() { f.wake(f.publish()) }
 
 func (f *Future[T]) publish() *waiter { return f.signal.Swap(resolvedWaiter) }
 

@@ -41,13 +41,16 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 			s.takeOver(sess, t, ran, next, tn, at)
 		}
 	}()
+	beginTurn := func() { // runs the WithWeight function: user code
+		at = atWeight
+		s.beginTurn(&tn, sess)
+		at = atTask
+	}
 	next, sess.first = sess.first, nil // one lock less per activation
 	if in != nil {
 		tn = *in
 	} else {
-		at = atWeight
-		s.beginTurn(&tn, sess)
-		at = atTask
+		beginTurn()
 	}
 	for {
 		var more bool
@@ -60,7 +63,7 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 				if st.published { // the session retired: finishAndTake published done under its lock
 					done.job.wake(st.waiter)
 				} else {
-					done.job.resolve() // after the lock: finishAndTake counted it Completed first
+					resolve(done.job) // after the lock: finishAndTake counted it Completed first
 				}
 				done.over()
 			}
@@ -68,9 +71,7 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 			done = nil
 			if then := st.then; then != nil { // sess went idle; then waited in the start queue
 				sess, next, t = then, t, nil // t is then's first task (nil if a forced Shutdown emptied then)
-				at = atWeight
-				s.beginTurn(&tn, sess)
-				at = atTask
+				beginTurn()
 				continue
 			}
 		}
@@ -95,18 +96,14 @@ func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
 				s.exit()
 				return
 			}
-			at = atWeight
-			s.beginTurn(&tn, sess)
-			at = atTask
+			beginTurn()
 		default: // the session went idle
 			if sess = s.nextReady(); sess == nil {
 				normal = true
 				s.exit()
 				return
 			}
-			at = atWeight
-			s.beginTurn(&tn, sess)
-			at = atTask
+			beginTurn()
 		}
 	}
 }
