@@ -302,3 +302,28 @@ func TestPostedTaskCtx(t *testing.T) {
 	require.ErrorIs(t, ctx.Err(), context.Canceled, "done once the task is over")
 	require.Empty(t, ctxViolations(ctx, "probe"))
 }
+
+// A posted task's failure reaches the handler whatever else fails around
+// it: a submit ctx whose Err panics or calls Goexit, or a logger that calls
+// Goexit while logging the task's panic.
+func TestPostFailureIsReportedWhenCtxOrLoggerFails(t *testing.T) {
+	var fl failures
+	logger := &funcHandler{handle: func(context.Context, slog.Record) error { runtime.Goexit(); return nil }}
+	s := newScheduler[string](t, seqsched.WithErrorHandler(fl.handle), seqsched.WithLogger(slog.New(logger)))
+	release, g := gate(t, s, "a")
+	require.NoError(t, s.Post(hostileCtx{context.Background(), "panic"}, "a", func(context.Context) error { return nil }))
+	require.NoError(t, s.Post(hostileCtx{context.Background(), "goexit"}, "a", func(context.Context) error { return nil }))
+	require.NoError(t, s.Post(context.Background(), "a", func(context.Context) error { panic("oops") }))
+	release()
+	awaitAll(t, g)
+	require.NoError(t, s.Remove(context.Background(), "a"))
+	errs := fl.get("a")
+	require.Len(t, errs, 3)
+	var perr *seqsched.PanicError
+	require.ErrorAs(t, errs[0], &perr)
+	require.Equal(t, "Err panicked", perr.Value)
+	require.ErrorIs(t, errs[1], seqsched.ErrGoexit)
+	require.ErrorAs(t, errs[2], &perr)
+	require.Equal(t, "oops", perr.Value)
+	require.Equal(t, uint64(3), s.Stats().Panics, "each is counted with panics")
+}

@@ -43,6 +43,10 @@ type posted[K comparable] struct {
 	s    *Scheduler[K]
 	key  K
 	done atomic.Bool
+	// reported is set when report has run: a handler that calls Goexit
+	// from report is not called again by takeOver. Read and written by
+	// the goroutine running the task only.
+	reported bool
 }
 
 func (p *posted[K]) exec() (perr *PanicError) {
@@ -79,9 +83,10 @@ func (p *posted[K]) resolved() bool   { return p.done.Load() }
 // (tasks a forced Shutdown dropped), with no lock held. A panic in the
 // handler is logged; a runtime.Goexit is taken over like one in fn.
 func (p *posted[K]) report() {
-	if p.err == nil {
+	if p.err == nil || p.reported {
 		return
 	}
+	p.reported = true
 	s := p.s
 	h := s.errHandler
 	if h == nil {

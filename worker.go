@@ -241,9 +241,12 @@ func (s *Scheduler[K]) takeOver(sess *session[K], t *task, ran bool, next *task,
 			s.settle(ls)
 		}
 		s.panics.Add(1)
-		go s.work(sess, t, &tn)
+		// The new goroutine resolves t: the failure is reported first, so
+		// that a Remove or Shutdown that returns finds it reported. Deferred,
+		// so that a handler or logger calling Goexit here too loses nothing.
+		defer func() { go s.work(sess, t, &tn) }()
+		t.job.report()
 		s.log(slog.LevelError, "seqsched: task called runtime.Goexit", key)
-		t.job.report() // reads only the task's own outcome, which the new goroutine leaves alone
 	case at == atWeight:
 		sess.first = next
 		tn = turn{limit: s.opts.yieldAfter}
@@ -339,9 +342,11 @@ func (s *Scheduler[K]) skip(t *task) (skipped bool) {
 		if r := recover(); r != nil {
 			t.job.fail(&PanicError{Value: r, Stack: debug.Stack()})
 			skipped = true
+			s.panics.Add(1)
+			t.job.report()
 			return
 		}
-		t.job.fail(ErrGoexit)
+		t.job.fail(ErrGoexit) // takeOver reports it
 	}()
 	err := t.parent.Err()
 	normal = true
@@ -366,13 +371,13 @@ func (s *Scheduler[K]) runTask(sess *session[K], t *task, ran *bool) {
 	perr := t.job.exec()
 	*ran = true
 	if ls := t.lentSlot(); ls != nil {
-		s.settle(ls) // before the logs: the logger is user code too
+		s.settle(ls) // before the user code below
 	}
+	t.job.report() // before the logs: a logger that calls Goexit must not lose it
 	if perr != nil {
 		s.panics.Add(1)
 		s.log(slog.LevelError, "seqsched: task panicked", sess.key, slog.Any("panic", perr.Value), slog.String("stack", string(perr.Stack)))
 	}
-	t.job.report()
 	if s.opts.slowTask > 0 {
 		if d := time.Since(start); d > s.opts.slowTask {
 			s.slowTasks.Add(1)
