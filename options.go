@@ -167,9 +167,12 @@ func WithWeight[K comparable](weight func(key K) int) Option { return &weightOpt
 // WithErrorHandler sets where the failures of tasks queued with Post go:
 // fn's error, a [*PanicError], [ErrGoexit], or, for a task that never ran,
 // its submit ctx's error or [ErrClosed]. f is called once per failed task,
-// with its key, on the scheduler's goroutine once the task is over (on
-// Shutdown's caller for tasks a forced Shutdown dropped), with no lock
-// held; it may panic (logged) or call back into the scheduler. Without it
+// with its key, on the scheduler's goroutine as soon as the outcome is
+// known and before the session's next task starts, so a Remove or
+// Shutdown that returns nil finds every failure reported (for tasks a
+// forced Shutdown dropped, on Shutdown's caller before it returns). No
+// lock is held; f may panic (logged), call runtime.Goexit or call back
+// into the scheduler. Without it
 // failures are logged at Error through [WithLogger]. Its key type must be
 // the scheduler's: New returns an [*OptionError] otherwise.
 func WithErrorHandler[K comparable](f func(key K, err error)) Option { return &errHandlerOption{f} }
