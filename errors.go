@@ -3,6 +3,7 @@ package seqsched
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors. Every error the package itself returns wraps one of these
@@ -15,20 +16,29 @@ var (
 	// and resolves every future that a forced shutdown skipped.
 	ErrClosed = errors.New("seqsched: scheduler closed")
 
-	// ErrSessionClosing is returned by Submit for a key that is being
-	// drained by [Scheduler.Remove].
+	// ErrSessionClosing is wrapped by the [*SessionError] that Submit, Go
+	// and Post return for a key whose session is being drained or
+	// discarded (Remove, Discard, the last handle's Close), and that a
+	// closed handle returns.
 	ErrSessionClosing = errors.New("seqsched: session closing")
+
+	// ErrDiscarded resolves every task that [Scheduler.Discard] dropped
+	// without running it, and is the cause (see context.Cause) of the
+	// running task's ctx's end.
+	ErrDiscarded = errors.New("seqsched: discarded")
 
 	// ErrQueueFull is returned by Submit when the session's queue for the
 	// task's priority already holds the WithMaxQueue limit.
 	ErrQueueFull = errors.New("seqsched: queue full")
 
-	// ErrWouldDeadlock is returned by [Future.Await] and [Scheduler.Remove]
-	// when called from a running task of the very session they would wait
-	// for, and by [Scheduler.Shutdown] when called from a running task of
-	// its scheduler, with that task's ctx (or one derived from it): that
-	// wait could never end. The task is known by its ctx; under another ctx the wait
-	// lasts until that ctx ends.
+	// ErrWouldDeadlock is returned by a call that would wait for the
+	// goroutine it runs on, which could never end: [Scheduler.Remove],
+	// [Scheduler.Discard], [Session.Close] or [Future.Await] called from a
+	// task of the very session they would wait for (or a callback run for
+	// it), and [Scheduler.Shutdown] called from any task or callback of its
+	// scheduler. Remove, Discard, Close and Shutdown have done the rest of
+	// their work when they return it. See Future.Await for how a task is
+	// known.
 	ErrWouldDeadlock = errors.New("seqsched: would deadlock")
 
 	// ErrInvalidOption is wrapped by the [*OptionError] that New and Submit
@@ -50,7 +60,7 @@ var (
 	ErrInvalidKey = errors.New("seqsched: invalid key")
 
 	// ErrNotNew is returned by the methods of a nil or zero Scheduler, and
-	// of a nil *Session: make one with [New] (and [Scheduler.Open]).
+	// of a nil or zero *Session: make one with [New] (and [Scheduler.Open]).
 	ErrNotNew = errors.New("seqsched: not made by New")
 
 	// ErrGoexit resolves the future of a task that called runtime.Goexit
@@ -106,3 +116,23 @@ func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }
+
+// SessionError reports a task refused because its session is closing or
+// ended, naming the key. It wraps Err ([ErrSessionClosing]).
+type SessionError struct {
+	Key any   // the session's key
+	Err error // why: ErrSessionClosing
+}
+
+// Error returns, for example, `seqsched: session "user-42": closing`.
+func (e *SessionError) Error() string {
+	key := fmt.Sprint(e.Key)
+	if s, ok := e.Key.(string); ok {
+		key = fmt.Sprintf("%q", s)
+	}
+	why := strings.TrimPrefix(e.Err.Error(), "seqsched: session ")
+	return "seqsched: session " + key + ": " + strings.TrimPrefix(why, "seqsched: ")
+}
+
+// Unwrap returns Err.
+func (e *SessionError) Unwrap() error { return e.Err }

@@ -14,3 +14,18 @@ func init() { checkTokens = true }
 // TokenViolations counts the releases, over every scheduler of the test
 // binary, that left fewer live tokens than running workers.
 func TokenViolations() int64 { return tokenViolations.Load() }
+
+// CheckLocks switches the lock check on (see checkLocks) and returns a
+// func that switches it off and reports the violations seen meanwhile.
+// Tests that use it must not run in parallel with others.
+func CheckLocks() (stop func() int64) {
+	before := lockViolations.Load()
+	checkLocks.Store(true)
+	return func() int64 {
+		checkLocks.Store(false)
+		return lockViolations.Load() - before
+	}
+}
+
+// Slack returns s's live tokens minus its running workers (0 when quiet).
+func Slack[K comparable](s *Scheduler[K]) int64 { return s.slack.Load() }

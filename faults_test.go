@@ -215,7 +215,8 @@ func TestTaskThatNeverReturnsShutdownGivesUp(t *testing.T) {
 	}
 	_, err = s.Go(context.Background(), "d", func(context.Context) error { return nil })
 	require.ErrorIs(t, err, seqsched.ErrClosed)
-	require.NoError(t, s.Remove(context.Background(), "b"), "b's session was dropped: nothing to wait for")
+	require.ErrorIs(t, s.Remove(context.Background(), "b"), seqsched.ErrClosed,
+		"after a forced Shutdown, Remove cannot say every accepted task ran")
 	canceled, stop := context.WithCancel(context.Background())
 	stop()
 	require.ErrorIs(t, s.Remove(canceled, "a"), context.Canceled, "a's drain waits for the hung task")
@@ -224,17 +225,19 @@ func TestTaskThatNeverReturnsShutdownGivesUp(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	st := s.Stats()
 	require.Equal(t, seqsched.Stats{Sessions: 1, Running: 1, Submitted: 4, Completed: 3, Skipped: 3,
-		Normal: seqsched.PriorityStats{Completed: 2}, High: seqsched.PriorityStats{Completed: 1}}, st)
+		Normal: seqsched.PriorityStats{Completed: 2, Outcomes: seqsched.Outcomes{Skipped: 2}},
+		High:   seqsched.PriorityStats{Completed: 1, Outcomes: seqsched.Outcomes{Skipped: 1}}}, st)
 
 	close(stuck)
 	awaitAll(t, hung)
 	require.ErrorIs(t, ctxErr, context.Canceled, "the task's ctx was canceled when Shutdown gave up")
 	require.NoError(t, s.Shutdown(context.Background()), "a later Shutdown waits for the goroutine")
-	require.NoError(t, s.Remove(context.Background(), "a"))
+	require.ErrorIs(t, s.Remove(context.Background(), "a"), seqsched.ErrClosed)
 	require.Empty(t, r.get(), "no queued task may start after Shutdown gave up")
 	st = s.Stats()
 	require.Equal(t, seqsched.Stats{Submitted: 4, Completed: 4, Skipped: 3,
-		Normal: seqsched.PriorityStats{Completed: 3}, High: seqsched.PriorityStats{Completed: 1}}, st)
+		Normal: seqsched.PriorityStats{Completed: 3, Outcomes: seqsched.Outcomes{Succeeded: 1, Skipped: 2}},
+		High:   seqsched.PriorityStats{Completed: 1, Outcomes: seqsched.Outcomes{Skipped: 1}}}, st)
 }
 
 func TestRemoveSameKeyFromManyGoroutines(t *testing.T) {
@@ -391,7 +394,8 @@ func storm(t *testing.T, forced bool) {
 	st := s.Stats()
 	require.Equal(t, seqsched.Stats{Submitted: uint64(accepted), Completed: uint64(accepted),
 		Skipped: uint64(closed), Yields: st.Yields,
-		Normal: seqsched.PriorityStats{Completed: uint64(accepted)}}, st, "rejected Submits leave no trace")
+		Normal: seqsched.PriorityStats{Completed: uint64(accepted),
+			Outcomes: seqsched.Outcomes{Succeeded: uint64(ok), Skipped: uint64(closed)}}}, st, "rejected Submits leave no trace")
 	if !forced {
 		require.Zero(t, closed)
 	}

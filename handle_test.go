@@ -68,7 +68,7 @@ func TestIdleHandleKeepsNoGoroutine(t *testing.T) {
 	require.NoError(t, h.Close(context.Background()))
 }
 
-func TestCloseDrainsThenRemovesAndClosesEveryHandle(t *testing.T) {
+func TestHandlesAreCountedAndTheLastCloseDrains(t *testing.T) {
 	s := newScheduler[string](t)
 	h1, err := s.Open("a")
 	require.NoError(t, err)
@@ -79,23 +79,32 @@ func TestCloseDrainsThenRemovesAndClosesEveryHandle(t *testing.T) {
 	for i := range 3 {
 		require.NoError(t, h2.Post(context.Background(), func(context.Context) error { r.add("t%d", i); return nil }))
 	}
+	// Closing one handle releases only that handle, at once.
+	require.NoError(t, h1.Close(context.Background()))
+	err = h1.Post(context.Background(), func(context.Context) error { return nil })
+	var serr *seqsched.SessionError
+	require.ErrorAs(t, err, &serr)
+	require.ErrorIs(t, err, seqsched.ErrSessionClosing)
+	require.Equal(t, `seqsched: session "a": closing`, err.Error(), "the error names the key")
+	require.NoError(t, h2.Post(context.Background(), func(context.Context) error { r.add("t3"); return nil }),
+		"the other handle is still open")
+	_, err = s.Go(context.Background(), "a", func(context.Context) error { return nil })
+	require.NoError(t, err, "the session is not closing")
+
+	// The last handle's Close drains.
 	closed := make(chan error, 1)
-	go func() { closed <- h1.Close(context.Background()) }()
-	// Close refuses new work at once, through every handle and by key.
+	go func() { closed <- h2.Close(context.Background()) }()
 	require.Eventually(t, func() bool {
 		_, err := s.Go(context.Background(), "a", func(context.Context) error { return nil })
 		return errors.Is(err, seqsched.ErrSessionClosing)
 	}, 10e9, 1e6)
-	_, err = h2.Go(context.Background(), func(context.Context) error { return nil })
-	require.ErrorIs(t, err, seqsched.ErrSessionClosing)
 	release()
 	require.NoError(t, <-closed)
 	awaitAll(t, g)
-	require.Equal(t, []string{"t0", "t1", "t2"}, r.get(), "accepted tasks ran before Close returned")
+	require.Equal(t, []string{"t0", "t1", "t2", "t3"}, r.get(), "accepted tasks ran before the last Close returned")
 	for _, h := range []*seqsched.Session[string]{h1, h2} {
 		_, err = h.Go(context.Background(), func(context.Context) error { return nil })
 		require.ErrorIs(t, err, seqsched.ErrSessionClosing)
-		require.ErrorIs(t, h.Post(context.Background(), func(context.Context) error { return nil }), seqsched.ErrSessionClosing)
 		require.NoError(t, h.Close(context.Background()), "Close of a closed handle")
 	}
 	// The key is fresh.
@@ -325,5 +334,7 @@ func TestPostFailureIsReportedWhenCtxOrLoggerFails(t *testing.T) {
 	require.ErrorIs(t, errs[1], seqsched.ErrGoexit)
 	require.ErrorAs(t, errs[2], &perr)
 	require.Equal(t, "oops", perr.Value)
-	require.Equal(t, uint64(3), s.Stats().Panics, "each is counted with panics")
+	st := s.Stats()
+	require.Equal(t, uint64(1), st.Panics, "fn's panic counts as a panic")
+	require.Equal(t, uint64(2), st.Skipped, "a task whose submit ctx failed never ran: skipped")
 }

@@ -77,7 +77,7 @@ func idleListProblem[K comparable](sh *shard[K], idleCap int) (string, int) {
 			return "broken back link", n
 		case sess.scheduled:
 			return "a scheduled session on the list of a quiet scheduler", n
-		case sess.pins > 0:
+		case sess.handles > 0:
 			return "a pinned session on the record list", n
 		case sess.len() != 0:
 			return "an idle record with queued tasks", n

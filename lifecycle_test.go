@@ -131,7 +131,7 @@ func TestRemoveOwnSessionFromTaskReturnsErrWouldDeadlock(t *testing.T) {
 	})
 	require.NoError(t, err)
 	awaitAll(t, f)
-	require.Equal(t, []string{"remove: seqsched: would deadlock; submit: seqsched: session closing"}, r.get())
+	require.Equal(t, []string{`remove: seqsched: would deadlock; submit: seqsched: session "k": closing`}, r.get())
 	awaitAll(t, record(t, s, &r, "k", "fresh"))
 }
 
@@ -221,7 +221,7 @@ func TestShutdownGivesUpWhenContextEnds(t *testing.T) {
 	st := s.Stats()
 	n := uint64(len(queued))
 	assert.Equal(t, seqsched.Stats{Submitted: 2 + n, Completed: 2 + n, Skipped: n,
-		Normal: seqsched.PriorityStats{Completed: 2 + n}}, st)
+		Normal: seqsched.PriorityStats{Completed: 2 + n, Outcomes: seqsched.Outcomes{Succeeded: 2, Skipped: n}}}, st)
 }
 
 func TestShutdownConcurrentCallsAllReturn(t *testing.T) {
@@ -252,7 +252,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{seqsched.WithYieldAfter(51), "seqsched: WithYieldAfter(51): must be 10..50: invalid option"},
 		{seqsched.WithMaxConcurrency(-1), "seqsched: WithMaxConcurrency(-1): must be >= 0 (0 means no limit): invalid option"},
 		{seqsched.WithMaxQueue(-3), "seqsched: WithMaxQueue(-3): must be >= 0 (0 means no limit): invalid option"},
-		{seqsched.WithLogger(nil), "seqsched: WithLogger(nil): must not be nil (leave the option out to discard logs): invalid option"},
+		{seqsched.WithLogger(nil), "seqsched: WithLogger(nil): must not be nil (pass slog.New(slog.DiscardHandler) to discard logs): invalid option"},
 		{nil, "seqsched: option 0: must not be nil: invalid option"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {

@@ -3,6 +3,7 @@ package seqsched_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +14,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Schedulers log to slog.Default() unless told otherwise; the tests
+	// that check what reaches it set it themselves.
+	slog.SetDefault(slog.New(slog.DiscardHandler))
 	goleak.VerifyTestMain(m)
 }
 

@@ -59,6 +59,9 @@ var regressionSeeds = []uint64{
 	7292425649633471846, // data race on a yielding session's key (rare interleaving, -race)
 	7292425649633500687, // the same race
 	2281273544330182018, // the limit check at a start counted a task back from Await after a forced Shutdown (rare interleaving; a test bug)
+	8002383593656988321, // a successor (Open of a closing key) started a new turn: the key ran past yieldAfter
+	4363303553723065770, // a task awaited its own key's successor: a deadlock the guard missed
+	4363303553723065933, // a successor waited behind a whole turn of another key while its key's turn went on
 }
 
 func TestModel(t *testing.T) {
@@ -364,6 +367,11 @@ type rec struct {
 	spec                    taskSpec
 	nested                  bool
 	submitBefore, submitted int // before Submit was called, after it returned
+	// The key's epoch before Submit was called and after it returned: an
+	// Open after a Remove was issued may make a successor session, whose
+	// tasks run after the closing one's whatever their priority, so order
+	// is checked among tasks of one known epoch only.
+	epochBefore, epochAfter int
 	start, end              int
 	starts                  int
 	h                       *handle // nil when rejected
@@ -388,6 +396,7 @@ type run struct {
 	// beyond the limit.
 	active  map[*rec]bool
 	removed []bool // a Remove of the key was issued
+	epoch   []int  // Opens after a Remove of the key was issued
 	closing bool   // Shutdown was called
 	forced  bool   // a Shutdown returned an error: unstarted tasks may get ErrClosed
 	last    []*handle
@@ -430,7 +439,7 @@ func runModel(data []byte) []string {
 	}
 	r := &run{p: p, s: s, keyRunning: make([]int, p.keys), active: map[*rec]bool{}, removed: make([]bool, p.keys),
 		doneCtx: map[*rec]context.Context{}, opened: map[int]*seqsched.Session[int]{},
-		last: make([]*handle, p.keys)}
+		last: make([]*handle, p.keys), epoch: make([]int, p.keys)}
 	gates := make([]chan struct{}, p.gates)
 	for i := range gates {
 		gates[i] = make(chan struct{})
@@ -599,6 +608,7 @@ func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec 
 		probe: ctx.Value(ctxProbeKey{})}
 	r.recs = append(r.recs, rc)
 	rc.submitBefore = r.tick()
+	rc.epochBefore = r.epoch[key]
 	var target, second *handle
 	switch spec.b {
 	case bAwait:
@@ -693,6 +703,10 @@ func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec 
 	if rc.id%4 == 1 {
 		r.mu.Lock()
 		if sh = r.opened[key]; sh == nil {
+			if r.removed[key] {
+				r.epoch[key]++ // the Open may make a successor
+				rc.epochBefore = -1
+			}
 			if sh, _ = r.s.Open(key); sh != nil { // refused while the key drains or the scheduler closes
 				r.opened[key] = sh
 			}
@@ -725,6 +739,7 @@ func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rc.submitted = r.tick()
+	rc.epochAfter = r.epoch[key]
 	rc.rejected = err
 	if err == nil {
 		rc.h = h
@@ -847,6 +862,7 @@ func (r *run) check() {
 	// Invariant 1: every accepted future resolved exactly once, with the
 	// outcome its task's run (or skip) explains.
 	var accepted, skipped, panics uint64
+	var outcomes [2]seqsched.Outcomes
 	for _, rc := range r.recs {
 		if rc.h == nil {
 			if rc.starts != 0 {
@@ -870,6 +886,7 @@ func (r *run) check() {
 		}
 		if rc.starts == 0 {
 			skipped++
+			outcomes[rc.prio].Skipped++
 			switch {
 			case errors.Is(err, context.Canceled) && rc.canceled != nil && rc.canceled():
 			case errors.Is(err, context.Canceled) && rc.nested && r.forced:
@@ -886,6 +903,14 @@ func (r *run) check() {
 			fail("task %d started but never ended", rc.id)
 		}
 		var perr *seqsched.PanicError
+		switch rc.spec.b {
+		case bPanic, bGoexit:
+			outcomes[rc.prio].Panicked++
+		case bErr, bBlockCtx:
+			outcomes[rc.prio].Failed++
+		default:
+			outcomes[rc.prio].Succeeded++
+		}
 		switch rc.spec.b {
 		case bPanic:
 			panics++
@@ -932,8 +957,8 @@ func (r *run) check() {
 		}
 	}
 	want := seqsched.Stats{Submitted: accepted, Completed: accepted, Skipped: skipped, Panics: panics, Yields: st.Yields,
-		Normal: seqsched.PriorityStats{Completed: byPrio[seqsched.Normal]},
-		High:   seqsched.PriorityStats{Completed: byPrio[seqsched.High]}}
+		Normal: seqsched.PriorityStats{Completed: byPrio[seqsched.Normal], Outcomes: outcomes[seqsched.Normal]},
+		High:   seqsched.PriorityStats{Completed: byPrio[seqsched.High], Outcomes: outcomes[seqsched.High]}}
 	if st != want {
 		fail("final Stats = %+v; want %+v", st, want)
 	}
@@ -963,6 +988,9 @@ func (r *run) check() {
 				}
 			}
 			for _, y := range rcs[i+1:] { // y started after x
+				if !sameEpoch(x, y) {
+					continue
+				}
 				switch {
 				case y.prio == x.prio && y.submitted < x.submitBefore:
 					fail("key %d: FIFO broken: %v task %d (accepted at %d) started after task %d (submitted at %d)",
@@ -993,6 +1021,12 @@ func (r *run) check() {
 			}
 		}
 	}
+}
+
+// sameEpoch reports whether x and y were both accepted in one known epoch
+// of their key (see rec.epochBefore).
+func sameEpoch(x, y *rec) bool {
+	return x.epochBefore == x.epochAfter && y.epochBefore == y.epochAfter && x.epochBefore == y.epochBefore
 }
 
 // dump lists a run's events in order, for failure messages.

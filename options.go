@@ -33,6 +33,7 @@ type options struct {
 	highBurst      int
 	slowTask       time.Duration
 	waitHistogram  bool
+	runHistogram   bool
 	shards         int // a power of two; 0: New's own rule. Set only by tests (export_test.go)
 }
 
@@ -47,7 +48,7 @@ const (
 func newOptions[K comparable](opts []Option) (options, error) {
 	o := options{
 		yieldAfter: DefaultYieldAfter,
-		logger:     slog.New(slog.DiscardHandler),
+		logger:     slog.Default(),
 	}
 	for i, opt := range opts {
 		if opt == nil {
@@ -67,7 +68,7 @@ func newOptions[K comparable](opts []Option) (options, error) {
 			Reason: "must be >= 0 (0 means no limit)"}
 	case o.logger == nil:
 		return o, &OptionError{Option: "WithLogger(nil)",
-			Reason: "must not be nil (leave the option out to discard logs)"}
+			Reason: "must not be nil (pass slog.New(slog.DiscardHandler) to discard logs)"}
 	case o.yieldInterval < 0:
 		return o, &OptionError{Option: yieldIntervalOption(o.yieldInterval).String(),
 			Reason: "must be >= 0 (0 means off)"}
@@ -134,17 +135,23 @@ func WithMaxConcurrency(n int) Option { return maxConcurrencyOption(n) }
 func WithMaxQueue(n int) Option { return maxQueueOption(n) }
 
 // WithLogger sets where the scheduler logs, each record with the session's
-// key: recovered panics, runtime.Goexit calls and a bad [WithWeight] value
-// (Error; the last once per scheduler), slow tasks (Warn, with
-// [WithSlowTask]) and yields (Debug). l must not be nil; without this
-// option logs are discarded.
+// key; the default is slog.Default(), so that failures nobody handles
+// still reach the process's log. Records: a task that panicked or called
+// runtime.Goexit, a submit ctx whose Err did, a failed WithErrorHandler
+// and a bad [WithWeight] value (Error; the last once per scheduler); a
+// slow task (Warn, with [WithSlowTask]); and, without [WithErrorHandler],
+// a posted task's failure: Error for fn's own error, Warn for one a forced
+// Shutdown dropped, and Debug for one that never ran because the ctx its
+// submitter passed ended or Discard dropped it, which is what a server
+// sees when a client goes away. l must not be nil; to discard logs, pass
+// slog.New(slog.DiscardHandler).
 //
 // The handler runs on the scheduler's goroutines, with no lock held. It may
 // panic (the record is dropped), call runtime.Goexit (another goroutine
-// carries the session's work on), call back into the scheduler (Submit,
-// Stats, Remove of another key), or block (that goroutine's sessions wait,
-// and Shutdown gives up at its ctx's end as for a blocked task); none of
-// these loses a task or a slot.
+// carries the session's work on), call back into the scheduler (see
+// [ErrWouldDeadlock] for the calls that would wait for it), or block (that
+// goroutine's sessions wait, and Shutdown gives up at its ctx's end as for
+// a blocked task); none of these loses a task or a slot.
 func WithLogger(l *slog.Logger) Option { return loggerOption{l} }
 
 // WithYieldInterval adds a time quantum to turns: a session's turn also ends
@@ -166,15 +173,18 @@ func WithWeight[K comparable](weight func(key K) int) Option { return &weightOpt
 
 // WithErrorHandler sets where the failures of tasks queued with Post go:
 // fn's error, a [*PanicError], [ErrGoexit], or, for a task that never ran,
-// its submit ctx's error or [ErrClosed]. f is called once per failed task,
-// with its key, on the scheduler's goroutine as soon as the outcome is
-// known and before the session's next task starts, so a Remove or
-// Shutdown that returns nil finds every failure reported (for tasks a
-// forced Shutdown dropped, on Shutdown's caller before it returns). No
-// lock is held; f may panic (logged), call runtime.Goexit or call back
-// into the scheduler. Without it
-// failures are logged at Error through [WithLogger]. Its key type must be
-// the scheduler's: New returns an [*OptionError] otherwise.
+// its submit ctx's error, [ErrDiscarded] or [ErrClosed]. f is called once
+// per failed task, with its key, on a goroutine of the scheduler, with no
+// lock held: for a task that started or was skipped, as soon as its
+// outcome is known and before the session's next task starts; for tasks
+// that Discard or a forced Shutdown dropped, on a goroutine of their own,
+// before Discard returns and before a later Shutdown returns nil. So a
+// Remove or Shutdown that returns nil finds every failure reported. f may
+// panic (logged), call runtime.Goexit (logged; the next report goes on),
+// block, or call back into the scheduler (a call that would wait for the
+// goroutine f runs on returns [ErrWouldDeadlock]). Without it failures go
+// to the log (see [WithLogger]). Its key type must be the scheduler's: New
+// returns an [*OptionError] otherwise.
 func WithErrorHandler[K comparable](f func(key K, err error)) Option { return &errHandlerOption{f} }
 
 type errHandlerOption struct{ fn any }
@@ -194,11 +204,18 @@ func WithHighBurst(n int) Option { return highBurstOption(n) }
 // when this option is set. d must be >= 0; 0 (the default) means off.
 func WithSlowTask(d time.Duration) Option { return slowTaskOption(d) }
 
-// WithWaitHistogram records each task's queue wait (submit to start) in a
-// fixed-bucket histogram per priority, reported as p50/p99/max in
-// [Stats].High.Wait and [Stats].Normal.Wait. It costs two clock reads and a
-// few atomic adds per task; without it the hot path reads no clock.
+// WithWaitHistogram records each task's queue wait (submit to start) per
+// priority: as p50/p99/max in [Stats].High.Wait and [Stats].Normal.Wait,
+// and as counts in the fixed buckets of [HistogramBounds] in
+// [PriorityStats].WaitHistogram, for exporters. It costs two clock reads
+// and a few atomic adds per task; without it the hot path reads no clock.
 func WithWaitHistogram() Option { return waitHistogramOption{} }
+
+// WithRunHistogram records each task's run time (fn's start to its return)
+// per priority, as counts in the fixed buckets of [HistogramBounds] in
+// [PriorityStats].RunHistogram. It costs two clock reads and a few atomic
+// adds per task that runs.
+func WithRunHistogram() Option { return runHistogramOption{} }
 
 type (
 	yieldAfterOption     int
@@ -210,6 +227,7 @@ type (
 	highBurstOption      int
 	slowTaskOption       time.Duration
 	waitHistogramOption  struct{}
+	runHistogramOption   struct{}
 )
 
 func (o yieldIntervalOption) apply(opts *options) { opts.yieldInterval = time.Duration(o) }
@@ -217,6 +235,7 @@ func (o *weightOption) apply(opts *options)       { opts.weight = o.fn }
 func (o highBurstOption) apply(opts *options)     { opts.highBurst = int(o) }
 func (o slowTaskOption) apply(opts *options)      { opts.slowTask = time.Duration(o) }
 func (waitHistogramOption) apply(opts *options)   { opts.waitHistogram = true }
+func (runHistogramOption) apply(opts *options)    { opts.runHistogram = true }
 
 func (o yieldIntervalOption) String() string {
 	return fmt.Sprintf("WithYieldInterval(%v)", time.Duration(o))
@@ -225,6 +244,7 @@ func (o *weightOption) String() string     { return fmt.Sprintf("WithWeight(%T)"
 func (o highBurstOption) String() string   { return fmt.Sprintf("WithHighBurst(%d)", int(o)) }
 func (o slowTaskOption) String() string    { return fmt.Sprintf("WithSlowTask(%v)", time.Duration(o)) }
 func (waitHistogramOption) String() string { return "WithWaitHistogram()" }
+func (runHistogramOption) String() string  { return "WithRunHistogram()" }
 
 func (o yieldAfterOption) apply(opts *options)     { opts.yieldAfter = int(o) }
 func (o maxConcurrencyOption) apply(opts *options) { opts.maxConcurrency = int(o) }

@@ -644,7 +644,9 @@ func TestHighBurstOrderFollowsTheRule(t *testing.T) {
 
 // Every yield counted in Stats is logged at Debug, with the session: with a
 // limit (the slot goes to a waiting session) and without one (Gosched).
-func TestYieldsAreLoggedAtDebug(t *testing.T) {
+// Yields are counted, not logged: a record per yield would put the logger
+// on the hot path of every busy session.
+func TestYieldsAreCountedNotLogged(t *testing.T) {
 	for _, limit := range []int{0, 1} {
 		t.Run(fmt.Sprint("limit=", limit), func(t *testing.T) {
 			var logs syncBuffer
@@ -677,12 +679,8 @@ func TestYieldsAreLoggedAtDebug(t *testing.T) {
 			awaitAll(t, fs...)
 			other()
 			awaitAll(t, og)
-			yields := s.Stats().Yields
-			require.NotZero(t, yields)
-			out := logs.String()
-			require.Equal(t, int(yields), strings.Count(out, "session yielded"), out)
-			require.Equal(t, int(yields), strings.Count(out, "session=busy"), out)
-			require.Equal(t, int(yields), strings.Count(out, "level=DEBUG"), out)
+			require.NotZero(t, s.Stats().Yields)
+			require.Empty(t, logs.String())
 		})
 	}
 }

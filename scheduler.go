@@ -27,11 +27,16 @@
 // for a session once its queues are empty (only a small record, of which a
 // scheduler keeps a bounded number for reuse). BENCHMARKS.md in the
 // repository has the measured numbers.
+//
+// Every function the scheduler is given (fn, a ctx's methods, the logger,
+// the weight function, the error handler) may panic, call runtime.Goexit,
+// block, or call back into the scheduler: nothing is lost, the scheduler
+// stays usable, and a call that would wait for the goroutine it runs on
+// returns [ErrWouldDeadlock] instead.
 package seqsched
 
 import (
 	"context"
-	"fmt"
 	"hash/maphash"
 	"reflect"
 	"runtime"
@@ -47,18 +52,13 @@ import (
 //     within a priority; each task happens-before the next of its session.
 //   - When a session picks its next task it takes the oldest High task, else
 //     the oldest Normal one. A running task is never interrupted. High
-//     tasks can starve Normal ones of their own session if they keep coming.
+//     tasks can starve Normal ones of their own session if they keep coming
+//     (see WithHighBurst).
 //   - A session gets a goroutine only when it has work, at most one at a
-//     time, and gives it up when its queues are empty. Goroutines are
-//     reused: without WithMaxConcurrency, a session that gets work while
-//     a goroutine is busy with a session near it waits for that goroutine
-//     or for a new one, whichever is first, so a burst of new sessions
-//     costs few goroutines and a task that blocks delays no other
-//     session. An idle session keeps no tasks and no goroutine, only a
-//     small record that its key's next task reuses; the scheduler keeps a
-//     bounded number of them, and records of keys that stopped coming age
-//     out, so memory does not grow with the number of keys ever seen. New
-//     starts no goroutine; there are no timers and no polling.
+//     time, and gives it up when its queues are empty; a task that blocks
+//     delays no other session. An idle session keeps no goroutine and no
+//     tasks, and memory does not grow with the number of keys ever seen.
+//     New starts no goroutine; there are no timers and no polling.
 //   - After every WithYieldAfter tasks (a turn; see also WithWeight and
 //     WithYieldInterval) a session checks for waiting sessions. Under
 //     WithMaxConcurrency it goes to the back of the FIFO ready queue and
@@ -66,23 +66,26 @@ import (
 //     A lone session drains without yielding.
 //
 // Create one with [New]; the zero value is not usable. All methods are safe
-// for concurrent use, including from inside tasks. Stop it with
-// [Scheduler.Shutdown], which waits for the goroutines it started.
+// for concurrent use, including from inside tasks and every callback. Stop
+// it with [Scheduler.Shutdown], which waits for the goroutines it started.
 type Scheduler[K comparable] struct {
-	opts   options
-	seed   maphash.Seed
-	shards []shard[K]
-	mask   uint64
-	// idleCap bounds each shard's idle records (see shard.retire):
-	// idleRecords over all shards.
-	idleCap int
+	opts    options
+	seed    maphash.Seed
+	shards  []shard[K]
+	mask    uint64
+	idleCap int // each shard's idle records (see keepIdle): idleRecords over all shards
 	slots   slots[K]
 	pool    sync.Pool // of *session[K]
+	workers sync.Pool // of *worker[K]
 
-	// live counts the scheduler's goroutines plus the sessions waiting in
-	// the ready queue: Shutdown is done when it reaches zero. Sessions in
-	// a shard's start queue hold no token: while it is not empty, a
-	// starter holding one is on its way.
+	// live counts the live tokens: one per worker, and one per session
+	// waiting in the ready queue (see the design comment on type worker
+	// and on activate). Shutdown is done when it reaches zero. Sessions in
+	// a shard's start queue hold none: while it is not empty, a starter
+	// holding one is on its way. A token is taken under the lock that
+	// publishes what holds it, so Shutdown's barrier (closed set, then
+	// every shard lock taken once) sees every token a Submit that saw
+	// closed unset takes; a worker gives its token back as its last act.
 	live      atomic.Int64
 	slack     atomic.Int64 // live tokens minus running workers; kept only under checkTokens
 	closed    atomic.Bool  // Shutdown began: Submit fails
@@ -92,17 +95,19 @@ type Scheduler[K comparable] struct {
 	closeOnce sync.Once
 	cancel    context.CancelFunc // cancels core.force: Shutdown gave up
 	core      core               // what tasks need of the scheduler
+	callbacks atomic.Int64       // callbacks other than fn running on workers (see callsite.go)
 
 	yields    atomic.Uint64
-	panics    atomic.Uint64
 	slowTasks atomic.Uint64
 
 	checkKeys    bool           // K can hold a key a map cannot (see keyCheckNeeded)
 	errHandler   func(K, error) // WithErrorHandler, or nil
 	weight       func(K) int    // WithWeight, or nil
 	weightLogged atomic.Bool    // a bad weight was logged
-	hist         *[2]histogram  // queue waits by priority; nil without WithWaitHistogram
-	epoch        time.Time      // time origin of task.at
+	hist         *[2]histogram  // queue waits by priority, for the quantiles; nil without WithWaitHistogram
+	waitHist     *[2]HistogramRecorder
+	runHist      *[2]HistogramRecorder // run times by priority; nil without WithRunHistogram
+	epoch        time.Time             // time origin of task.at
 }
 
 // New returns a scheduler configured by opts. It starts no goroutine. An
@@ -127,296 +132,66 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	}
 	var force context.Context
 	force, s.cancel = context.WithCancel(context.Background())
-	s.core = core{force: force, lender: s}
+	s.core = core{force: force, owner: s}
 	s.weight, _ = o.weight.(func(K) int)
 	s.errHandler, _ = o.errHandler.(func(K, error))
 	s.checkKeys = keyCheckNeeded(reflect.TypeFor[K]())
 	if o.waitHistogram {
-		s.hist = new([2]histogram)
+		s.hist, s.waitHist = new([2]histogram), new([2]HistogramRecorder)
+	}
+	if o.runHistogram {
+		s.runHist = new([2]HistogramRecorder)
+	}
+	if o.waitHistogram || o.runHistogram {
 		s.epoch = time.Now()
 	}
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.starterFn = func() { s.runStarter(sh) }
-	}
-	s.pool.New = func() any {
-		sess := &session[K]{}
-		sess.core = &s.core
-		sess.launch = func() { s.work(sess, nil, nil) }
-		return sess
-	}
+	s.pool.New = func() any { return &session[K]{lanes: lanes{core: &s.core}} }
+	s.workers.New = s.newWorker
 	return s, nil
 }
 
-// Submit queues fn as a task on session key and returns its future.
-//
-// The error is non-nil only when the task was not accepted: [ErrClosed] once
-// Shutdown has begun, [ErrSessionClosing] while key is being removed,
-// [ErrQueueFull] past WithMaxQueue, a [*KeyError] (wrapping
-// [ErrInvalidKey]) for a key a map cannot hold (a NaN, or an interface
-// holding a slice, map or func), [ErrNilFunc], [ErrNilContext], or an
-// [*OptionError] for a bad [TaskOption]. Submit never blocks.
-//
-// fn runs on a goroutine of the scheduler with a ctx that carries ctx's
-// values and deadline. That ctx is done when ctx is, when Shutdown gives
-// up, or once the task is over (its future resolved), whichever comes
-// first; it keeps the whole context.Context contract at every moment, so
-// it may be kept, watched and derived from on any goroutine. If ctx is
-// done before the task starts, fn never runs and the future resolves with
-// ctx.Err(). A panic in fn is recovered and resolves the future with a
-// [*PanicError]; the session goes on.
-//
-// A task may queue follow-up work with its own ctx: when ctx is a task's
-// ctx itself, the new task inherits the ctx that task was submitted with
-// (values, deadline, cancellation), not the end of that task. A ctx
-// derived from a task's ctx (WithValue, WithTimeout, ...) ends with that
-// task, like any child context; pass context.WithoutCancel(ctx) for work
-// that must outlive the task whatever ctx it was given.
-func Submit[K comparable, T any](ctx context.Context, s *Scheduler[K], key K,
-	fn func(context.Context) (T, error), opts ...TaskOption) (*Future[T], error) {
-	if fn == nil {
-		return nil, ErrNilFunc
-	}
-	return submit(ctx, s, nil, key, fn, nil, opts)
-}
-
-// Go is Submit for a task with no result. It follows Submit's rules.
-func (s *Scheduler[K]) Go(ctx context.Context, key K, fn func(context.Context) error,
-	opts ...TaskOption) (*Future[struct{}], error) {
-	if fn == nil {
-		return nil, ErrNilFunc
-	}
-	return submit[K, struct{}](ctx, s, nil, key, nil, fn, opts)
-}
-
-// submit is Submit and Go: exactly one of fn and fn0 is set (Go's fn is kept
-// as it is, so that it needs no wrapper closure). It checks what it can
-// before it allocates the task and its future.
-func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], h *Session[K], key K,
-	fn func(context.Context) (T, error), fn0 func(context.Context) error, opts []TaskOption) (*Future[T], error) {
-	prio, err := s.admissible(ctx, h, key, opts)
-	if err != nil {
-		return nil, err
-	}
-	f := &Future[T]{fn: fn, fn0: fn0}
-	f.t.parent, f.t.prio, f.t.job = submitCtx(ctx), prio, f
-	f.wg.Add(1)
-	if err := s.queue(h, key, &f.t); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-// admissible checks what Submit, Go and Post can check before they
-// allocate: the scheduler, ctx, the options, and a key given by value
-// (h == nil; a handle's key was checked at Open).
-func (s *Scheduler[K]) admissible(ctx context.Context, h *Session[K], key K, opts []TaskOption) (Priority, error) {
-	prio, err := s.check(ctx, opts)
-	if err == nil && h == nil {
-		err = s.validKey(key)
-	}
-	return prio, err
-}
-
-// queue queues t on h's session, or on key's when h is nil.
-func (s *Scheduler[K]) queue(h *Session[K], key K, t *task) error {
-	if h != nil {
-		return s.enqueueTo(h, t)
-	}
-	return s.enqueue(key, t)
-}
-
-// submitCtx is the ctx a new task inherits from ctx: a running task's ctx
-// stands for the ctx that task was submitted with, so that work a task
-// queues with its own ctx is not canceled because that task ended.
-func submitCtx(ctx context.Context) context.Context {
-	if t, ok := ctx.(*task); ok {
-		return t.parent
-	}
-	return ctx
-}
-
-// check validates what Submit can check before it allocates.
-func (s *Scheduler[K]) check(ctx context.Context, opts []TaskOption) (Priority, error) {
-	if s == nil || s.shards == nil {
-		return 0, notNew
-	}
-	if ctx == nil {
-		return 0, ErrNilContext
-	}
-	if s.closed.Load() {
-		return 0, ErrClosed
-	}
-	return taskPriority(opts)
-}
-
-// notNew is returned for a nil or zero Scheduler, and errNilSession for a
-// nil *Session.
-var (
-	notNew        = ErrNotNew
-	errNilSession = fmt.Errorf("seqsched: nil *Session (make one with Open): %w", ErrNotNew)
-)
-
-// keyCheckNeeded reports whether a K can be a key that a map cannot hold:
-// one not equal to itself (a NaN in a float, a complex, or an array or
-// struct holding one) or an interface holding a value whose type is not
-// comparable. New decides it once; for every other K the check costs a
-// predictable branch.
-func keyCheckNeeded(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.Interface:
-		return true
-	case reflect.Array:
-		return t.Len() > 0 && keyCheckNeeded(t.Elem())
-	case reflect.Struct:
-		for i := range t.NumField() {
-			if keyCheckNeeded(t.Field(i).Type) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// validKey refuses a key that a map cannot hold: a map never finds a NaN
-// key again (every task would make a session never forgotten), and hashing
-// an interface holding a slice, map or func panics.
-func (s *Scheduler[K]) validKey(key K) error {
-	if !s.checkKeys {
-		return nil
-	}
-	return checkKey(key)
-}
-
-func checkKey[K comparable](key K) (err error) {
-	defer func() {
-		if r := recover(); r != nil { // comparing an interface holding an uncomparable value
-			err = &KeyError{Key: key, Reason: fmt.Sprintf("is not comparable (%v)", r)}
-		}
-	}()
-	if key != key {
-		return &KeyError{Key: key, Reason: "is not equal to itself (it is or holds a NaN)"}
-	}
-	return nil
-}
-
-// enqueue appends t to key's session, creating the session if it is idle,
-// and schedules the session if it has no goroutine.
-func (s *Scheduler[K]) enqueue(key K, t *task) error {
-	if s.hist != nil {
-		t.at = time.Since(s.epoch).Nanoseconds()
-	}
-	sh := s.shard(key)
-	sh.mu.Lock()
-	if s.closed.Load() {
-		sh.mu.Unlock()
-		return ErrClosed
-	}
-	sess := sh.sessions[key]
-	switch {
-	case sess != nil && !sess.scheduled: // idle: active again
-		sh.wake(sess)
-	case sess == nil:
-		sess = sh.make(s, key)
-	case sess.drain != nil:
-		sh.mu.Unlock()
-		return ErrSessionClosing
-	}
-	return s.admit(sh, sess, t)
-}
-
-// enqueueTo is enqueue for a handle's session: no hash, no map lookup.
-func (s *Scheduler[K]) enqueueTo(h *Session[K], t *task) error {
-	if s.hist != nil {
-		t.at = time.Since(s.epoch).Nanoseconds()
-	}
-	sh := h.sh
-	sh.mu.Lock()
-	if s.closed.Load() {
-		sh.mu.Unlock()
-		return ErrClosed
-	}
-	sess := h.sess
-	if sess.gone || sess.drain != nil {
-		sh.mu.Unlock()
-		return ErrSessionClosing
-	}
-	if !sess.scheduled {
-		sh.wake(sess)
-	}
-	return s.admit(sh, sess, t)
-}
-
-// admit queues t on sess, schedules sess if it has no goroutine, and
-// unlocks sh. Called with sh.mu held.
-func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) error {
-	q := &sess.normal
-	if t.prio == High {
-		q = &sess.high
-	}
-	if max := s.opts.maxQueue; max > 0 && q.n >= max { // never true of a just-made session
-		sh.mu.Unlock()
-		return ErrQueueFull
-	}
-	t.lanes = &sess.lanes
-	sh.submitted++
-	starter := false // start a starter for sh's start queue
-	if !sess.scheduled {
-		sess.scheduled = true
-		switch {
-		case s.opts.maxConcurrency == 0 && sh.workers > 0:
-			// A goroutine is at work on this shard: it takes sess when its
-			// own session goes idle, or a starter does, whichever is first.
-			// sess takes no live token: while the start queue is not
-			// empty, a starter is on its way, holding one.
-			sh.pending.push(sess)
-			if !sh.starterOnWay {
-				sh.starterOnWay, starter = true, true
-				s.takeToken() // the starter's; under the lock, so Shutdown's barrier sees it
-			}
-		default:
-			s.takeToken() // sess's; under the lock, so Shutdown's barrier sees it
-			if s.claimSlot(sess) {
-				// The session's only task goes straight to the goroutine
-				// that starts now: it is running, not queued, and counts
-				// towards WithHighBurst's run as a popped task does.
-				sess.first = sess.countStart(t)
-				sh.running++
-				if s.opts.maxConcurrency == 0 {
-					sh.workers++
-				}
-				sh.mu.Unlock()
-				go sess.launch()
-				return nil
-			}
-		}
-	}
-	q.push(t)
-	sh.queued[t.prio]++
-	sh.mu.Unlock()
-	if starter {
-		go sh.starterFn()
-	}
-	return nil
-}
-
 // Remove drains session key and forgets it. At once, further submissions to
-// key fail with [ErrSessionClosing]; every task already accepted still runs
-// (High first, as usual); then the session is forgotten and Remove returns
-// nil. The key can then be used again as a fresh session.
+// key fail with a [*SessionError] wrapping [ErrSessionClosing]; every task
+// already accepted still runs (High first, as usual); then the session is
+// forgotten, every handle on it is closed, and Remove returns nil. The key
+// can then be used again as a fresh session.
 //
-// If ctx ends first, Remove returns ctx.Err() and the drain still completes.
-// If ctx belongs to a running task of this very session, Remove cannot wait
-// for it: it starts the drain and returns [ErrWouldDeadlock]. If a forced
-// Shutdown cuts the drain short, Remove returns [ErrClosed]. Removing an
-// unknown or idle key returns nil (and drops the idle key's record at
-// once). A key a map cannot hold returns a [*KeyError]. When Remove
-// returns nil, every task accepted for key has run and its future is
-// resolved. Remove is safe for concurrent use; any number of callers may
-// remove the same key.
+// If ctx ends first, Remove returns ctx's error and the drain still
+// completes. Called from the session's own running task (with its ctx, or
+// from its fn or a callback run for it with any ctx), Remove cannot wait
+// for it: it starts the drain and returns [ErrWouldDeadlock]. Under
+// WithMaxConcurrency, a task (or callback) that waits in Remove lends its
+// slot while it waits, as Await does. Once Shutdown has given up (a forced
+// Shutdown), Remove returns [ErrClosed]: accepted tasks may have been
+// dropped. Removing an unknown or idle key returns nil (and drops the idle
+// key's record at once). A key a map cannot hold returns a [*KeyError], and
+// a ctx whose methods panic the [*PanicError]. When Remove returns nil,
+// every task accepted for key has run, its future is resolved, and every
+// failure of a posted one reported. Remove is safe for concurrent use; any
+// number of callers may remove the same key.
 func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
+	return s.endKey(ctx, key, false)
+}
+
+// Discard ends session key without running its backlog: at once, new tasks
+// are refused (a [*SessionError] wrapping [ErrSessionClosing]), every
+// queued task, High and Normal, resolves with [ErrDiscarded] without
+// running (a posted task's failure is reported like any other), the
+// running task's ctx is canceled with ErrDiscarded as its cause, and the
+// session is forgotten once that task returns; every handle on it is
+// closed. Discard returns nil then, or ctx's error if ctx ends first (the
+// discarding is done all the same), or [ErrWouldDeadlock] when called from
+// the session's own task (or a callback run for it), having done the
+// discarding. Its other rules are Remove's. It is how a server kicks a
+// client, freezes an account or drops a slow consumer.
+func (s *Scheduler[K]) Discard(ctx context.Context, key K) error {
+	return s.endKey(ctx, key, true)
+}
+
+// endKey is Remove (discard unset) and Discard by key.
+func (s *Scheduler[K]) endKey(ctx context.Context, key K, discard bool) error {
 	if s == nil || s.shards == nil {
-		return notNew
+		return ErrNotNew
 	}
 	if ctx == nil {
 		return ErrNilContext
@@ -424,79 +199,102 @@ func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
 	if err := s.validKey(key); err != nil {
 		return err
 	}
+	c, err := s.callerOf(ctx) // the caller's code, before anything changes
+	if err != nil {
+		return err
+	}
 	sh := s.shard(key)
 	sh.mu.Lock()
 	sess := sh.sessions[key]
 	if sess == nil {
 		sh.mu.Unlock()
+		if s.forced.Load() {
+			return ErrClosed
+		}
 		return nil
 	}
-	return s.remove(ctx, sh, sess)
+	return s.end(ctx, c, sh, sess, discard)
 }
 
-// remove drains and forgets sess (see Remove), and unlocks sh. Called with
-// sh.mu held.
-func (s *Scheduler[K]) remove(ctx context.Context, sh *shard[K], sess *session[K]) error {
-	if !sess.scheduled { // idle: forget it now
-		if sess.pins > 0 {
-			sh.pinnedIdle--
-			sh.forget(sess)
-		} else {
-			sh.drop(sess)
+// end closes sess (discarding its backlog if asked), unlocks sh, and waits
+// for the drain (see Remove and Discard). Called with sh.mu held.
+func (s *Scheduler[K]) end(ctx context.Context, c caller[K], sh *shard[K], sess *session[K], discard bool) error {
+	d, forgotten := s.close(sh, sess)
+	var dropped []*task
+	var waiters []*waiter
+	var cur *task
+	if discard {
+		dropped = sh.discard(sess, nil)
+		for _, t := range dropped {
+			waiters = append(waiters, t.job.publish()) // before the drain can end
 		}
-		sh.mu.Unlock()
-		s.recycle(sess)
-		return nil
+		if len(dropped) > 0 && sess.pred != nil {
+			sh.setRest(sess, restPinned) // held back, with no work now
+		}
+		cur = sess.cur
 	}
-	if sess.drain == nil {
-		sess.drain = &drain{done: make(chan struct{})}
+	var reports []*task
+	for _, t := range dropped {
+		if _, ok := t.job.(*posted[K]); ok {
+			reports = append(reports, t)
+		}
 	}
-	d := sess.drain
-	self := runningTask(ctx)
-	selfWait := self != nil && self.lanes == &sess.lanes
+	if len(reports) > 0 {
+		d.pending++ // the reporter settles it
+	}
+	self := c.runs(sess)
 	sh.mu.Unlock()
-	if selfWait {
+	for i, t := range dropped {
+		t.job.wake(waiters[i])
+	}
+	if len(reports) > 0 {
+		s.startReporter(reports, []*drain{d}, []*shard[K]{sh})
+	}
+	if forgotten {
+		s.recycle(sess)
+	}
+	if cur != nil {
+		cur.discard() // may run the submit ctx's code: last, with everything done
+	}
+	if self {
 		return ErrWouldDeadlock
 	}
-	select {
-	case <-d.done:
-		return d.err
-	case <-ctx.Done():
-		select {
-		case <-d.done:
-			return d.err
-		default:
-			return ctx.Err()
-		}
-	}
+	return s.wait(ctx, c, d.done, &d.err)
 }
 
 // Shutdown stops the scheduler. At once, every Submit fails with
 // [ErrClosed]; every accepted task still runs (tasks cannot add new ones);
 // Shutdown returns nil when every goroutine the scheduler started has
-// returned.
+// returned, and with them every failure of a posted task has been
+// reported.
 //
 // If ctx ends first, Shutdown gives up: no further task starts (one that a
-// goroutine was starting at that instant may still begin, and its ctx is
+// worker was starting at that instant may still begin, and its ctx is
 // canceled like the others), running tasks' contexts are canceled, under
 // WithMaxConcurrency a task coming back from an Await no longer waits for a
 // slot, every task not yet started resolves with [ErrClosed], and Shutdown
-// returns ctx.Err() without waiting for running tasks. Unlike
-// http.Server.Shutdown, the give-up is forceful.
+// returns ctx's error without waiting for running tasks. The failures of
+// posted tasks it dropped are reported on a goroutine of the scheduler,
+// possibly after Shutdown returned; a later Shutdown that returns nil finds
+// them reported. Unlike http.Server.Shutdown, the give-up is forceful.
 //
-// Called from a task of this scheduler with that task's ctx (or one derived
-// from it), Shutdown begins as above but cannot wait for the task calling
-// it: it returns [ErrWouldDeadlock]. Shutdown is safe to call again and
-// concurrently: a later call waits again, and returns nil once the
-// goroutines are gone.
+// Called from a task of this scheduler (with its ctx, or from its fn or a
+// callback with any ctx), Shutdown begins as above but cannot wait for the
+// goroutine calling it: it returns [ErrWouldDeadlock]. Shutdown is safe to
+// call again and concurrently: a later call waits again, and returns nil
+// once the goroutines are gone. A ctx whose methods panic returns the
+// [*PanicError] before anything is done.
 func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 	if s == nil || s.shards == nil {
-		return notNew
+		return ErrNotNew
 	}
 	if ctx == nil {
 		return ErrNilContext
 	}
-	self := runningTask(ctx)
+	c, err := s.callerOf(ctx)
+	if err != nil {
+		return err
+	}
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		// Barrier: a Submit that saw closed unset has finished enqueueing.
@@ -506,68 +304,217 @@ func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 		}
 		s.release(0)
 	})
-	if self != nil && self.lanes.core == &s.core {
-		return ErrWouldDeadlock // the caller's own task keeps the scheduler busy
+	if c.t != nil || c.w != nil {
+		return ErrWouldDeadlock // the caller's own goroutine keeps the scheduler busy
 	}
 	select {
 	case <-s.quiet:
 		return nil
 	default:
 	}
+	done, perr := ctxDone(ctx)
+	if perr != nil {
+		return perr
+	}
 	select {
 	case <-s.quiet:
 		return nil
-	case <-ctx.Done():
+	case <-done:
 	}
 	s.abort()
-	return ctx.Err()
+	return ctxErr(ctx)
 }
 
-// abort is Shutdown giving up: cancel running tasks, empty the ready queue and
-// every session's queues, and resolve what was dropped with ErrClosed.
+// abort is Shutdown giving up: cancel running tasks, empty the ready queue
+// and every session's queues, resolve what was dropped with ErrClosed, and
+// start a reporter for the posted tasks among them.
 func (s *Scheduler[K]) abort() {
 	s.forced.Store(true)
 	s.cancel()
-	// Sessions waiting for a slot have no goroutine: forget them here.
+	// Sessions waiting for a slot have no worker: retire them here.
 	waiting := s.abortSlots()
+	var reports []*task
 	for i := range s.shards {
 		sh := &s.shards[i]
-		var drop dropped
-		var forgotten []*session[K]
-		var drains []*drain
+		var dropped []*task
+		var waiters []*waiter
+		var r retirement[K]
 		sh.mu.Lock()
 		for _, sess := range sh.sessions {
-			for t := sess.pop(0); t != nil; t = sess.pop(0) {
-				drop.publish(t) // under the lock: a worker that retires sess ends its drain after this
-				sh.queued[t.prio]--
-				sh.completed[t.prio]++
-				sh.skipped++
-			}
-			if sess.drain != nil {
-				sess.drain.err = ErrClosed
+			for p := sess; p != nil; p = p.pred { // with the closing sessions a successor replaced
+				for t := p.pop(0); t != nil; t = p.pop(0) {
+					sh.queued[t.prio]--
+					t.job.settle(ErrClosed, outcomeSkipped)
+					sh.count(t)
+					dropped = append(dropped, t)
+					waiters = append(waiters, t.job.publish()) // under the lock: a drain ends after this
+				}
+				if p.closing != nil {
+					p.closing.err = ErrClosed
+				}
+				if p.pred != nil && p.rest == restNone {
+					sh.setRest(p, restPinned) // held back, with no work now
+				}
 			}
 		}
 		for _, sess := range waiting {
 			if sess.sh == sh {
-				f, d := sh.retire(sess, s.idleCap)
-				if f != nil {
-					forgotten = append(forgotten, f)
-				}
-				if d != nil {
-					drains = append(drains, d)
-				}
+				s.retire(sh, sess, &r)
 			}
 		}
 		sh.mu.Unlock()
-		drop.finish()
-		for _, d := range drains {
-			d.end()
+		for i, t := range dropped {
+			t.job.wake(waiters[i])
+			if _, ok := t.job.(*posted[K]); ok {
+				reports = append(reports, t)
+			}
 		}
-		for _, f := range forgotten {
-			s.recycle(f)
-		}
+		s.finish(&r)
+	}
+	if len(reports) > 0 {
+		s.startReporter(reports, nil, nil) // its token taken before the waiting sessions' go
 	}
 	s.release(int64(len(waiting)))
+}
+
+// caller is who makes a call that may wait: the running task whose ctx, or
+// a ctx derived from it, was passed, and the worker whose goroutine the
+// call runs on, while it runs user code (see callsite.go).
+type caller[K comparable] struct {
+	t *task
+	w *worker[K]
+}
+
+// callerOf finds who calls with ctx (ctx.Value is the caller's code: a
+// panic there is returned), and the calling goroutine's worker.
+func (s *Scheduler[K]) callerOf(ctx context.Context) (c caller[K], err error) {
+	t, err := runningTask(ctx)
+	if err != nil {
+		return c, err
+	}
+	if t != nil && t.lanes.core == &s.core {
+		c.t = t
+	}
+	c.w = s.currentWorker()
+	return c, nil
+}
+
+// currentWorker returns the worker of s whose goroutine calls, if any.
+func (s *Scheduler[K]) currentWorker() *worker[K] {
+	if w, ok := currentIdent().(*worker[K]); ok && w.s == s && w.site != siteNone {
+		return w
+	}
+	return nil
+}
+
+// runs reports whether waiting for sess to be forgotten would wait for the
+// caller: sess, or a predecessor it is held back behind, is the session of
+// the caller's task or worker. Called with sess's shard lock held.
+func (c caller[K]) runs(sess *session[K]) bool {
+	for p := sess; p != nil; p = p.pred {
+		if (c.t != nil && c.t.lanes == &p.lanes) || (c.w != nil && c.w.sess == p) {
+			return true
+		}
+	}
+	return false
+}
+
+// slot is the lent-slot state of the caller's slot, if it holds one: a
+// task's (shared by the waits of every goroutine using its ctx), or the
+// worker's while it runs a callback.
+func (c caller[K]) slot() *lentSlot {
+	switch {
+	case c.t != nil && c.t.lanes.core.owner.limited():
+		return c.t.slotState()
+	case c.t != nil:
+		return nil
+	case c.w != nil && c.w.slot && c.w.site == siteFn:
+		return c.w.t.slotState()
+	case c.w != nil && c.w.slot:
+		return &c.w.lent
+	}
+	return nil
+}
+
+// slotState returns t's lent-slot state, making it if need be.
+func (t *task) slotState() *lentSlot {
+	a := t.extra()
+	if ls := a.lent.Load(); ls != nil {
+		return ls
+	}
+	ls := new(lentSlot)
+	if !a.lent.CompareAndSwap(nil, ls) {
+		ls = a.lent.Load()
+	}
+	return ls
+}
+
+// fromCallback tells Await, called from no running task of its ctx,
+// whether its wait for a task queued on l could never end because the
+// caller is a callback a worker runs for that session, or else the
+// callback's slot to lend (see owner).
+func (s *Scheduler[K]) fromCallback(l *lanes) (deadlock bool, ls *lentSlot) {
+	if s.callbacks.Load() == 0 {
+		return false, nil
+	}
+	w := s.currentWorker()
+	if w == nil {
+		return false, nil
+	}
+	if w.sess != nil && heldBehind(l, &w.sess.lanes) {
+		return true, nil
+	}
+	return false, caller[K]{w: w}.slot()
+}
+
+// limited reports whether s has a concurrency limit: only then is there a
+// slot to lend.
+func (s *Scheduler[K]) limited() bool { return s.opts.maxConcurrency > 0 }
+
+// wait blocks until done is closed (then returns *result) or ctx ends
+// (then returns ctx's error), lending the caller's slot meanwhile.
+func (s *Scheduler[K]) wait(ctx context.Context, c caller[K], done <-chan struct{}, result *error) error {
+	if ls := c.slot(); ls != nil && s.lend(ls) {
+		defer s.reclaim(ls)
+	}
+	ctxDone, perr := ctxDone(ctx)
+	if perr != nil {
+		return perr
+	}
+	select {
+	case <-done:
+		return *result
+	case <-ctxDone:
+		select {
+		case <-done:
+			return *result
+		default:
+			return ctxErr(ctx)
+		}
+	}
+}
+
+// Queued returns how many tasks wait in key's High and Normal lanes, the
+// running one not counted; an unknown or idle key reports 0, 0.
+func (s *Scheduler[K]) Queued(key K) (high, normal int) {
+	if s == nil || s.shards == nil || s.validKey(key) != nil {
+		return 0, 0
+	}
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sess := sh.sessions[key]; sess != nil {
+		return sess.high.n, sess.normal.n
+	}
+	return 0, 0
+}
+
+// takeToken takes a live token (see live).
+func (s *Scheduler[K]) takeToken() {
+	s.live.Add(1)
+	if checkTokens {
+		s.slack.Add(1)
+	}
 }
 
 // release gives back n live tokens and reports the scheduler quiet if that
@@ -582,27 +529,23 @@ func (s *Scheduler[K]) release(n int64) {
 	}
 }
 
-// recycle puts a forgotten session back in the pool, unless a handle held
-// it: a handle must go on finding it gone.
-func (s *Scheduler[K]) recycle(sess *session[K]) {
-	if !sess.handled {
-		s.pool.Put(sess)
-	}
-}
-
-// takeToken takes a live token (see live).
-func (s *Scheduler[K]) takeToken() {
-	s.live.Add(1)
+// exit is a worker's last act: it gives back its live token.
+func (s *Scheduler[K]) exit() {
 	if checkTokens {
 		s.slack.Add(1)
 	}
+	s.release(1)
 }
 
-// checkTokens, set by the package's own tests, makes every release check
-// that the live tokens cover the worker goroutines still running, and
-// count in tokenViolations each time they do not. slack keeps tokens minus
-// workers in one counter, so that the check reads one consistent value.
-var (
-	checkTokens     bool
-	tokenViolations atomic.Int64
-)
+// recycle puts a forgotten session back in the pool, unless a handle held
+// it: a handle must go on finding it gone.
+func (s *Scheduler[K]) recycle(sess *session[K]) {
+	if sess.handled {
+		return
+	}
+	// Only what forget leaves set (pred and succ are cleared under the
+	// lock when a successor is released); the lanes stay, since an Await
+	// may still read them.
+	sess.closing, sess.cur = nil, nil
+	s.pool.Put(sess)
+}

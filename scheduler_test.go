@@ -212,7 +212,7 @@ func TestManyDistinctKeysLeaveNothingBehind(t *testing.T) {
 		require.Zero(t, schedulerGoroutines())
 		st := s.Stats()
 		require.Equal(t, seqsched.Stats{Submitted: keys, Completed: keys,
-			Normal: seqsched.PriorityStats{Completed: keys}}, st)
+			Normal: seqsched.PriorityStats{Completed: keys, Outcomes: seqsched.Outcomes{Succeeded: keys}}}, st)
 		require.NoError(t, s.Shutdown(context.Background()))
 	})
 }

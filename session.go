@@ -1,7 +1,5 @@
 package seqsched
 
-import "context"
-
 // queue is an intrusive FIFO of tasks.
 type queue struct {
 	head, tail *task
@@ -37,8 +35,26 @@ func (q *queue) pop() *task {
 // the deadlock guard.
 type lanes struct {
 	high, normal queue
-	highRun      int   // High tasks started in a row (for WithHighBurst; see countStart)
-	core         *core // the scheduler's untyped half; set once, when the session is made
+	highRun      int    // High tasks started in a row (for WithHighBurst; see countStart)
+	core         *core  // the scheduler's untyped half; set once, when the session is made
+	mu           *mutex // its shard's lock, which guards the fields; set when it is made
+	pred         *lanes // session.pred's lanes, for the deadlock guard (see heldBehind)
+}
+
+// heldBehind reports whether l is own, or a successor held back behind own
+// (see succeed): a wait for l's tasks then waits for own's.
+func heldBehind(l, own *lanes) bool {
+	if l == own {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p := l.pred; p != nil; p = p.pred {
+		if p == own {
+			return true
+		}
+	}
+	return false
 }
 
 // pop takes the oldest High task, else the oldest Normal one. With a burst
@@ -54,10 +70,10 @@ func (l *lanes) pop(burst int) *task {
 	return l.countStart(l.normal.pop())
 }
 
-// countStart counts t, the task about to run (nil if none), in the run of High
-// tasks in a row that WithHighBurst caps, and returns it. pop calls it, and
-// so does Submit for the first task of an idle session, which it hands to
-// the session's new goroutine without a pop.
+// countStart counts t, the task about to run (nil if none), in the run of
+// High tasks in a row that WithHighBurst caps, and returns it. pop calls it,
+// and so does Submit for the first task of an idle session, which it hands
+// to the session's new worker without a pop.
 func (l *lanes) countStart(t *task) *task {
 	if t != nil && t.prio == High {
 		l.highRun++
@@ -69,248 +85,287 @@ func (l *lanes) countStart(t *task) *task {
 
 func (l *lanes) len() int { return l.high.n + l.normal.n }
 
-// The session state machine. A session record is in exactly one of these
-// states; every move between them happens under its shard's lock (sh.mu),
-// and the slots' lock (slots.mu) is only ever taken inside it or alone
-// (lock order: shard, then slots).
+// session is one key's queues and turn, and the record of its state. Every
+// move between states is one of the named operations below, made under its
+// shard's lock (sh.mu); the slots' lock (slots.mu) is only ever taken inside
+// it or alone (lock order: shard, then slots). Fields are guarded by sh.mu
+// unless their comment says otherwise.
 //
-//   - unknown: no record in the shard's map. A task by key makes one
-//     (shard.make) and it becomes waiting or running; Open makes one
-//     pinned.
+// States:
+//
+//   - unknown: no record in the shard's map. make creates one: a task by
+//     key makes it active, Open makes it pinned.
 //   - idle record: in the map and on the shard's record list, not
-//     scheduled, no tasks (shard.retire). Counted in nidle, at most
-//     idleRecords over all shards (4,096, about 200 bytes each); when the
-//     records are full a retiring session is mostly forgotten at once,
-//     and every evictEvery-th (8th) time the oldest record not reused
-//     since it was listed is (shard.evictOldest). A task by key wakes it
-//     (shard.wake).
-//   - pinned: idle, but held by a handle (pins > 0): in the map, not on
-//     the list, never evicted; counted in pinnedIdle.
+//     scheduled, no tasks, no handles; counted in nidle (see shard.retire
+//     for how many are kept). A task by key makes it active (wake).
+//   - pinned: idle, but held by handles (handles > 0): in the map, never
+//     listed or evicted; counted in pinnedIdle.
 //   - waiting: scheduled, with work, no goroutine: in the ready queue
-//     (WithMaxConcurrency; slots.waiting) or in its shard's start queue
+//     (WithMaxConcurrency; slots.waiting) or its shard's start queue
 //     (shard.pending).
-//   - running: scheduled, a worker goroutine runs its turn (worker.go).
-//   - draining: running or waiting with drain set (Remove, Session.Close):
-//     no new task is accepted; it is forgotten when its queues empty.
-//   - forgotten: out of the map (shard.forget). Recycled through the pool
-//     unless a handle ever held it (then gone stays true for the handle).
+//   - running: scheduled, a worker runs its turn (worker.go); cur is the
+//     task it has in hand.
+//   - closing: running or waiting, with closing set (Remove, Discard, the
+//     last handle's Close): no task is accepted; retire forgets it once its
+//     queues are empty. Discard also empties its queues (discard).
+//   - held back: made by Open while the key's session was closing (a
+//     successor): in the map, accepting tasks, pinned by its handle, but
+//     not scheduled until its predecessor is forgotten (release).
+//   - forgotten: out of the map (forget). Recycled through the pool unless
+//     a handle ever held it (then gone stays true for its handles).
 //
-// Live tokens: Shutdown is done when s.live reaches zero. A token is held
-// by each worker goroutine, each starter goroutine on its way to a start
-// queue, and each session waiting in the ready queue; sessions in a start
-// queue hold none (a starter holding one is on its way while the queue is
-// not empty). Named moves: takeToken (a new goroutine or a session queued
-// for a slot, always before another goroutine can see it, under the lock
-// that publishes it), release (a goroutine's last act, or a queued
-// session's token merged into the goroutine that takes it over), and the
-// hand-over of a worker's token to the goroutine that takes over after
-// runtime.Goexit (takeOver, which holds a token of its own while it logs).
-// In the package's tests every release checks that the tokens left cover
-// the workers still running (checkTokens).
-//
-// The Shutdown barrier: Shutdown sets closed, then takes and releases
-// every shard lock once, so that a Submit that saw closed unset has
-// finished queueing (and taken its token) before Shutdown waits for zero.
-
-// session is one key's queues and turn. It is made when an unknown key gets
-// a task. When its queues empty it retires: it stays in its shard's map as
-// an idle record until its key gets work again or it is dropped (see
-// retire and Remove); once forgotten it is recycled through the pool.
-// Fields are guarded by sh.mu unless their comment says otherwise; run and
-// lanes.core are set once, when the session is made.
+// The operations: make, activate (a task for a session without a
+// goroutine: schedule it), retire (its worker found its queues empty),
+// close (begin closing), discard, succeed and release (a successor), forget,
+// and the record list's wake, list and drop (shard.go).
 type session[K comparable] struct {
 	lanes
 	key K
 	sh  *shard[K]
-	// scheduled is set while the session owns a goroutine or waits for
-	// one (in the ready queue or its shard's start queue); a Submit that
-	// finds it unset schedules it.
+	// scheduled is set while the session owns a worker or waits for one;
+	// a task for a session with it unset activates it.
 	scheduled bool
-	drain     *drain // set by Remove: refuse new tasks, signal when empty
-	first     *task  // handed by Submit, or a starter, to the goroutine about to run sess; read by that goroutine only
-	// nextReady links the ready queue (guarded by slots.mu) under
-	// WithMaxConcurrency, and the shard's start queue (guarded by sh.mu)
-	// without it.
-	nextReady *session[K]
+	closing   *drain      // set by close: refuse new tasks, signal once forgotten
+	cur       *task       // the task its worker has in hand; Discard cancels its ctx
+	link      *session[K] // next in the ready queue (guarded by slots.mu) or the start queue
+	// A successor (see succeed): pred is the closing session it waits for,
+	// succ the successor waiting for this one.
+	pred, succ *session[K]
 	// Links in the shard's record list (see shard.idleHead), while listed.
 	idlePrev, idleNext *session[K]
 	reused             bool // active again since it was listed or last passed over (see evictOldest)
-	// Handles (see Session): pins counts the open handles; a pinned session
-	// is never an idle record (never listed, counted in nidle or evicted).
-	// handled marks a session a handle ever held: it is never recycled, so
-	// that gone, set when it is forgotten, stays true for its handles.
-	pins    int
-	handled bool
-	gone    bool
-	launch  func() // starts a worker on this session; made once, so `go launch()` allocates nothing
+	rest               rest // what it is counted as while it has no worker (see shard.setRest)
+	handles            int  // open handles; a session with handles is never an idle record
+	handled            bool // a handle ever held it: never recycled, so that gone stays true
+	gone               bool
 }
 
-// drain is what Remove waits on: done is closed when the session has
-// emptied, been forgotten, and every future of its tasks has resolved. err
-// is ErrClosed when a forced shutdown cut it short.
+// drain is what Remove, Discard and the last Close wait on: done is closed
+// once the session is forgotten, every future of its tasks has resolved and
+// every failure of its posted tasks was reported. pending counts what must
+// still happen (the session's retirement, a reporter's reports); err is
+// ErrClosed when a forced Shutdown cut the session short. Guarded by sh.mu,
+// but done.
 type drain struct {
-	done chan struct{}
-	err  error
+	done    chan struct{}
+	pending int
+	err     error
 }
 
-// end reports the drain complete; nil-safe.
+// end closes d.done; nil-safe. Called with no lock held.
 func (d *drain) end() {
 	if d != nil {
 		close(d.done)
 	}
 }
 
-// A Session is a handle on one key's session, held by the code that owns
-// the key (a WebSocket connection, an account being worked on). Tasks
-// submitted through it join the same two FIFOs as tasks submitted by key,
-// in acceptance order (a session is one thing however it is reached), but
-// skip the key's hash and map lookup.
-//
-// An open handle pins its session: it is never dropped when idle, and it
-// still costs no goroutine while idle. Close drains and removes it. Every
-// Open must be matched by a Close (or a Remove of the key); a handle
-// dropped without one keeps its session's small record for the life of
-// the scheduler.
-//
-// Open of a key that already has an open handle returns another handle on
-// the same session. Close of any handle of a key, or Remove of the key,
-// drains the session and closes every handle on it: from then on each of
-// their Go, Post and SubmitTo returns an error wrapping
-// [ErrSessionClosing], and Queued reports 0, 0. A Session is safe for
-// concurrent use.
-type Session[K comparable] struct {
-	s    *Scheduler[K]
-	sh   *shard[K]
-	sess *session[K]
-	key  K
+// settle counts one pending end of d and returns d if it was the last (for
+// the caller to end once the lock is released). Called with sh.mu held.
+func (d *drain) settle() *drain {
+	if d.pending--; d.pending == 0 {
+		return d
+	}
+	return nil
 }
 
-// Open returns a handle on key's session, making the session if key has
-// none. It fails with [ErrClosed] once Shutdown has begun,
-// [ErrSessionClosing] while key is being removed, or a [*KeyError] for a
-// key a map cannot hold.
-func (s *Scheduler[K]) Open(key K) (*Session[K], error) {
-	if s == nil || s.shards == nil {
-		return nil, notNew
+// make creates key's session, not scheduled and not listed. Called with
+// sh.mu held.
+func (sh *shard[K]) make(s *Scheduler[K], key K) *session[K] {
+	sess := s.pool.Get().(*session[K])
+	sess.key, sess.sh, sess.gone, sess.lanes.mu = key, sh, false, &sh.mu
+	if sh.sessions == nil {
+		sh.sessions = make(map[K]*session[K])
 	}
-	if err := s.validKey(key); err != nil {
-		return nil, err
-	}
-	sh := s.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if s.closed.Load() {
-		return nil, ErrClosed
-	}
-	sess := sh.sessions[key]
-	switch {
-	case sess == nil:
-		sess = sh.make(s, key)
-		sh.pinnedIdle++
-	case sess.drain != nil:
-		return nil, ErrSessionClosing
-	case !sess.scheduled && sess.pins == 0: // an idle record becomes a pinned session
-		sh.unidle(sess)
-		if sh.listed(sess) {
-			sh.unlist(sess) // Open is rare: it may touch the neighbours
+	sh.sessions[key] = sess
+	return sess
+}
+
+// activate schedules sess, which has just got work and has no goroutine.
+// It reports whether the caller must start a worker on it once sh.mu is
+// released (the worker then holds the live token and slot taken here, and
+// sess.cur is its first task, taken off the queue), or a starter for the
+// shard's start queue. Otherwise sess waits in the ready queue with a
+// token of its own, or in the start queue. Called with sh.mu held.
+func (s *Scheduler[K]) activate(sh *shard[K], sess *session[K]) (start, starter bool) {
+	sess.scheduled = true
+	if s.opts.maxConcurrency == 0 && sh.workers > 0 {
+		// A worker is at work on this shard: it takes sess when its own
+		// session goes idle, or a starter does, whichever is first.
+		// sess takes no live token: while the start queue is not empty,
+		// a starter holding one is on its way.
+		sh.pending.push(sess)
+		if !sh.starterOnWay {
+			sh.starterOnWay, starter = true, true
+			s.takeToken() // the starter's; under the lock, so Shutdown's barrier sees it
 		}
-		sh.pinnedIdle++
+		return false, starter
 	}
-	sess.pins++
-	sess.handled = true
-	return &Session[K]{s: s, sh: sh, sess: sess, key: key}, nil
+	s.takeToken() // sess's; under the lock, so Shutdown's barrier sees it
+	if !s.claimSlot(sess) {
+		return false, false
+	}
+	sh.takeNext(sess, s.opts.highBurst)
+	if s.opts.maxConcurrency == 0 {
+		sh.workers++
+	}
+	return true, false
 }
 
-// Key returns the key the handle was opened on.
-func (h *Session[K]) Key() K { return h.key }
-
-// Go queues fn on the handle's session and returns its future, as
-// [Scheduler.Go] does for the key, with the same rules and errors; a closed
-// handle returns an error wrapping [ErrSessionClosing].
-func (h *Session[K]) Go(ctx context.Context, fn func(context.Context) error, opts ...TaskOption) (*Future[struct{}], error) {
-	if fn == nil {
-		return nil, ErrNilFunc
+// enqueue queues t on sess. Called with sh.mu held.
+func (sh *shard[K]) enqueue(sess *session[K], t *task) {
+	if t.prio == High {
+		sess.high.push(t)
+	} else {
+		sess.normal.push(t)
 	}
-	if h == nil {
-		return nil, errNilSession
-	}
-	return submit[K, struct{}](ctx, h.s, h, h.key, nil, fn, opts)
+	sh.queued[t.prio]++
 }
 
-// SubmitTo queues fn on the handle's session and returns its future, as
-// [Submit] does for the key, with the same rules and errors; a closed
-// handle returns an error wrapping [ErrSessionClosing].
-func SubmitTo[K comparable, T any](ctx context.Context, h *Session[K], fn func(context.Context) (T, error),
-	opts ...TaskOption) (*Future[T], error) {
-	if fn == nil {
-		return nil, ErrNilFunc
+// takeNext pops sess's next task, if any, counts it running and makes it
+// the session's task in hand. Called with sh.mu held.
+func (sh *shard[K]) takeNext(sess *session[K], burst int) *task {
+	t := sess.pop(burst)
+	if t != nil {
+		sh.queued[t.prio]--
+		sh.running++
 	}
-	if h == nil {
-		return nil, errNilSession
-	}
-	return submit(ctx, h.s, h, h.key, fn, nil, opts)
+	sess.cur = t
+	return t
 }
 
-// Post queues fn on the handle's session with no future: fire and forget.
-// It keeps every other guarantee of Go (order, the High lane, fn's ctx,
-// fairness, panics recovered, Remove and Shutdown drain it). Its failures
-// (fn's error, a [*PanicError], [ErrGoexit], or, for a task that never
-// ran, its submit ctx's error or [ErrClosed]) go to [WithErrorHandler], or
-// without one are logged at Error through [WithLogger]. The error is
-// non-nil only when the task was not accepted, as for Go.
-func (h *Session[K]) Post(ctx context.Context, fn func(context.Context) error, opts ...TaskOption) error {
-	if h == nil {
-		return errNilSession
+// close begins closing sess (Remove, Discard, the last Close), unless it
+// is closing already, and returns its drain. An unscheduled session has
+// nothing to drain: it is forgotten at once, and the drain returned is
+// ended (done closed) with its successor, if any, released. Called with
+// sh.mu held; the caller must call s.recycle(sess) after the lock when
+// forgotten is true.
+func (s *Scheduler[K]) close(sh *shard[K], sess *session[K]) (d *drain, forgotten bool) {
+	if sess.closing != nil {
+		return sess.closing, false
 	}
-	return post(ctx, h.s, h, h.key, fn, opts)
+	d = &drain{done: make(chan struct{}), pending: 1}
+	if s.forced.Load() {
+		d.err = ErrClosed // accepted tasks may have been dropped
+	}
+	sess.closing = d
+	if sess.scheduled || sess.pred != nil {
+		return d, false // retire (or its predecessor's) forgets it
+	}
+	sh.forget(sess)
+	d.pending = 0
+	close(d.done)
+	return d, true
 }
 
-// Queued returns how many tasks wait in the session's High and Normal
-// lanes, the running one not counted: how a messaging server spots a slow
-// client before its queue is full. A closed handle reports 0, 0.
-func (h *Session[K]) Queued() (high, normal int) {
-	if h == nil {
-		return 0, 0
+// discard empties sess's queues for Discard: each task is failed with
+// ErrDiscarded and published, and appended to dropped for the caller to
+// wake and report once the lock is released. Called with sh.mu held, on a
+// closing session.
+func (sh *shard[K]) discard(sess *session[K], dropped []*task) []*task {
+	for t := sess.pop(0); t != nil; t = sess.pop(0) {
+		sh.queued[t.prio]--
+		t.job.settle(ErrDiscarded, outcomeDiscarded)
+		sh.count(t)
+		dropped = append(dropped, t)
 	}
-	h.sh.mu.Lock()
-	defer h.sh.mu.Unlock()
-	if h.sess.gone {
-		return 0, 0
-	}
-	return h.sess.high.n, h.sess.normal.n
+	sess.highRun = 0
+	return dropped
 }
 
-// Close drains the handle's session and removes it, as [Scheduler.Remove]
-// does for the key, with the same rules and errors: new tasks are refused
-// with [ErrSessionClosing] at once, accepted ones run, then the session is
-// forgotten and every handle on it is closed; the key is then fresh. Close
-// of a closed handle returns nil.
-func (h *Session[K]) Close(ctx context.Context) error {
-	if h == nil {
-		return errNilSession
-	}
-	if ctx == nil {
-		return ErrNilContext
-	}
-	h.sh.mu.Lock()
-	if h.sess.gone {
-		h.sh.mu.Unlock()
-		return nil
-	}
-	return h.s.remove(ctx, h.sh, h.sess)
+// succeed makes a successor for old, a closing session, for Open: a fresh
+// session that takes old's place in the map, held back until old is
+// forgotten (release), so that tasks of one key still never overlap.
+// Called with sh.mu held.
+func (sh *shard[K]) succeed(s *Scheduler[K], old *session[K]) *session[K] {
+	sess := sh.make(s, old.key) // replaces old in the map
+	sess.pred, old.succ, sess.lanes.pred = old, sess, &old.lanes
+	sh.setRest(sess, restPinned)
+	sh.detached++ // old runs on out of the map
+	return sess
 }
 
-// Queued returns how many tasks wait in key's High and Normal lanes, the
-// running one not counted; an unknown or idle key reports 0, 0.
-func (s *Scheduler[K]) Queued(key K) (high, normal int) {
-	if s == nil || s.shards == nil || s.validKey(key) != nil {
-		return 0, 0
+// forget takes sess out of the map (if it is still there) and off the
+// record list, and marks it gone for its handles. Called with sh.mu held.
+func (sh *shard[K]) forget(sess *session[K]) {
+	sh.setRest(sess, restNone)
+	if sh.listed(sess) {
+		sh.unlist(sess)
 	}
-	sh := s.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sess := sh.sessions[key]; sess != nil {
-		return sess.high.n, sess.normal.n
+	if sh.sessions[sess.key] == sess {
+		delete(sh.sessions, sess.key)
+	} else {
+		sh.detached-- // a successor took its place
 	}
-	return 0, 0
+	sess.gone, sess.handles = true, 0
+}
+
+// retire ends sess's activity: its worker found its queues empty. A
+// closing session is forgotten, and its successor, if any, released: one
+// with work becomes r.then, which the worker goes on with (it keeps its
+// live token and slot); one without is pinned, or forgotten if it is
+// closing too (and then its own successor is released, and so on). Any
+// other session stays in the map, pinned if it has handles, else as an
+// idle record (see keepIdle). What the caller must do once sh.mu is
+// released goes into r: recycle the sessions forgotten and end the drains
+// ended (after resolving the futures it still holds, so that a Remove that
+// returns finds every future resolved; see finish). Called with sh.mu held.
+func (s *Scheduler[K]) retire(sh *shard[K], sess *session[K], r *retirement[K]) {
+	sess.scheduled, sess.highRun, sess.cur = false, 0, nil
+	if sess.closing == nil {
+		if sess.handles > 0 {
+			sh.setRest(sess, restPinned)
+		} else if f := sh.keepIdle(sess, s.idleCap); f != nil {
+			r.forgotten = append(r.forgotten, f)
+		}
+		return
+	}
+	for sess != nil {
+		sh.forget(sess)
+		r.forgotten = append(r.forgotten, sess)
+		if d := sess.closing.settle(); d != nil {
+			r.ended = append(r.ended, d)
+		}
+		succ := sess.succ
+		if succ == nil {
+			return
+		}
+		sess.succ, succ.pred, succ.lanes.pred = nil, nil, nil
+		switch {
+		case succ.len() > 0:
+			succ.scheduled = true
+			r.then, r.successor = succ, true
+			return
+		case succ.closing == nil: // pinned by its handles already
+			return
+		}
+		sess = succ
+	}
+}
+
+// retirement is what retire leaves to do with no lock held.
+type retirement[K comparable] struct {
+	then      *session[K]   // a session the worker goes on with
+	successor bool          // then is a released successor with work, which goes on with the key's turn
+	forgotten []*session[K] // to recycle
+	ended     []*drain      // to end
+}
+
+// finish ends the drains r ended and recycles the sessions it forgot; then
+// stays. Called with no lock held, after the futures the caller holds are
+// resolved.
+func (s *Scheduler[K]) finish(r *retirement[K]) {
+	for _, d := range r.ended {
+		d.end()
+	}
+	for _, f := range r.forgotten {
+		s.recycle(f)
+	}
+	clear(r.forgotten)
+	r.forgotten, r.ended = r.forgotten[:0], r.ended[:0]
+}
+
+func (r *retirement[K]) reset() {
+	clear(r.forgotten)
+	clear(r.ended)
+	r.then, r.successor, r.forgotten, r.ended = nil, false, r.forgotten[:0], r.ended[:0]
 }

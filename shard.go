@@ -2,67 +2,56 @@ package seqsched
 
 import (
 	"hash/maphash"
-	"sync"
 )
 
-// A shard is one lock's worth of sessions, with its idle records and its
-// start queue. Keys are spread over shards by hash.
-
-// shard is one lock's worth of sessions. Keys are spread over shards by
-// hash so that producers and sessions on different cores rarely contend.
+// shard is one lock's worth of sessions, with its idle records and its
+// start queue. Keys are spread over shards by hash so that producers and
+// sessions on different cores rarely contend.
 type shard[K comparable] struct {
-	mu        sync.Mutex
-	sessions  map[K]*session[K]
-	queued    [2]int    // tasks waiting in this shard's sessions, by priority
-	completed [2]uint64 // futures resolved (counted before they resolve), by priority
-	running   int       // sessions of this shard executing a task
-	submitted uint64    // tasks accepted
-	skipped   uint64    // tasks resolved without running
+	mu       mutex
+	sessions map[K]*session[K]
+	queued   [2]int // tasks waiting in this shard's sessions, by priority
+	running  int    // sessions of this shard executing a task
+	counts   [2]outcomes
+	// submitted and skipped over both priorities (see Stats).
+	submitted uint64
 	// Idle records: sessions with no work, kept in sessions for reuse (see
-	// retire). The record list holds every idle record, newest listed first, and
-	// may hold sessions that became active again since they were listed:
-	// they are not taken off it, so that reusing a record touches no other
-	// session. nidle counts the idle records.
+	// keepIdle). The record list holds every idle record, newest listed
+	// first, and may hold sessions that became active again since they
+	// were listed: they are not taken off it, so that reusing a record
+	// touches no other session. nidle counts the idle records.
 	idleHead, idleTail *session[K]
 	nidle              int
-	pinnedIdle         int  // idle sessions held by a handle (not records)
+	pinnedIdle         int  // idle sessions held by handles (not records)
+	detached           int  // closing sessions running on after a successor took their place in sessions
 	evictTick          uint // retirements that found the records full
-	// Without WithMaxConcurrency: sessions activated while a goroutine was
+	// Without WithMaxConcurrency: sessions activated while a worker was
 	// already at work on this shard wait in the start queue (pending)
 	// instead of each getting a new goroutine. A worker whose session goes
-	// idle takes the oldest; a starter (see Scheduler.runStarter) makes sure one
-	// is taken even while every worker is busy in a task. workers counts
-	// the goroutines running this shard's sessions; starter is set while a
-	// starter is on its way.
+	// idle takes the oldest; a starter (a worker at stepStarter) makes sure
+	// one is taken even while every worker is busy in a task. workers
+	// counts the goroutines running this shard's sessions; starterOnWay is
+	// set while a starter is on its way.
 	pending      waiting[K]
 	workers      int
 	starterOnWay bool
-	starterFn    func() // runs Scheduler.runStarter for this shard; made once, so `go starterFn()` allocates nothing
 	_            [64]byte
 }
 
-// retire ends sess's activity: it has no work left. A drained session
-// (Remove) is forgotten; any other stays in the map as an idle record, so
-// that its key's next task finds it without a map insert and delete, and
-// without a trip through the pool. When idleCap records are kept already,
-// sess is mostly forgotten instead, and every evictEvery-th time the
-// oldest record is (see evictOldest). retire returns the session it
-// forgot, if any, for the caller to recycle once sh.mu is released, and the
-// drain of a drained session, which the caller ends (d.end) once it has
-// resolved every future it still holds: a Remove that returns finds every
-// accepted future resolved. Called with sh.mu held.
-func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K], d *drain) {
-	sess.scheduled = false
-	sess.highRun = 0
-	if d = sess.drain; d != nil {
-		sess.drain = nil
-		sh.forget(sess)
-		return sess, d
-	}
-	if sess.pins > 0 { // held by a handle: kept, not an idle record
-		sh.pinnedIdle++
-		return nil, nil
-	}
+// count adds t, whose outcome is known, to the shard's figures. Called with
+// sh.mu held.
+func (sh *shard[K]) count(t *task) {
+	sh.counts[t.prio].add(t.outcome)
+}
+
+// keepIdle keeps sess, which has no work and no handles, as an idle record,
+// so that its key's next task finds it without a map insert and delete,
+// and without a trip through the pool. When idleCap records are kept
+// already, sess is mostly forgotten instead, and every evictEvery-th time
+// the oldest record is (see evictOldest). It returns the session it forgot,
+// if any, for the caller to recycle once sh.mu is released. Called with
+// sh.mu held.
+func (sh *shard[K]) keepIdle(sess *session[K], idleCap int) (forgotten *session[K]) {
 	if sh.nidle >= idleCap {
 		// Full. Mostly forget sess itself, which is in cache, rather than
 		// the oldest record, which is not: keys that cycle through more
@@ -71,20 +60,55 @@ func (sh *shard[K]) retire(sess *session[K], idleCap int) (forgotten *session[K]
 		// records of keys that never return age out.
 		if sh.evictTick++; sh.evictTick%evictEvery != 0 {
 			sh.forget(sess)
-			return sess, nil
+			return sess
 		}
 		if forgotten = sh.evictOldest(sess); forgotten != nil {
-			sh.drop(forgotten)
+			sh.forget(forgotten)
 		}
 	}
+	sh.listIdle(sess)
+	return forgotten
+}
+
+// listIdle makes sess an idle record. Called with sh.mu held.
+func (sh *shard[K]) listIdle(sess *session[K]) {
 	if !sh.listed(sess) {
 		sh.list(sess)
 	}
-	sh.nidle++
-	return forgotten, nil
+	sh.setRest(sess, restRecord)
 }
 
-// evictEvery: see retire.
+// rest is what a session without a worker is counted as.
+type rest uint8
+
+const (
+	restNone   rest = iota // active, held back with work, or forgotten
+	restRecord             // an idle record: counted in nidle, on the record list
+	restPinned             // idle and held by handles, or held back without work: counted in pinnedIdle
+)
+
+// setRest moves sess to r, keeping nidle and pinnedIdle. A record that
+// becomes active stays on the list, marked reused: taking it off would
+// touch its neighbours, which are other sessions' cache lines. Called with
+// sh.mu held.
+func (sh *shard[K]) setRest(sess *session[K], r rest) {
+	switch sess.rest {
+	case restRecord:
+		sh.nidle--
+		sess.reused = true
+	case restPinned:
+		sh.pinnedIdle--
+	}
+	switch r {
+	case restRecord:
+		sh.nidle++
+	case restPinned:
+		sh.pinnedIdle++
+	}
+	sess.rest = r
+}
+
+// evictEvery: see keepIdle.
 const evictEvery = 8
 
 // evictOldest returns the idle record to forget when the records are full:
@@ -96,7 +120,7 @@ const evictEvery = 8
 func (sh *shard[K]) evictOldest(sess *session[K]) *session[K] {
 	for t := sh.idleTail; t != nil; t = sh.idleTail {
 		switch {
-		case t == sess || t.scheduled || t.pins > 0:
+		case t == sess || t.rest != restRecord:
 			sh.unlist(t)
 		case t.reused:
 			sh.unlist(t)
@@ -142,88 +166,12 @@ func (sh *shard[K]) unlist(sess *session[K]) {
 	sess.reused = false
 }
 
-// unidle makes sess, an idle record, active again. It stays on the record
-// list, marked reused: taking it off would touch its neighbours, which are
-// other sessions' cache lines. Called with sh.mu held.
-func (sh *shard[K]) unidle(sess *session[K]) {
-	sess.reused = true
-	sh.nidle--
-}
-
-// forget deletes sess from the map, and from the record list if it is
-// listed. Every session not in the pool is in its shard's map under its
-// key, and a key has one session at a time, so the entry is sess. Called
-// with sh.mu held.
-func (sh *shard[K]) forget(sess *session[K]) {
+// pin makes sess, idle or new, held by a handle. Called with sh.mu held.
+func (sh *shard[K]) pin(sess *session[K]) {
 	if sh.listed(sess) {
-		sh.unlist(sess)
+		sh.unlist(sess) // Open is rare: it may touch the neighbours
 	}
-	delete(sh.sessions, sess.key)
-	sess.gone, sess.pins = true, 0
-}
-
-// drop forgets sess, an idle record. Called with sh.mu held.
-func (sh *shard[K]) drop(sess *session[K]) {
-	sh.nidle--
-	sh.forget(sess)
-}
-
-// make creates key's session, idle. Called with sh.mu held.
-func (sh *shard[K]) make(s *Scheduler[K], key K) *session[K] {
-	sess := s.pool.Get().(*session[K])
-	sess.key, sess.sh, sess.gone = key, sh, false
-	if sh.sessions == nil {
-		sh.sessions = make(map[K]*session[K])
-	}
-	sh.sessions[key] = sess
-	return sess
-}
-
-// wake makes sess, idle, active again. Called with sh.mu held.
-func (sh *shard[K]) wake(sess *session[K]) {
-	if sess.pins > 0 {
-		sh.pinnedIdle--
-	} else {
-		sh.unidle(sess)
-	}
-}
-
-// takeNext pops sess's next task, if any, and counts it running. Called with
-// sh.mu held.
-func (sh *shard[K]) takeNext(sess *session[K], burst int) *task {
-	t := sess.pop(burst)
-	if t != nil {
-		sh.queued[t.prio]--
-		sh.running++
-	}
-	return t
-}
-
-// runStarter is a starter: a goroutine started for sh's start queue. It takes
-// the oldest waiting session and runs it; if more wait, it first starts
-// the next starter, since the session it runs may block in a task for
-// ever. A starter that finds the queue emptied by workers exits.
-func (s *Scheduler[K]) runStarter(sh *shard[K]) {
-	sh.mu.Lock()
-	sess := sh.pending.pop()
-	if sess == nil {
-		sh.starterOnWay = false
-		sh.mu.Unlock()
-		s.release(1)
-		return
-	}
-	sh.workers++
-	sess.first = sh.takeNext(sess, s.opts.highBurst) // as Submit does for a goroutine it starts
-	more := sh.pending.head != nil
-	sh.starterOnWay = more
-	if more {
-		s.takeToken() // the next starter's, under the lock as in enqueue
-	}
-	sh.mu.Unlock()
-	if more {
-		go sh.starterFn()
-	}
-	s.work(sess, nil, nil)
+	sh.setRest(sess, restPinned)
 }
 
 // idleRecords is how many idle sessions a scheduler keeps for reuse, over

@@ -2,7 +2,6 @@ package seqsched
 
 import (
 	"runtime"
-	"sync"
 )
 
 // slots is the concurrency limit (WithMaxConcurrency): how many slots are
@@ -10,31 +9,31 @@ import (
 // theirs back after an Await. Every freed slot goes first to a resumer, then
 // to the head of the ready queue; only then is it counted free.
 type slots[K comparable] struct {
-	mu         sync.Mutex
+	mu         mutex
 	running    int        // slots held by goroutines that may run a task now
 	waiting[K]            // sessions waiting for a slot to start a turn
 	resumers   []*resumer // tasks back from an Await, waiting for a slot
 }
 
-// resumer is a task waiting to take a slot back; granted is closed when it
-// has one.
+// resumer is a caller of a wait waiting to take its slot back; granted is
+// closed when it has one.
 type resumer struct {
 	ls      *lentSlot
 	granted chan struct{}
 }
 
 // waiting is a FIFO of sessions waiting for a goroutine, linked through
-// session.nextReady: the ready queue (slots) and a shard's start queue.
+// session.link: the ready queue (slots) and a shard's start queue.
 // A session is in at most one, and only one of the two is in use (with or
 // without WithMaxConcurrency).
 type waiting[K comparable] struct{ head, tail *session[K] }
 
 func (q *waiting[K]) push(sess *session[K]) {
-	sess.nextReady = nil
+	sess.link = nil
 	if q.tail == nil {
 		q.head = sess
 	} else {
-		q.tail.nextReady = sess
+		q.tail.link = sess
 	}
 	q.tail = sess
 }
@@ -44,11 +43,11 @@ func (q *waiting[K]) pop() *session[K] {
 	if sess == nil {
 		return nil
 	}
-	q.head = sess.nextReady
+	q.head = sess.link
 	if q.head == nil {
 		q.tail = nil
 	}
-	sess.nextReady = nil
+	sess.link = nil
 	return sess
 }
 
@@ -94,16 +93,16 @@ func (q *slots[K]) handOn() *session[K] {
 	return sess
 }
 
-// claimSlot gives sess, just marked scheduled by Submit, a slot, or queues it
-// for one; it reports whether the caller must start sess's goroutine. The
-// live token Submit took moves to the goroutine or stays with the waiting
-// session.
+// claimSlot gives sess, just marked scheduled by activate, a slot, or
+// queues it for one; it reports whether the caller must start sess's
+// worker. The live token activate took moves to the worker or stays with
+// the waiting session.
 //
-// Submit calls it under the session's shard lock (shard before slots is the
-// lock order), so no other Submit to the session returns before the session
-// is queued: sessions queue in the order their first task was accepted, and
-// a session with accepted work is never left out of the queue while a
-// preempted submitter gets round to queueing it.
+// activate calls it under the session's shard lock (shard before slots is
+// the lock order), so no other Submit to the session returns before the
+// session is queued: sessions queue in the order their first task was
+// accepted, and a session with accepted work is never left out of the
+// queue while a preempted submitter gets round to queueing it.
 func (s *Scheduler[K]) claimSlot(sess *session[K]) bool {
 	if max := s.opts.maxConcurrency; max > 0 {
 		s.slots.mu.Lock()
@@ -120,29 +119,27 @@ func (s *Scheduler[K]) claimSlot(sess *session[K]) bool {
 	return true
 }
 
-// yield ends sess's turn and reports whether it gave way (for the log,
-// which the caller writes). With a concurrency limit, if a task waits to
-// take its slot back, the slot goes to it, sess goes to the back of the
-// ready queue and the calling goroutine must exit (next == nil); else if a
-// session waits, sess goes to the back and the head takes over this
-// goroutine and slot. Without a limit, the goroutine yields the processor
-// when the scheduler has another goroutine (sessions in a start queue
-// count: their starter is one).
-func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K], yielded bool) {
+// yield ends sess's turn and returns the session the calling worker goes
+// on with. With a concurrency limit, if a task waits to take its slot
+// back, the slot goes to it, sess goes to the back of the ready queue and
+// the worker must exit (nil); else if a session waits, sess goes to the
+// back and the head takes over this worker and slot. Without a limit, the
+// goroutine yields the processor when the scheduler has another goroutine
+// (sessions in a start queue count: their starter is one).
+func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K]) {
 	if s.opts.maxConcurrency == 0 {
 		if s.live.Load() > 1 {
 			s.yields.Add(1)
 			runtime.Gosched()
-			return sess, true
 		}
-		return sess, false
+		return sess
 	}
 	next = sess
 	s.slots.mu.Lock()
 	if !s.forced.Load() {
 		if s.slots.grantResumer() {
 			// sess waits with a token of its own, taken before another
-			// goroutine can pop it; the goroutine exits with its own.
+			// goroutine can pop it; the worker exits with its own.
 			s.takeToken()
 			s.slots.push(sess)
 			next = nil
@@ -152,17 +149,16 @@ func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K], yielded bool) 
 		}
 	}
 	s.slots.mu.Unlock()
-	if next == sess {
-		return sess, false
+	if next != sess {
+		s.yields.Add(1)
 	}
-	s.yields.Add(1)
-	return next, true
+	return next
 }
 
-// nextReady hands the calling goroutine's slot on once its session went
-// idle: to a resumer (the goroutine then exits), or to the next waiting
-// session, which it returns to run on this goroutine. Without either the
-// slot is freed and nextReady returns nil.
+// nextReady hands the calling worker's slot on once its session went idle:
+// to a resumer (the worker then exits), or to the next waiting session,
+// which it returns to run on this worker. Without either the slot is freed
+// and nextReady returns nil.
 func (s *Scheduler[K]) nextReady() *session[K] {
 	if s.opts.maxConcurrency == 0 {
 		return nil
@@ -171,58 +167,53 @@ func (s *Scheduler[K]) nextReady() *session[K] {
 	sess := s.slots.handOn()
 	s.slots.mu.Unlock()
 	if sess != nil {
-		s.release(1) // its token merges into this goroutine's
+		s.release(1) // its token merges into this worker's
 	}
 	return sess
 }
 
-// lend gives the slot of running task t away while t awaits a future: to a
-// resumer, else to a waiting session on a new goroutine, else back to the
-// pool. The session stays running for ordering: none of its other tasks
-// starts. It reports whether the caller must call reclaim after the wait.
-func (s *Scheduler[K]) lend(t *task) bool {
+// lend gives the slot of a waiting caller away while it waits (a task's
+// Await, Remove, Close, Discard or Shutdown called with its ctx, or any of
+// them called from a callback on a worker): to a resumer, else to a
+// waiting session on a new worker, else back to the pool. The caller's
+// session stays running for ordering: none of its other tasks starts. It
+// reports whether the caller must call reclaim after the wait.
+func (s *Scheduler[K]) lend(ls *lentSlot) bool {
 	if s.opts.maxConcurrency == 0 {
 		return false
 	}
 	s.slots.mu.Lock()
 	defer s.slots.mu.Unlock()
-	a := t.extra()
-	ls := a.lent.Load()
-	if ls == nil {
-		ls = new(lentSlot)
-		a.lent.Store(ls)
-	}
 	if ls.finished {
 		return false
 	}
 	ls.awaiting++
 	switch {
 	case ls.awaiting > 1:
-		// Another Await of t's lent the slot already.
+		// Another wait lent the slot already.
 	case ls.back != nil:
-		// An Await of t's that ended waits to take the slot back: t is
-		// awaiting again, so the slot stays lent and that Await returns.
+		// A wait that ended waits to take the slot back: the caller is
+		// waiting again, so the slot stays lent and that wait returns.
 		s.slots.cancelBack(ls)
 	case !ls.lent:
 		ls.lent = true
 		// After a forced Shutdown the head still starts: it finds its
 		// queues emptied and retires, releasing its token.
 		if head := s.slots.handOn(); head != nil {
-			go head.launch() // head's live token moves to the goroutine
+			s.startWorker(head, nil) // head's live token moves to the worker
 		}
 	}
 	return true
 }
 
-// reclaim takes t's slot back after the wait that lend began, ahead of
-// sessions that have not started their turn, when it ends t's last Await
-// in progress. It blocks until a slot is free: the task must not run on
-// without one. Only two things end that wait without a slot: another Await
-// of t's begins (the slot stays lent for it; see lend), or fn returns (the
-// worker takes the slot back itself; see settle).
-func (s *Scheduler[K]) reclaim(t *task) {
+// reclaim takes the slot back after the wait that lend began, ahead of
+// sessions that have not started their turn, when it ends the last wait in
+// progress. It blocks until a slot is free: the caller must not run on
+// without one. Only two things end that wait without a slot: another wait
+// begins (the slot stays lent for it; see lend), or the task's fn returns
+// (the worker takes the slot back itself; see settle).
+func (s *Scheduler[K]) reclaim(ls *lentSlot) {
 	s.slots.mu.Lock()
-	ls := t.lentSlot()
 	ls.awaiting--
 	if ls.awaiting > 0 || !ls.lent || ls.finished {
 		s.slots.mu.Unlock()
@@ -231,10 +222,10 @@ func (s *Scheduler[K]) reclaim(t *task) {
 	s.takeBackLocked(ls)
 }
 
-// settle runs on the worker after fn of t returned, when t ever lent its
-// slot. An Await on another goroutine may still hold it lent; the worker
-// takes a slot back itself before it runs anything else, and that Await
-// returns without one.
+// settle runs on the worker after fn of a task returned, when the task
+// ever lent its slot. A wait on another goroutine may still hold it lent;
+// the worker takes a slot back itself before it runs anything else, and
+// that wait returns without one.
 func (s *Scheduler[K]) settle(ls *lentSlot) {
 	s.slots.mu.Lock()
 	ls.finished = true
@@ -248,9 +239,9 @@ func (s *Scheduler[K]) settle(ls *lentSlot) {
 	s.takeBackLocked(ls)
 }
 
-// takeBackLocked gives t a slot, at once if one is free (or the scheduler
-// was forced shut), else by queueing t as a resumer and waiting. It is
-// called with mu held and returns with it released.
+// takeBackLocked gives the caller a slot, at once if one is free (or the
+// scheduler was forced shut), else by queueing it as a resumer and
+// waiting. It is called with mu held and returns with it released.
 func (s *Scheduler[K]) takeBackLocked(ls *lentSlot) {
 	if (s.slots.running < s.opts.maxConcurrency && len(s.slots.resumers) == 0) || s.forced.Load() {
 		s.slots.running++
@@ -278,4 +269,15 @@ func (s *Scheduler[K]) abortSlots() (waiting []*session[K]) {
 		s.slots.grantResumer()
 	}
 	return waiting
+}
+
+// lentSlot is the slot state of a caller that lent its slot while it
+// waited under a concurrency limit: a task (in its taskAux, shared by
+// waits on any goroutine with its ctx) or a worker in a callback. Guarded
+// by slots.mu.
+type lentSlot struct {
+	awaiting int32    // waits in progress that lent the slot
+	lent     bool     // the slot is given away while the caller waits
+	finished bool     // the task's fn returned: waits neither lend nor take back
+	back     *resumer // the queued take-back of the slot, if one waits
 }

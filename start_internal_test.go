@@ -15,7 +15,7 @@ import (
 func startState(sh *shard[int]) (pending, workers int, starter bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	for sess := sh.pending.head; sess != nil; sess = sess.nextReady {
+	for sess := sh.pending.head; sess != nil; sess = sess.link {
 		pending++
 	}
 	return pending, sh.workers, sh.starterOnWay
@@ -122,8 +122,10 @@ func TestStarterFindingQueueEmptiedExits(t *testing.T) {
 		close(gate)
 		awaitOK(t, first, f)
 		synctest.Wait()
-		s.live.Add(1) // the token enqueue would have taken for the starter
-		go sh.starterFn()
+		sh.mu.Lock()
+		s.takeToken() // the token activate would have taken for the starter
+		s.startStarter(sh)
+		sh.mu.Unlock()
 		synctest.Wait()
 		pending, workers, starter := startState(sh)
 		require.Equal(t, [3]any{0, 0, false}, [3]any{pending, workers, starter})

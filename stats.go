@@ -8,15 +8,16 @@ import (
 
 // Stats is a snapshot of a scheduler's state. When the scheduler is quiet
 // (every future resolved), Sessions, Running and Queued are 0 and Submitted
-// equals Completed.
+// equals Completed. The counters only grow, so an exporter can report them
+// as they are (see the prom and otel modules).
 type Stats struct {
 	Sessions  int    // sessions with queued or running work (idle records are not counted)
 	Running   int    // sessions running a task right now
 	Queued    int    // tasks waiting, all sessions
 	Submitted uint64 // tasks accepted since New
 	Completed uint64 // tasks whose future resolved, for any reason
-	Skipped   uint64 // of Completed, tasks that never ran (ctx ended first, or forced Shutdown)
-	Panics    uint64 // of Completed, tasks that panicked or called runtime.Goexit
+	Skipped   uint64 // of Completed, tasks that never ran: ctx ended, Discard, or forced Shutdown
+	Panics    uint64 // of Completed, tasks whose fn panicked or called runtime.Goexit
 	Yields    uint64 // times a session gave up its turn to another
 	SlowTasks uint64 // tasks that ran longer than WithSlowTask's limit
 
@@ -27,40 +28,86 @@ type Stats struct {
 type PriorityStats struct {
 	Queued    int       // tasks waiting
 	Completed uint64    // tasks whose future resolved, for any reason
+	Outcomes  Outcomes  // Completed, by how each task ended
 	Wait      WaitStats // queue waits of started tasks; only with WithWaitHistogram
+
+	// Queue waits (submit to start) of started tasks and run times (fn's
+	// start to its return), counted in the buckets of HistogramBounds;
+	// only with WithWaitHistogram and WithRunHistogram.
+	WaitHistogram, RunHistogram Histogram
+}
+
+// Outcomes counts tasks by how they ended; each task counts once, and the
+// fields add up to Completed.
+type Outcomes struct {
+	Succeeded uint64 // fn returned nil
+	Failed    uint64 // fn returned an error
+	Panicked  uint64 // fn panicked or called runtime.Goexit
+	Skipped   uint64 // never ran: its submit ctx ended, or a forced Shutdown dropped it
+	Discarded uint64 // never ran: Discard dropped it
+}
+
+// outcomes is a shard's Outcomes of one priority, guarded by sh.mu.
+type outcomes [nOutcomes]uint64
+
+func (o *outcomes) add(x outcome) { o[x]++ }
+
+func (o *outcomes) total() uint64 {
+	var n uint64
+	for _, c := range o {
+		n += c
+	}
+	return n
+}
+
+func (o *outcomes) public() Outcomes {
+	return Outcomes{Succeeded: o[outcomeSucceeded], Failed: o[outcomeFailed], Panicked: o[outcomePanicked],
+		Skipped: o[outcomeSkipped], Discarded: o[outcomeDiscarded]}
 }
 
 // Stats returns a snapshot of the scheduler's counters. Each shard of
 // sessions is read under its lock, so the figures are exact when the
 // scheduler is quiet and approximate while tasks move. Safe for concurrent
-// use.
+// use, and it never waits for a task.
 func (s *Scheduler[K]) Stats() Stats {
 	var st Stats
 	if s == nil || s.shards == nil {
 		return st
 	}
+	var counts [2]outcomes
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		st.Sessions += len(sh.sessions) - sh.nidle - sh.pinnedIdle
+		st.Sessions += len(sh.sessions) - sh.nidle - sh.pinnedIdle + sh.detached
 		st.Running += sh.running
 		st.Normal.Queued += sh.queued[Normal]
 		st.High.Queued += sh.queued[High]
-		st.Normal.Completed += sh.completed[Normal]
-		st.High.Completed += sh.completed[High]
+		for p := range counts {
+			for o := range counts[p] {
+				counts[p][o] += sh.counts[p][o]
+			}
+		}
 		st.Submitted += sh.submitted
-		st.Skipped += sh.skipped
 		sh.mu.Unlock()
+	}
+	for p, ps := range []*PriorityStats{&st.Normal, &st.High} {
+		c := &counts[p]
+		ps.Completed = c.total()
+		ps.Outcomes = c.public()
+		st.Skipped += c[outcomeSkipped] + c[outcomeDiscarded]
+		st.Panics += c[outcomePanicked]
+		if s.hist != nil {
+			ps.Wait = s.hist[p].snapshot()
+			ps.WaitHistogram = s.waitHist[p].Snapshot()
+		}
+		if s.runHist != nil {
+			ps.RunHistogram = s.runHist[p].Snapshot()
+		}
 	}
 	st.Queued = st.Normal.Queued + st.High.Queued
 	st.Completed = st.Normal.Completed + st.High.Completed
-	st.Panics = s.panics.Load()
 	st.Yields = s.yields.Load()
 	st.SlowTasks = s.slowTasks.Load()
-	if s.hist != nil {
-		st.Normal.Wait = s.hist[Normal].snapshot()
-		st.High.Wait = s.hist[High].snapshot()
-	}
 	return st
 }
 

@@ -3,10 +3,8 @@ package seqsched
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Priority selects the queue a task waits in. It is a [TaskOption]: pass
@@ -57,26 +55,41 @@ func taskPriority(opts []TaskOption) (Priority, error) {
 }
 
 // task is the untyped part of a submitted task: the node in its session's
-// queue and the context its fn receives. It is embedded in [Future], so a
-// task and its future are one allocation.
+// queue and the context its fn receives (taskctx.go). It is embedded in
+// [Future] (and in a posted task), so a task and its future are one
+// allocation.
 type task struct {
-	next   *task           // next in the session's queue, or in a list to resolve
+	next   *task           // next in the session's queue
 	parent context.Context // the submitter's ctx: values, deadline, cancellation
 	lanes  *lanes          // the session it was queued on: its scheduler, and identity for the deadlock guard
-	job    job             // the *Future[T] this task belongs to
+	job    job             // the *Future[T] (or *posted[K]) this task belongs to
 
 	aux     atomic.Pointer[taskAux] // made on first need; most tasks never need it
 	at      int64                   // when queued, in ns since New; only with WithWaitHistogram
 	prio    Priority
-	skipped bool // resolved without running (set with job.fail)
+	outcome outcome // set with the job's error, before the task is counted
 }
 
-// taskAux is what few tasks need: the done state of the task's ctx, or
-// lent-slot state. Kept out of task so that a task and its future fit the
-// 128-byte size class.
+// outcome is how a task ended, for Stats: exactly one per task.
+type outcome uint8
+
+const (
+	outcomeNone      outcome = iota
+	outcomeSucceeded         // fn returned nil
+	outcomeFailed            // fn returned an error
+	outcomePanicked          // fn panicked or called runtime.Goexit
+	outcomeSkipped           // never ran: its submit ctx ended (or its Err failed), or a forced Shutdown dropped it
+	outcomeDiscarded         // never ran: Discard dropped it
+	nOutcomes
+)
+
+// taskAux is what few tasks need: the done state of the task's ctx, the
+// lent-slot state, and the Discard mark. Kept out of task so that a task
+// and its future fit the 128-byte size class.
 type taskAux struct {
-	ctx  atomic.Pointer[ctxState] // made when fn first asks for Done, or Err finds the ctx done
-	lent atomic.Pointer[lentSlot] // made by the first Await that lends the task's slot
+	ctx       atomic.Pointer[ctxState] // made when fn first asks for Done, or Err finds the ctx done
+	lent      atomic.Pointer[lentSlot] // made by the first wait that lends the task's slot
+	discarded atomic.Bool              // Discard ended the session while the task ran
 }
 
 // extra returns t's taskAux, making it if need be.
@@ -101,227 +114,47 @@ func (t *task) lentSlot() *lentSlot {
 
 // core is what a task needs of its scheduler, without the key type.
 type core struct {
-	force  context.Context // canceled when Shutdown gives up
-	lender lender          // the scheduler, for Await's slot lending
+	force context.Context // canceled when Shutdown gives up
+	owner owner           // the scheduler, for Await
 }
 
-// lender is the part of a Scheduler that Await needs to give a task's slot
-// away while it waits (see [WithMaxConcurrency]).
-type lender interface {
-	lend(*task) bool
-	reclaim(*task)
+// owner is the part of a Scheduler that Await needs: whether a callback
+// calls it (see callsite.go), and lending the caller's slot while it waits
+// (see WithMaxConcurrency).
+type owner interface {
+	fromCallback(l *lanes) (deadlock bool, ls *lentSlot)
+	limited() bool
+	lend(*lentSlot) bool
+	reclaim(*lentSlot)
 }
 
-// lentSlot is the slot state of a task whose fn awaited under a concurrency
-// limit; it is guarded by the scheduler's slots.mu.
-type lentSlot struct {
-	awaiting int32    // Awaits in progress that lent the slot
-	lent     bool     // the slot is given away while fn awaits
-	finished bool     // fn returned: Awaits neither lend nor take back
-	back     *resumer // the queued take-back of the slot, if one waits
-}
-
-// job is the typed half of a task, implemented by *Future[T].
+// job is the typed half of a task, implemented by *Future[T] and
+// *posted[K].
 type job interface {
-	// exec runs fn on the calling goroutine and records its outcome. It
-	// returns the recovered panic, if any. If fn calls runtime.Goexit, exec
-	// records ErrGoexit and does not return.
-	exec() *PanicError
-	// fail records err as the outcome of a task that will not run.
-	fail(error)
+	// exec runs fn (user code) on the calling goroutine with t, the task,
+	// as its ctx, and records its result and outcome.
+	exec(t *task)
+	// settle records err and o as the task's outcome: a skip, a drop, a
+	// panic, or a Goexit (staged before fn runs; exec overwrites it).
+	settle(err error, o outcome)
+	// release lets go of fn and what it captured.
+	release()
 	// publish makes the outcome visible (resolved, Done, Await) and returns
 	// the waiter to wake, if any; wake then wakes every waiter. A worker
 	// publishes under its shard lock and wakes after it.
 	publish() *waiter
 	wake(*waiter)
-	// report hands a failed outcome to whoever wants it (Post's error
-	// handler); called once the outcome is known, with no lock held.
-	report()
 	// resolved reports whether publish has happened.
 	resolved() bool
 }
 
-// runningKey is the context key under which a task's ctx answers with the
-// task itself; Await and Remove use it to spot waits that cannot end.
-type runningKey struct{}
-
-// runningTask returns the task whose fn ctx (or a ctx derived from it) is
-// ctx, if that task is running now. A task's ctx exists only once its fn
-// has started, so the task runs until its future resolves (which comes
-// right after fn returns); reading that needs no flag of its own, which
-// saves two locked stores per task.
-func runningTask(ctx context.Context) *task {
-	t, _ := ctx.Value(runningKey{}).(*task)
-	if t == nil || t.job.resolved() {
-		return nil
-	}
-	return t
-}
-
-// A *task is the context.Context passed to fn. It carries the submitter's
-// values and deadline, and it is done as soon as any of three things
-// happens: the submitter's ctx is done, Shutdown gives up, or the task is
-// over (its future resolved). Whichever comes first is latched: Err then
-// returns that reason for ever, and Done's channel is closed before Err
-// returns it, as the context.Context contract requires at every moment,
-// on every goroutine, before and after fn returns.
-//
-// A task that never asks for Done and never finds its ctx done costs
-// nothing here: Err reads the three sources; the done state (a channel and
-// the watches on the sources) is made the first time it is needed.
-
-func (t *task) Deadline() (time.Time, bool) { return t.parent.Deadline() }
-
-func (t *task) Done() <-chan struct{} { return t.ctxState().done.Done() }
-
-func (t *task) Err() error {
-	if a := t.aux.Load(); a != nil {
-		if c := a.ctx.Load(); c != nil {
-			if err := c.latched(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := t.doneReason(); err != nil {
-		return t.ctxState().latch(err) // the first reason latched wins
-	}
-	return nil
-}
-
-// doneReason looks at the three sources of a task's ctx's end and returns
-// the reason of one that is done, or nil.
-func (t *task) doneReason() error {
-	if t.parent.Err() != nil {
-		return parentErr(t.parent)
-	}
-	if t.lanes.core.force.Err() != nil || t.job.resolved() {
-		return context.Canceled
-	}
-	return nil
-}
-
-func (t *task) Value(key any) any {
-	if key == (runningKey{}) {
-		return t
-	}
-	return t.parent.Value(key)
-}
-
-// AfterFunc lets context.WithCancel and friends derive from a task's ctx
-// without starting a goroutine to watch it.
-func (t *task) AfterFunc(f func()) func() bool { return context.AfterFunc(t.ctxState().done, f) }
-
-func (t *task) String() string { return fmt.Sprintf("%v.WithValue(seqsched task)", t.parent) }
-
-// ctxState is the done state of a task's ctx (see task.Err).
-type ctxState struct {
-	err  atomic.Pointer[error] // the latched reason; set before done is closed
-	done context.Context       // canceled when err is latched; never a child of anything
-	stop context.CancelFunc    // cancels done
-
-	mu      sync.Mutex
-	unwatch []func() bool // the watches on the submitter's ctx and the scheduler's force
-	ended   bool          // err is latched: watches made from now on are stopped at once
-}
-
-// ctxState returns t's done state, making it if need be. Making it watches
-// the submitter's ctx and the scheduler's force, then looks at the three
-// sources once, so that a source done before the watches began is latched
-// before ctxState returns.
-func (t *task) ctxState() *ctxState {
-	a := t.extra()
-	if c := a.ctx.Load(); c != nil {
-		return c
-	}
-	c := new(ctxState)
-	c.done, c.stop = context.WithCancel(context.Background())
-	if !a.ctx.CompareAndSwap(nil, c) {
-		c.stop()
-		return a.ctx.Load()
-	}
-	var unwatch []func() bool
-	if t.parent.Done() != nil {
-		unwatch = append(unwatch, context.AfterFunc(t.parent, func() { c.latch(parentErr(t.parent)) }))
-	}
-	unwatch = append(unwatch, context.AfterFunc(t.lanes.core.force, func() { c.latch(context.Canceled) }))
-	c.mu.Lock()
-	if c.ended {
-		c.mu.Unlock()
-		stopAll(unwatch)
-	} else {
-		c.unwatch = unwatch
-		c.mu.Unlock()
-	}
-	// The sources are read after a.ctx was published: resolve stores the
-	// resolution before it reads a.ctx, so one of the two latches it.
-	if err := t.doneReason(); err != nil {
-		c.latch(err)
-	}
-	return c
-}
-
-// parentErr is the submitter's ctx's error. A ctx whose Done is closed
-// must have one; a broken ctx that has none counts as canceled, so that
-// the task's ctx still keeps the contract.
-func parentErr(parent context.Context) error {
-	if err := parent.Err(); err != nil {
-		return err
-	}
-	return context.Canceled
-}
-
-// latch makes err the ctx's reason for being done, unless one was latched
-// first, and returns the reason latched. It returns once done is closed.
-func (c *ctxState) latch(err error) error {
-	if !c.err.CompareAndSwap(nil, &err) {
-		return c.latched()
-	}
-	c.stop()
-	c.mu.Lock()
-	unwatch := c.unwatch
-	c.unwatch, c.ended = nil, true
-	c.mu.Unlock()
-	stopAll(unwatch) // a finished task leaves nothing registered on long-lived contexts
-	return err
-}
-
-// latched returns the latched reason, or nil; a reason is returned only
-// once done is closed.
-func (c *ctxState) latched() error {
-	p := c.err.Load()
-	if p == nil {
-		return nil
-	}
-	<-c.done.Done() // latch closes it right after storing the reason
-	return *p
-}
-
-func stopAll(fs []func() bool) {
-	for _, f := range fs {
-		f()
-	}
-}
-
-// resolve publishes j's outcome and wakes its waiters; the caller then
-// calls task.over.
+// resolve publishes j's outcome and wakes its waiters.
 func resolve(j job) { j.wake(j.publish()) }
-
-// over marks t's ctx done once its future has resolved, if fn made its
-// done state; a ctx whose state is made later finds the resolution itself.
-// Called after resolve, with no lock held: stopping the watches may run
-// the submitter's ctx's code.
-func (t *task) over() {
-	if a := t.aux.Load(); a != nil {
-		if c := a.ctx.Load(); c != nil {
-			c.latch(context.Canceled)
-		}
-	}
-}
 
 // Future is the pending result of a submitted task. It resolves exactly once:
 // with fn's result, with a [*PanicError], with [ErrGoexit], or, when the task
-// never ran, with its submit ctx's error or [ErrClosed]. A Future is safe for
-// concurrent use by any number of goroutines.
+// never ran, with its submit ctx's error, [ErrDiscarded] or [ErrClosed]. A
+// Future is safe for concurrent use by any number of goroutines.
 type Future[T any] struct {
 	t   task
 	fn  func(context.Context) (T, error)
@@ -365,14 +198,20 @@ func (f *Future[T]) Done() <-chan struct{} {
 // task still runs. Once the future is resolved, Await returns at once
 // whatever ctx's state.
 //
-// When ctx is (derived from) the ctx of a running task of the session this
-// future's task is queued on, the wait could never end: Await returns
-// [ErrWouldDeadlock] at once. Awaiting other sessions' futures from a task
-// works normally. Under [WithMaxConcurrency], such an Await gives the task's
-// slot to another session while it waits and takes one back, ahead of
-// sessions that have not started, before it returns; the awaiting session
-// still runs none of its other tasks meanwhile. Pass the task's ctx (or one
-// derived from it) for this to happen.
+// A wait that could never end returns [ErrWouldDeadlock] at once: when ctx
+// is (derived from) the ctx of a running task of the session this future's
+// task is queued on, or when Await is called from WithErrorHandler's
+// function, the logger or WithWeight's function while a worker runs them
+// for that session. A task is known by its ctx: pass the task's ctx (or
+// one derived from it); with another ctx, Await from a task of the same
+// session waits until that ctx ends. Awaiting other sessions' futures
+// works normally. Under [WithMaxConcurrency], such an Await gives the
+// caller's slot to another session while it waits and takes one back,
+// ahead of sessions that have not started, before it returns; the awaiting
+// session still runs none of its other tasks meanwhile.
+//
+// A ctx whose Value, Done or Err panics makes Await return the
+// [*PanicError].
 func (f *Future[T]) Await(ctx context.Context) (T, error) {
 	if f.resolved() {
 		return f.val, f.err
@@ -381,61 +220,66 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 	if ctx == nil {
 		return zero, ErrNilContext
 	}
-	rt := runningTask(ctx)
+	rt, err := runningTask(ctx)
+	if err != nil {
+		return zero, err
+	}
 	if rt != nil {
-		if rt.lanes == f.t.lanes {
+		if heldBehind(f.t.lanes, rt.lanes) {
 			return zero, ErrWouldDeadlock
 		}
-		if l := rt.lanes.core.lender; l.lend(rt) {
-			defer l.reclaim(rt)
+		if o := rt.lanes.core.owner; o.limited() {
+			ls := rt.slotState()
+			if o.lend(ls) {
+				defer o.reclaim(ls)
+			}
+		}
+	} else {
+		o := f.t.lanes.core.owner
+		deadlock, ls := o.fromCallback(f.t.lanes)
+		if deadlock {
+			return zero, ErrWouldDeadlock
+		}
+		if ls != nil && o.lend(ls) {
+			defer o.reclaim(ls)
 		}
 	}
-	if ctx.Done() == nil {
+	done, perr := ctxDone(ctx)
+	if perr != nil {
+		return zero, perr
+	}
+	if done == nil {
 		f.wg.Wait()
 		return f.val, f.err
 	}
 	select {
 	case <-f.Done():
 		return f.val, f.err
-	case <-ctx.Done():
+	case <-done:
 		if f.resolved() {
 			return f.val, f.err
 		}
-		return zero, ctx.Err()
+		return zero, ctxErr(ctx)
 	}
 }
 
 func (f *Future[T]) resolved() bool { return f.signal.Load() == resolvedWaiter }
 
-func (f *Future[T]) exec() (perr *PanicError) {
-	t := &f.t
-	normal := false
-	defer func() {
-		f.fn, f.fn0 = nil, nil // let go of what fn captured
-		if normal {
-			return
-		}
-		if r := recover(); r != nil {
-			perr = &PanicError{Value: r, Stack: debug.Stack()}
-			f.err = perr
-			return
-		}
-		f.err = ErrGoexit // runtime.Goexit: the worker's own defer takes over
-	}()
+func (f *Future[T]) exec(t *task) {
 	if f.fn0 != nil {
 		f.err = f.fn0(t)
 	} else {
 		f.val, f.err = f.fn(t)
 	}
-	normal = true
-	return nil
+	t.outcome = outcomeSucceeded
+	if f.err != nil {
+		t.outcome = outcomeFailed
+	}
 }
 
-func (f *Future[T]) fail(err error) {
-	f.t.skipped = true
-	f.err = err
-	f.fn, f.fn0 = nil, nil
-}
+func (f *Future[T]) settle(err error, o outcome) { f.err, f.t.outcome = err, o }
+
+func (f *Future[T]) release() { f.fn, f.fn0 = nil, nil }
 
 func (f *Future[T]) publish() *waiter { return f.signal.Swap(resolvedWaiter) }
 

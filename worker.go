@@ -2,386 +2,642 @@ package seqsched
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"time"
 )
 
-// The worker: a goroutine that runs sessions' turns, one task at a time.
+// A worker is one goroutine's worth of the scheduler's work. It runs
+// sessions' turns, one task at a time, moving on when a session goes idle
+// to sessions waiting for a goroutine (the ready queue under
+// WithMaxConcurrency, else its shard's start queue); a starter is a worker
+// that begins by taking a session from a start queue, and a reporter one
+// that reports the failures of posted tasks that Discard or a forced
+// Shutdown dropped. A worker holds one live token from the moment it is
+// decided on (under the lock that publishes it) to its last act, and a
+// slot, under WithMaxConcurrency, while it runs a session.
+//
+// Everything a worker knows is in its struct, and it moves in steps: each
+// step does its work and sets next. Before a step calls user code it sets
+// next to where to go on, and stages what the code's runtime.Goexit would
+// mean (the task's outcome, a log to write); takeOver then only has to
+// start the same worker on a new goroutine (see callsite.go).
+type worker[K comparable] struct {
+	s      *Scheduler[K]
+	id     *ident
+	run    func() // w.goroutine as a method value, made once: `go w.run()` allocates nothing
+	loopFn func() // w.loop, likewise, for tagged
 
-// work runs turns on the calling goroutine, starting with sess and moving
-// on, once a session is idle, to sessions waiting for a goroutine: in the
-// ready queue while a slot is held (WithMaxConcurrency), else in the
-// shard's start queue; it returns when there is nothing to run. The
-// goroutine holds one live token, given back as its last act.
-//
-// in is the turn sess is in when a goroutine takes over (see takeOver), and
-// done the task it finishes first; nil starts a new turn. The first task
-// to run may wait in sess.first, taken off the queue for this goroutine.
-//
-// User code runs at four places on this goroutine: fn, the WithWeight
-// function, the logger, and a submitter's ctx's Err in skip. Any of them
-// may call runtime.Goexit; the deferred takeOver then carries the work on
-// from the locals below on a fresh goroutine.
-func (s *Scheduler[K]) work(sess *session[K], done *task, in *turn) {
-	var (
-		t      *task // the task being run, from skip until done takes it
-		ran    bool  // t's fn returned: what runs now is bookkeeping and logs
-		next   *task // the task to run next, off the queue already
-		tn     turn
-		at     = atTask // where user code runs, for takeOver
-		normal bool     // the goroutine returns normally
-	)
-	if checkTokens && s.slack.Add(-1) < 0 {
-		tokenViolations.Add(1) // a worker started without a token
-	}
-	defer func() {
-		if !normal {
-			s.takeOver(sess, t, ran, next, tn, at)
-		}
-	}()
-	beginTurn := func() { // runs the WithWeight function: user code
-		at = atWeight
-		s.beginTurn(&tn, sess)
-		at = atTask
-	}
-	next, sess.first = sess.first, nil // one lock less per activation
-	if in != nil {
-		tn = *in
-	} else {
-		beginTurn()
-	}
-	for {
-		var more bool
-		if next != nil {
-			t, next = next, nil
-		} else {
-			st := s.finishAndTake(sess, done, s.turnOver(&tn))
-			t, more = st.next, st.more
-			if done != nil {
-				if st.published { // the session retired: finishAndTake published done under its lock
-					done.job.wake(st.waiter)
-				} else {
-					resolve(done.job) // after the lock: finishAndTake counted it Completed first
-				}
-				done.over()
-			}
-			st.drain.end() // after the last future of the session resolved
-			done = nil
-			if then := st.then; then != nil { // sess went idle; then waited in the start queue
-				sess, next, t = then, t, nil // t is then's first task (nil if a forced Shutdown emptied then)
-				beginTurn()
-				continue
-			}
-		}
-		switch {
-		case t != nil:
-			if !s.skip(t) {
-				tn.n++ // counted before fn runs: a Goexit still uses up the turn
-				s.runTask(sess, t, &ran)
-				ran = false
-			}
-			done, t = t, nil
-		case more: // the turn is over and the session still has work
-			key := sess.key // sess may be taken over by another goroutine once it yields
-			var yielded bool
-			sess, yielded = s.yield(sess)
-			if yielded {
-				at = atBetween
-				s.log(slog.LevelDebug, "seqsched: session yielded", key)
-			}
-			if sess == nil { // a resumer took the slot
-				normal = true
-				s.exit()
-				return
-			}
-			beginTurn()
-		default: // the session went idle
-			if sess = s.nextReady(); sess == nil {
-				normal = true
-				s.exit()
-				return
-			}
-			beginTurn()
-		}
-	}
+	next step
+	site site // the user code running now, or siteNone
+
+	sh      *shard[K]   // a starter's shard
+	sess    *session[K] // the session whose turn it runs
+	slot    bool        // it holds a slot (WithMaxConcurrency)
+	tn      turn
+	t       *task // the task in hand
+	done    *task // the task finished by advance, to resolve
+	waiter  *waiter
+	publish bool // done was published under the lock (its session retired)
+	then    step // where resolve goes on
+	ret     retirement[K]
+	began   time.Time // when w.t's fn began; only with WithSlowTask or a histogram
+	logs    logs[K]   // records still to write, and what they say
+	lent    lentSlot
+	dropped []*task // a reporter's tasks; i is the next to report
+	i       int
+	drains  []*drain // drains that wait for a reporter, with their shards
+	dshards []*shard[K]
 }
 
-// Where a worker runs user code, for takeOver.
+type step uint8
+
 const (
-	atTask    = iota // in skip or run: t's ctx, fn, or the logs after it
-	atWeight         // the WithWeight function, or the log of a bad weight
-	atBetween        // the log of a yield: sess, if not nil, starts a new turn
+	stepExit     step = iota
+	stepStarter       // take the oldest session of w.sh's start queue
+	stepTurn          // begin a turn on w.sess: the WithWeight function
+	stepStart         // w.t in hand: skip it, or go on to run it
+	stepRun           // run w.t's fn
+	stepAfter         // settle w.t's slot and time after fn
+	stepReport        // hand w.t's failure to WithErrorHandler (or the log)
+	stepLog           // write the records staged in w.logs
+	stepAdvance       // finish w.t and take the next task, under the lock
+	stepResolve       // resolve the finished task and end its ctx
+	stepYield         // the turn is over and the session has work
+	stepIdle          // the session retired: move on or exit
+	stepReporter      // report w.dropped
 )
 
-// exit is a worker goroutine's last act: it gives back its live token.
-func (s *Scheduler[K]) exit() {
+// newWorker makes a worker for s's pool.
+func (s *Scheduler[K]) newWorker() any {
+	w := &worker[K]{s: s}
+	w.id = newIdent(w)
+	w.run, w.loopFn = w.goroutine, w.loop
+	return w
+}
+
+// worker returns a worker from the pool, about to start at next.
+func (s *Scheduler[K]) worker(next step) *worker[K] {
+	w := s.workers.Get().(*worker[K])
+	w.next = next
+	return w
+}
+
+// startWorker starts a worker on sess, which holds a live token and, under
+// WithMaxConcurrency, a slot for it; first, if not nil, is its first task,
+// taken off its queue already (see activate).
+func (s *Scheduler[K]) startWorker(sess *session[K], first *task) {
+	w := s.worker(stepTurn)
+	w.sess, w.t, w.slot = sess, first, s.opts.maxConcurrency > 0
+	go w.run()
+}
+
+// goroutine runs w on the calling goroutine until it exits, under its
+// identity's tags. If user code calls runtime.Goexit, takeOver carries on.
+func (w *worker[K]) goroutine() {
+	if checkTokens && w.s.slack.Add(-1) < 0 {
+		tokenViolations.Add(1) // a worker started without a token
+	}
+	normal := false
+	defer func() {
+		if !normal && w.site != siteNone {
+			w.takeOver()
+		}
+	}()
+	tagged(w.id.index, w.loopFn)
+	normal = true
+	s := w.s
+	w.reset()
+	s.workers.Put(w)
+	s.exit() // last: Shutdown may return once the token is back
+}
+
+// takeOver runs on a worker goroutine that runtime.Goexit, called from user
+// code, is unwinding. What the Goexit means was staged before the call
+// (w.next, the task's outcome, w.logs), so the same worker only has to go
+// on from there on a new goroutine, with its live token, slot, session and
+// task. No user code runs here.
+func (w *worker[K]) takeOver() {
+	if w.site.isCallback() {
+		w.s.callbacks.Add(-1)
+	}
+	w.site = siteNone
 	if checkTokens {
-		s.slack.Add(1)
+		w.s.slack.Add(1) // this goroutine's share; the next one takes it again
 	}
-	s.release(1)
+	go w.run()
 }
 
-// finishAndTake, under the session's shard lock, does the bookkeeping of done (which
-// the caller resolves once finishAndTake returns, or wakes if finishAndTake published it) and
-// takes the session's next task.
-// It returns next == nil with more set when turnOver and work remains, and
-// with more unset when the session has gone idle (retire): the caller must
-// then leave sess alone, as a Submit may already have activated it again.
-// A session gone idle hands the goroutine, and its live token, on to the
-// oldest session of the shard's start queue, if any, returned as then; next
-// is then then's first task, taken in the same lock section (nil only if a
-// forced Shutdown emptied then's queues).
-func (s *Scheduler[K]) finishAndTake(sess *session[K], done *task, turnOver bool) (st stepped[K]) {
-	sh := sess.sh
-	sh.mu.Lock()
-	if done != nil {
-		sh.running--
-		sh.completed[done.prio]++
-		if done.skipped {
-			sh.skipped++
-			if sess.drain != nil && s.forced.Load() {
-				sess.drain.err = ErrClosed // Shutdown gave up: the drain is cut short
-			}
-		}
-	}
-	if turnOver && sess.len() > 0 {
-		sh.mu.Unlock()
-		return stepped[K]{more: true}
-	}
-	if st.next = sh.takeNext(sess, s.opts.highBurst); st.next != nil {
-		sh.mu.Unlock()
-		return st
-	}
-	if done != nil {
-		// Published before the session can be seen idle or gone: a Remove
-		// that then returns nil finds every accepted future resolved. The
-		// waiters wake after the lock.
-		st.waiter, st.published = done.job.publish(), true
-	}
-	var forgotten *session[K]
-	forgotten, st.drain = sh.retire(sess, s.idleCap)
-	if s.opts.maxConcurrency == 0 {
-		if st.then = sh.pending.pop(); st.then == nil {
-			sh.workers-- // the goroutine is about to exit
-		} else {
-			st.next = sh.takeNext(st.then, s.opts.highBurst)
-		}
-	}
-	sh.mu.Unlock()
-	if forgotten != nil {
-		s.recycle(forgotten)
-	}
-	return st
+// reset clears w for the pool.
+func (w *worker[K]) reset() {
+	dropped, drains, dshards := w.dropped[:0], w.drains[:0], w.dshards[:0]
+	ret := w.ret
+	ret.reset()
+	*w = worker[K]{s: w.s, id: w.id, run: w.run, loopFn: w.loopFn, ret: ret,
+		dropped: dropped, drains: drains, dshards: dshards}
 }
 
-// stepped is what finishAndTake returns.
-type stepped[K comparable] struct {
-	next      *task
-	more      bool
-	then      *session[K]
-	drain     *drain
-	published bool    // done was published under the lock (the session retired)
-	waiter    *waiter // done's waiter, to wake
-}
-
-// dropped is what a forced Shutdown took off a shard's queues: published
-// under the shard lock, so that a Remove that returns finds them resolved,
-// then woken, their ctxs ended and their failures reported after it.
-type dropped struct {
-	tasks   []*task
-	waiters []*waiter
-}
-
-// publish fails t with ErrClosed and publishes it. Called with sh.mu held.
-func (d *dropped) publish(t *task) {
-	t.job.fail(ErrClosed)
-	d.tasks = append(d.tasks, t)
-	d.waiters = append(d.waiters, t.job.publish())
-}
-
-// finish wakes what publish published. Called with no lock held.
-func (d *dropped) finish() {
-	for i, t := range d.tasks {
-		t.job.wake(d.waiters[i])
-		t.over()
-		t.job.report()
-	}
-}
-
-// takeOver runs on a worker goroutine that runtime.Goexit is unwinding,
-// called from user code (see work). The goroutine cannot be saved; a fresh
-// one carries on from where it stopped, with the live token, the slot and
-// the turn tn (so a Goexit cannot lengthen a turn):
-//   - t set: t's fn called Goexit (ran unset) or a log after it did; the
-//     new goroutine finishes t and goes on with sess;
-//   - at atWeight: the WithWeight function (or the log of a bad weight)
-//     did; sess starts its turn with weight 1, next still first;
-//   - at atBetween: the log of a yield did; sess, if any, starts a turn.
-//
-// This goroutine takes a token of its own before it hands the work on, and
-// gives it back as its last act (deferred, so a logger that calls Goexit
-// here too loses nothing): Shutdown cannot return while it logs.
-func (s *Scheduler[K]) takeOver(sess *session[K], t *task, ran bool, next *task, tn turn, at int) {
-	s.takeToken()
-	defer s.exit()
-	var key K // for the log: sess may be recycled once the new goroutine runs
-	if sess != nil {
-		key = sess.key
-	}
-	switch {
-	case t != nil:
-		if ran { // a log after fn did: the task's outcome stands
-			go s.work(sess, t, &tn)
+func (w *worker[K]) loop() {
+	for {
+		switch w.next {
+		case stepExit:
 			return
+		case stepStarter:
+			w.starter()
+		case stepTurn:
+			w.beginTurn()
+		case stepStart:
+			w.start()
+		case stepRun:
+			w.runTask()
+		case stepAfter:
+			w.after()
+		case stepReport:
+			w.report()
+		case stepLog:
+			w.writeLogs()
+		case stepAdvance:
+			w.advance()
+		case stepResolve:
+			w.resolve()
+		case stepYield:
+			w.yield()
+		case stepIdle:
+			w.idle()
+		case stepReporter:
+			w.reportDropped()
 		}
-		// fn called Goexit, or a submitter's ctx did in skip.
-		if ls := t.lentSlot(); ls != nil {
-			s.settle(ls)
-		}
-		s.panics.Add(1)
-		// The new goroutine resolves t: the failure is reported first, so
-		// that a Remove or Shutdown that returns finds it reported. Deferred,
-		// so that a handler or logger calling Goexit here too loses nothing.
-		defer func() { go s.work(sess, t, &tn) }()
-		t.job.report()
-		s.log(slog.LevelError, "seqsched: task called runtime.Goexit", key)
-	case at == atWeight:
-		sess.first = next
-		tn = turn{limit: s.opts.yieldAfter}
-		if s.opts.yieldInterval > 0 {
-			tn.start = time.Now()
-		}
-		go s.work(sess, nil, &tn)
-		s.badWeight(key, "called runtime.Goexit")
-	case sess == nil: // a yield's log, after a resumer took the slot
-		s.release(1) // the token the work held: nothing carries on
-	default:
-		sess.first = next
-		go s.work(sess, nil, nil)
 	}
 }
 
-// log writes one record about session key. A panicking handler (in Enabled
-// or Handle) must not take a worker down with it, so its panic is dropped.
-func (s *Scheduler[K]) log(level slog.Level, msg string, key K, attrs ...slog.Attr) {
-	defer func() { _ = recover() }() // before Enabled: it runs handler code too
-	l := s.opts.logger
-	ctx := context.Background()
-	if !l.Enabled(ctx, level) {
+// starter takes the oldest session of its shard's start queue and runs it;
+// if more wait, it first starts the next starter, since the session it runs
+// may block in a task for ever. A starter that finds the queue emptied by
+// workers exits.
+func (w *worker[K]) starter() {
+	s, sh := w.s, w.sh
+	sh.mu.Lock()
+	sess := sh.pending.pop()
+	if sess == nil {
+		sh.starterOnWay = false
+		sh.mu.Unlock()
+		w.next = stepExit
 		return
 	}
-	l.LogAttrs(ctx, level, msg, append(attrs, slog.Any("session", key))...)
+	sh.workers++
+	sh.takeNext(sess, s.opts.highBurst) // nil only if a forced Shutdown emptied it
+	more := sh.pending.head != nil
+	sh.starterOnWay = more
+	if more {
+		s.takeToken() // the next starter's, under the lock as in activate
+		s.startStarter(sh)
+	}
+	sh.mu.Unlock()
+	w.sess, w.t, w.next = sess, sess.cur, stepTurn
 }
 
-// turn is the state of a session's turn on a worker goroutine.
+// startStarter starts a starter for sh's start queue; its live token is
+// taken. Called with sh.mu held.
+func (s *Scheduler[K]) startStarter(sh *shard[K]) {
+	w := s.worker(stepStarter)
+	w.sh = sh
+	go w.run()
+}
+
+// turn is the state of a session's turn.
 type turn struct {
 	n     int       // tasks run in this turn
 	limit int       // tasks the turn may run: yieldAfter × weight
 	start time.Time // when it began; only with WithYieldInterval
 }
 
-func (s *Scheduler[K]) beginTurn(tn *turn, sess *session[K]) {
-	tn.n, tn.limit = 0, s.opts.yieldAfter
-	if s.weight != nil {
-		tn.limit *= s.weightOf(sess.key)
-	}
+// beginTurn starts a turn on w.sess: yieldAfter tasks, times the
+// WithWeight function's weight (user code).
+func (w *worker[K]) beginTurn() {
+	s := w.s
+	w.tn = turn{limit: s.opts.yieldAfter}
 	if s.opts.yieldInterval > 0 {
-		tn.start = time.Now()
+		w.tn.start = time.Now()
+	}
+	after := stepAdvance // take the first task
+	if w.t != nil {
+		after = stepStart // handed over with the session
+	}
+	if s.weight == nil {
+		w.next = after
+		return
+	}
+	w.next, w.logs.after, w.logs.key = stepLog, after, w.sess.key
+	w.logs.set(logWeight) // staged: a Goexit counts as weight 1, logged
+	w.logs.weightWhy = "called runtime.Goexit"
+	weight, perr := callback(w, siteWeight, callWeight[K], weightCall[K]{fn: s.weight, key: w.sess.key})
+	switch {
+	case perr != nil:
+		w.logs.weightWhy = fmt.Sprintf("panic: %v", perr.Value)
+	case weight < MinWeight || weight > MaxWeight:
+		w.logs.weightWhy = fmt.Sprintf("weight %d out of range %d..%d", weight, MinWeight, MaxWeight)
+	default:
+		w.logs.clear(logWeight)
+		w.tn.limit *= weight
+		w.next = after
 	}
 }
+
+type weightCall[K comparable] struct {
+	fn  func(K) int
+	key K
+}
+
+func callWeight[K comparable](c weightCall[K]) int { return c.fn(c.key) }
 
 // turnOver reports whether the turn has run its count of tasks or, with
 // WithYieldInterval, its time (after at least one task).
-func (s *Scheduler[K]) turnOver(tn *turn) bool {
-	if tn.n >= tn.limit {
+func (w *worker[K]) turnOver() bool {
+	if w.tn.n >= w.tn.limit {
 		return true
 	}
-	return s.opts.yieldInterval > 0 && tn.n > 0 && time.Since(tn.start) >= s.opts.yieldInterval
+	d := w.s.opts.yieldInterval
+	return d > 0 && w.tn.n > 0 && time.Since(w.tn.start) >= d
 }
 
-// weightOf calls the WithWeight function. A weight out of range, or a panic,
-// is logged once per scheduler and counts as 1.
-func (s *Scheduler[K]) weightOf(key K) (w int) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.badWeight(key, fmt.Sprintf("panic: %v", r))
-			w = 1
-		}
-	}()
-	w = s.weight(key)
-	if w < MinWeight || w > MaxWeight {
-		s.badWeight(key, fmt.Sprintf("weight %d out of range %d..%d", w, MinWeight, MaxWeight))
-		return 1
+// start decides whether w.t runs: not once Shutdown gave up, nor when its
+// submit ctx ended (that ctx's Err is user code).
+func (w *worker[K]) start() {
+	t := w.t
+	w.next, w.logs.after, w.logs.key = stepReport, stepAdvance, w.sess.key
+	if w.s.forced.Load() {
+		t.job.settle(ErrClosed, outcomeSkipped) // no task starts after Shutdown gave up
+		return
 	}
-	return w
+	t.job.settle(ErrGoexit, outcomeSkipped) // staged for a Goexit in Err
+	w.logs.set(logCtxGoexit)
+	err, perr := call(w, siteSubmitCtx, callErr, t.parent)
+	w.logs.clear(logCtxGoexit)
+	switch {
+	case perr != nil:
+		t.job.settle(perr, outcomeSkipped)
+		w.logs.perr = perr
+		w.logs.set(logCtxPanic)
+	case err != nil:
+		t.job.settle(err, outcomeSkipped)
+	default:
+		w.next = stepRun
+	}
 }
 
-func (s *Scheduler[K]) badWeight(key K, why string) {
-	if s.weightLogged.CompareAndSwap(false, true) {
-		s.log(slog.LevelError, "seqsched: WithWeight: "+why+"; using weight 1 (logged once)", key)
-	}
-}
-
-// skip fails t instead of starting it, and reports true, when Shutdown gave
-// up or t's submit ctx ended before t could start. The submit ctx's Err is
-// the submitter's code: a panic there fails t with a *PanicError, and a
-// runtime.Goexit with ErrGoexit (the worker's takeOver then goes on).
-func (s *Scheduler[K]) skip(t *task) (skipped bool) {
-	if s.forced.Load() {
-		t.job.fail(ErrClosed) // no task starts after Shutdown gave up
-		t.job.report()
-		return true
-	}
-	normal := false
-	defer func() {
-		if normal {
-			return
-		}
-		if r := recover(); r != nil {
-			t.job.fail(&PanicError{Value: r, Stack: debug.Stack()})
-			skipped = true
-			s.panics.Add(1)
-			t.job.report()
-			return
-		}
-		t.job.fail(ErrGoexit) // takeOver reports it
-	}()
-	err := t.parent.Err()
-	normal = true
-	if err != nil {
-		t.job.fail(err)
-		t.job.report()
-		return true
-	}
-	return false
-}
-
-// runTask starts task t of sess on the calling goroutine, sets *ran once fn has
-// returned, and does the bookkeeping its options ask for.
-func (s *Scheduler[K]) runTask(sess *session[K], t *task, ran *bool) {
-	var start time.Time
-	if s.opts.slowTask > 0 || s.hist != nil {
-		start = time.Now()
+// runTask runs w.t's fn (user code).
+func (w *worker[K]) runTask() {
+	s, t := w.s, w.t
+	if s.opts.slowTask > 0 || s.hist != nil || s.runHist != nil {
+		w.began = time.Now()
 		if s.hist != nil {
-			s.hist[t.prio].record(time.Duration(start.Sub(s.epoch).Nanoseconds() - t.at))
+			wait := time.Duration(w.began.Sub(s.epoch).Nanoseconds() - t.at)
+			s.hist[t.prio].record(wait)
+			s.waitHist[t.prio].Observe(wait)
 		}
 	}
-	perr := t.job.exec()
-	*ran = true
-	if ls := t.lentSlot(); ls != nil {
-		s.settle(ls) // before the user code below
-	}
-	t.job.report() // before the logs: a logger that calls Goexit must not lose it
+	w.tn.n++ // counted before fn runs: a Goexit still uses up the turn
+	w.next = stepAfter
+	t.job.settle(ErrGoexit, outcomePanicked) // staged for a Goexit in fn
+	w.logs.set(logGoexit)
+	_, perr := call(w, siteFn, execJob, t)
+	w.logs.clear(logGoexit)
 	if perr != nil {
-		s.panics.Add(1)
-		s.log(slog.LevelError, "seqsched: task panicked", sess.key, slog.Any("panic", perr.Value), slog.String("stack", string(perr.Stack)))
+		t.job.settle(perr, outcomePanicked)
+		w.logs.perr = perr
+		w.logs.set(logPanic)
 	}
-	if s.opts.slowTask > 0 {
-		if d := time.Since(start); d > s.opts.slowTask {
-			s.slowTasks.Add(1)
-			s.log(slog.LevelWarn, "seqsched: slow task", sess.key, slog.String("priority", t.prio.String()), slog.Duration("duration", d))
+}
+
+func execJob(t *task) struct{} { t.job.exec(t); return struct{}{} }
+
+// after is the bookkeeping once fn returned or called Goexit: the task's
+// slot, taken back if an Await still has it lent, and its run time.
+func (w *worker[K]) after() {
+	s, t := w.s, w.t
+	w.next = stepReport
+	if ls := t.lentSlot(); ls != nil {
+		s.settle(ls)
+	}
+	if w.began.IsZero() {
+		return
+	}
+	d := time.Since(w.began)
+	w.began = time.Time{}
+	if s.runHist != nil {
+		s.runHist[t.prio].Observe(d)
+	}
+	if s.opts.slowTask > 0 && d > s.opts.slowTask {
+		s.slowTasks.Add(1)
+		w.logs.dur, w.logs.prio = d, t.prio
+		w.logs.set(logSlow)
+	}
+}
+
+// report hands w.t's failure, if it is a posted task's, to the error
+// handler (user code); without one, to the log.
+func (w *worker[K]) report() {
+	w.next = stepLog
+	w.reportTask(w.t)
+}
+
+// reportTask reports t's failure, if it is a posted task with one. A
+// handler's Goexit is staged as a log, and the caller's next step stands.
+func (w *worker[K]) reportTask(t *task) {
+	p, ok := t.job.(*posted[K])
+	if !ok || p.err == nil {
+		return
+	}
+	s := w.s
+	w.logs.key = p.key
+	if s.errHandler == nil {
+		if t.outcome != outcomePanicked { // a panic or Goexit is logged with its own record
+			w.logs.failed = p.err
+			w.logs.set(logPostFailed)
+		}
+		return
+	}
+	w.logs.set(logHandlerGoexit) // staged
+	_, perr := callback(w, siteHandler, callHandler[K], handlerCall[K]{fn: s.errHandler, key: p.key, err: p.err})
+	w.logs.clear(logHandlerGoexit)
+	if perr != nil {
+		w.logs.handlerPanic = perr
+		w.logs.set(logHandlerPanic)
+	}
+}
+
+type handlerCall[K comparable] struct {
+	fn  func(K, error)
+	key K
+	err error
+}
+
+func callHandler[K comparable](c handlerCall[K]) struct{} { c.fn(c.key, c.err); return struct{}{} }
+
+// advance finishes w.t, if any, and takes the session's next task, in one
+// lock section. When the turn is over and work remains it goes on to
+// yield; when the session's queues are empty it retires it, and then goes
+// on with a released successor or, without WithMaxConcurrency, the oldest
+// session of the shard's start queue, if any.
+func (w *worker[K]) advance() {
+	s, sess := w.s, w.sess
+	sh := sess.sh
+	if w.t != nil {
+		w.t.job.release() // let go of what fn captured
+	}
+	turnOver := w.turnOver()
+	sh.mu.Lock()
+	done := w.t
+	if done != nil {
+		sh.running--
+		sh.count(done)
+	}
+	w.done, w.t = done, nil
+	switch {
+	case turnOver && sess.len() > 0:
+		sess.cur = nil
+		w.then = stepYield
+	case sh.takeNext(sess, s.opts.highBurst) != nil:
+		w.t, w.then = sess.cur, stepStart
+	default:
+		if done != nil {
+			// Published before the session can be seen idle or gone: a
+			// Remove that then returns nil finds every accepted future
+			// resolved. The waiters wake after the lock.
+			w.waiter, w.publish = done.job.publish(), true
+		}
+		s.retire(sh, sess, &w.ret) // a released successor is taken with its queues as they are
+		if w.ret.then == nil && s.opts.maxConcurrency == 0 {
+			if w.ret.then = sh.pending.pop(); w.ret.then == nil {
+				sh.workers-- // the goroutine is about to move on or exit
+			} else {
+				w.t = sh.takeNext(w.ret.then, s.opts.highBurst) // nil only if a forced Shutdown emptied it
+			}
+		}
+		w.then = stepIdle
+	}
+	sh.mu.Unlock()
+	w.next = stepResolve
+}
+
+// resolve resolves the task advance finished, ends the drains and recycles
+// the sessions its session's retirement left, then ends the task's ctx,
+// which may run the submit ctx's code.
+func (w *worker[K]) resolve() {
+	done := w.done
+	w.next = w.then
+	if done == nil {
+		w.s.finish(&w.ret)
+		return
+	}
+	if w.publish {
+		done.job.wake(w.waiter)
+	} else {
+		resolve(done.job)
+	}
+	w.done, w.waiter, w.publish = nil, nil, false
+	w.s.finish(&w.ret) // after the last future of the session resolved
+	if done.hasCtxState() {
+		callback(w, siteCtxStop, endCtx, done)
+	}
+}
+
+func endCtx(t *task) struct{} { t.over(); return struct{}{} }
+
+// yield ends w.sess's turn (see Scheduler.yield).
+func (w *worker[K]) yield() {
+	next := w.s.yield(w.sess)
+	if next == nil {
+		w.next = stepExit
+		return
+	}
+	w.sess, w.next = next, stepTurn
+}
+
+// idle moves on from a session that retired: to the session advance
+// handed over (a successor, or the oldest of the start queue), else to the
+// ready queue's head; with neither it exits.
+func (w *worker[K]) idle() {
+	w.sess = nil
+	if then := w.ret.then; then != nil {
+		successor := w.ret.successor
+		w.ret.then, w.ret.successor = nil, false
+		w.sess = then
+		if successor {
+			// The key's turn goes on in its successor: advance yields if
+			// the turn is over, as it would have in the predecessor.
+			w.next = stepAdvance
+			return
+		}
+		w.next = stepTurn // w.t, if set, is its first task
+		return
+	}
+	if sess := w.s.nextReady(); sess != nil {
+		w.sess, w.next = sess, stepTurn
+		return
+	}
+	w.slot = false
+	w.next = stepExit
+}
+
+// startReporter starts a reporter for dropped, tasks a forced Shutdown or
+// Discard resolved without running; their failures are reported on it, and
+// each drain in drains (with its shard) waits for it. Its live token is
+// taken here.
+func (s *Scheduler[K]) startReporter(dropped []*task, drains []*drain, dshards []*shard[K]) {
+	s.takeToken()
+	w := s.worker(stepReporter)
+	w.dropped = append(w.dropped, dropped...)
+	w.drains = append(w.drains, drains...)
+	w.dshards = append(w.dshards, dshards...)
+	go w.run()
+}
+
+// reportDropped reports the failure of the next of w.dropped, then, once
+// all are reported, settles the drains that waited for the reporter.
+func (w *worker[K]) reportDropped() {
+	if w.i < len(w.dropped) {
+		t := w.dropped[w.i]
+		w.i++
+		w.next, w.logs.after = stepLog, stepReporter // a Goexit goes on with the next
+		w.reportTask(t)
+		return
+	}
+	for i, d := range w.drains {
+		sh := w.dshards[i]
+		sh.mu.Lock()
+		ended := d.settle()
+		sh.mu.Unlock()
+		ended.end()
+	}
+	w.next = stepExit
+}
+
+// The records a worker writes, staged as bits in logs.pending and written
+// by writeLogs one at a time (each bit cleared before its record is
+// written, so that a Goexit in the logger drops that record only).
+type logKind uint16
+
+const (
+	logPanic         logKind = 1 << iota // fn panicked
+	logGoexit                            // fn called runtime.Goexit
+	logCtxPanic                          // the submit ctx's Err panicked
+	logCtxGoexit                         // the submit ctx's Err called runtime.Goexit
+	logPostFailed                        // a posted task failed and there is no error handler
+	logHandlerPanic                      // the error handler panicked
+	logHandlerGoexit                     // the error handler called runtime.Goexit
+	logSlow                              // the task ran longer than WithSlowTask
+	logWeight                            // WithWeight's function failed (once per scheduler)
+)
+
+type logs[K comparable] struct {
+	pending      logKind
+	key          K    // the session the records are about
+	after        step // where writeLogs goes on
+	perr         *PanicError
+	handlerPanic *PanicError
+	failed       error
+	prio         Priority // of the slow task
+	dur          time.Duration
+	weightWhy    string
+}
+
+func (l *logs[K]) set(k logKind)   { l.pending |= k }
+func (l *logs[K]) clear(k logKind) { l.pending &^= k }
+
+// writeLogs writes the staged records, then goes on to logs.after.
+func (w *worker[K]) writeLogs() {
+	for w.logs.pending != 0 {
+		k := w.logs.pending & -w.logs.pending // the lowest bit
+		w.logs.pending &^= k
+		w.writeLog(k)
+	}
+	w.next, w.logs = w.logs.after, logs[K]{}
+}
+
+func (w *worker[K]) writeLog(k logKind) {
+	s, key := w.s, w.logs.key
+	switch k {
+	case logPanic:
+		w.log(slog.LevelError, "seqsched: task panicked", key, slog.Any("panic", w.logs.perr.Value),
+			slog.String("stack", string(w.logs.perr.Stack)))
+	case logGoexit:
+		w.log(slog.LevelError, "seqsched: task called runtime.Goexit", key)
+	case logCtxPanic:
+		w.log(slog.LevelError, "seqsched: a submit ctx's Err panicked; the task did not run", key,
+			slog.Any("panic", w.logs.perr.Value), slog.String("stack", string(w.logs.perr.Stack)))
+	case logCtxGoexit:
+		w.log(slog.LevelError, "seqsched: a submit ctx's Err called runtime.Goexit; the task did not run", key)
+	case logPostFailed:
+		level := postLevel(w.logs.failed)
+		w.log(level, "seqsched: posted task failed", key, slog.Any("error", w.logs.failed))
+	case logHandlerPanic:
+		w.log(slog.LevelError, "seqsched: WithErrorHandler panicked", key,
+			slog.Any("panic", w.logs.handlerPanic.Value), slog.String("stack", string(w.logs.handlerPanic.Stack)))
+	case logHandlerGoexit:
+		w.log(slog.LevelError, "seqsched: WithErrorHandler called runtime.Goexit", key)
+	case logSlow:
+		w.log(slog.LevelWarn, "seqsched: slow task", key, slog.String("priority", w.logs.prio.String()),
+			slog.Duration("duration", w.logs.dur))
+	case logWeight:
+		if s.weightLogged.CompareAndSwap(false, true) {
+			w.log(slog.LevelError, "seqsched: WithWeight: "+w.logs.weightWhy+"; using weight 1 (logged once)", key)
 		}
 	}
 }
+
+// postLevel is the level of the record about a posted task's failure when
+// there is no error handler: a task that did not run because the ctx its
+// submitter passed ended, or because it was discarded, is what a server
+// expects when a client goes away (Debug); one a forced Shutdown dropped
+// is Warn; anything else, fn's own error, is Error.
+func postLevel(err error) slog.Level {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrDiscarded):
+		return slog.LevelDebug
+	case errors.Is(err, ErrClosed):
+		return slog.LevelWarn
+	}
+	return slog.LevelError
+}
+
+// log writes one record about session key through the logger (user code).
+func (w *worker[K]) log(level slog.Level, msg string, key K, attrs ...slog.Attr) {
+	callback(w, siteLogger, callLog, logCall{l: w.s.opts.logger, level: level, msg: msg, attrs: append(attrs, slog.Any("session", key))})
+}
+
+type logCall struct {
+	l     *slog.Logger
+	level slog.Level
+	msg   string
+	attrs []slog.Attr
+}
+
+func callLog(c logCall) struct{} {
+	ctx := context.Background()
+	if c.l.Enabled(ctx, c.level) {
+		c.l.LogAttrs(ctx, c.level, c.msg, c.attrs...)
+	}
+	return struct{}{}
+}
+
+// call runs f(a), user code at st, on w's goroutine (see callsite.go).
+func call[K comparable, A, R any](w *worker[K], st site, f func(A) R, a A) (R, *PanicError) {
+	w.site = st
+	r, perr := try(f, a)
+	w.site = siteNone
+	return r, perr
+}
+
+// callback is call for user code other than fn and the submit ctx's Err:
+// while it runs, Await looks for its caller's worker (see callsite.go).
+func callback[K comparable, A, R any](w *worker[K], st site, f func(A) R, a A) (R, *PanicError) {
+	w.s.callbacks.Add(1)
+	r, perr := call(w, st, f, a)
+	w.s.callbacks.Add(-1)
+	return r, perr
+}
+
+// isCallback reports whether code at st counts in Scheduler.callbacks.
+func (st site) isCallback() bool { return st >= siteWeight }

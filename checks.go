@@ -1,0 +1,97 @@
+package seqsched
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Checks the package's own tests switch on (export_test.go); off, each
+// costs a predictable branch.
+//
+// checkTokens makes every release check that the live tokens cover the
+// workers still running, and count in tokenViolations each time they do
+// not; Scheduler.slack keeps tokens minus workers in one counter, so that
+// the check reads one consistent value, and is 0 once the scheduler is
+// quiet.
+//
+// checkLocks makes the shard and slots locks record which goroutine holds
+// them, and try count in lockViolations every call of user code made while
+// the calling goroutine holds one (see callsite.go: user code never runs
+// under a lock). It costs a stack read per lock, so tests turn it on only
+// around the code they check.
+var (
+	checkTokens     bool
+	tokenViolations atomic.Int64
+
+	checkLocks     atomic.Bool
+	lockViolations atomic.Int64
+	holders        struct {
+		mu   sync.Mutex
+		held map[uint64]int // locks held, by goroutine id
+	}
+)
+
+// lockedUserCode records a lock violation if the calling goroutine holds
+// a lock of the package.
+func lockedUserCode() {
+	holders.mu.Lock()
+	n := holders.held[goid()]
+	holders.mu.Unlock()
+	if n > 0 {
+		lockViolations.Add(1)
+	}
+}
+
+// locked and unlocked record that the calling goroutine took or released
+// a lock of the package; called under checkLocks only.
+func locked() {
+	holders.mu.Lock()
+	if holders.held == nil {
+		holders.held = map[uint64]int{}
+	}
+	holders.held[goid()]++
+	holders.mu.Unlock()
+}
+
+func unlocked() {
+	holders.mu.Lock()
+	id := goid()
+	if holders.held[id]--; holders.held[id] <= 0 {
+		delete(holders.held, id)
+	}
+	holders.mu.Unlock()
+}
+
+// goid is the calling goroutine's id, read from its stack trace (slow: for
+// checks only).
+func goid() uint64 {
+	var buf [40]byte
+	n := runtime.Stack(buf[:], false)
+	var id uint64
+	for _, c := range buf[len("goroutine "):n] {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
+}
+
+// mutex is the package's lock: a sync.Mutex that, under checkLocks,
+// records its holder.
+type mutex struct{ m sync.Mutex }
+
+func (l *mutex) Lock() {
+	l.m.Lock()
+	if checkLocks.Load() {
+		locked()
+	}
+}
+
+func (l *mutex) Unlock() {
+	if checkLocks.Load() {
+		unlocked()
+	}
+	l.m.Unlock()
+}
