@@ -47,7 +47,7 @@ func TestCalibrateSaysInfiniteForTasksThatTakeNoTime(t *testing.T) {
 func TestSweepPacesTheLoadByTheMeasuredCapacity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, err := parseFlags([]string{"-sessions", "4", "-tasks", "10", "-work", "0", "-sleep", "10ms", "-max-concurrency", "4",
-			"-producers", "1", "-load", "2", "-rounds", "3", "-from", "10", "-to", "10", "-high", "0"}, &bytes.Buffer{})
+			"-producers", "1", "-load", "2", "-rounds", "3", "-from", "10", "-to", "10", "-high", "0", "-raises", "0"}, &bytes.Buffer{})
 		require.NoError(t, err)
 		var out bytes.Buffer
 		require.NoError(t, sweep(context.Background(), c, nil, &out, progress{}))
