@@ -45,7 +45,7 @@ const (
 	maxDuration  = 24 * time.Hour // the time one threshold's submissions are spread over
 	minRounds    = 3              // fewer cannot tell a threshold from noise (see judge.go)
 	maxRounds    = 1000
-	maxRaises    = 5 // 1.5^5 ≈ 7.6 times the offered load, and 6 sweeps
+	maxRaises    = 5 // 2^5 = 32 times the offered load, and 6 sweeps
 )
 
 // usageError is an error in the command line (exit code 2).

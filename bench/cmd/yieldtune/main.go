@@ -139,7 +139,7 @@ func sweep(ctx context.Context, c config, tr *trace, stdout io.Writer, prog prog
 	est := time.Duration(c.rounds*len(ts)) * p.perRun()
 	budget := ""
 	if c.raises > 0 && p.span > 0 {
-		budget = fmt.Sprintf(", at most %s if the load must be raised %s", approx(time.Duration(c.raises+1)*est), plural(c.raises, "time"))
+		budget = fmt.Sprintf(", at most %s if the load must be raised %s", approx(time.Duration(c.raises+1)*est), times(float64(c.raises)))
 	}
 	fmt.Fprintf(stdout, "sweep: %d rounds × %s (%s), interleaved; about %s%s\n\n",
 		c.rounds, plural(len(ts), "threshold"), joinInts(ts), approx(est), budget)
@@ -200,7 +200,7 @@ func report(w io.Writer, results []result, j judgement, warning string) error {
 
 // raiseFactor is how much each raise multiplies the offered load by: the
 // submissions of a run are spread over 1/raiseFactor of the time.
-const raiseFactor = 1.5
+const raiseFactor = 2.0
 
 // faster is ld with its submissions raiseFactor times as fast.
 func faster(ld load, by float64) load {

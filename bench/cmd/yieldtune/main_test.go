@@ -342,7 +342,7 @@ func TestRunPrintsTableRuleRecommendationCSVAndCharts(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
 	assert.True(t, strings.HasPrefix(out, fmt.Sprintf("load: 4 sessions × 25 tasks, work 0s, sleep 0s, High 10%%, max concurrency %d, 2 producers, over 20ms\n"+
 		"calibration: none, the tasks take no measurable time\n"+
-		"sweep: 3 rounds × 2 thresholds (10, 20), interleaved; about 120ms, at most 360ms if the load must be raised 2 times\n\n", procs)), out)
+		"sweep: 3 rounds × 2 thresholds (10, 20), interleaved; about 120ms, at most 360ms if the load must be raised twice\n\n", procs)), out)
 	assert.Contains(t, out, "\nobjective: p99 wait over all tasks (-objective p99)\n"+
 		"rule: a threshold replaces the default (10) only if, over the 3 rounds, its median p99 wait is better than the default's by 10% or more ")
 	// Any answer: whether this load's sessions give way, and how its
@@ -532,8 +532,8 @@ func TestChartShowsHighWaitsWhenTheLoadHasHighTasks(t *testing.T) {
 
 // On the bubble's clock: two sessions of tasks that only sleep, one slot,
 // offered 0.9 times what the slot runs: no queue builds, no session gives
-// way, and the sweep raises the load, to 1.35 and then to 2.03 times,
-// until sessions give way at the default in every round.
+// way; the sweep raises the load once, to 1.8 times, and then sessions
+// give way at the default in every round.
 func TestSweepRaisesTheLoadUntilSessionsGiveWay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, err := parseFlags([]string{"-sessions", "2", "-tasks", "100", "-work", "0", "-sleep", "1ms", "-max-concurrency", "1",
@@ -542,10 +542,10 @@ func TestSweepRaisesTheLoadUntilSessionsGiveWay(t *testing.T) {
 		var out bytes.Buffer
 		require.NoError(t, sweep(context.Background(), c, nil, &out, progress{}))
 		assert.Contains(t, out.String(), "\nraised (1 of 2): sessions gave way at the default less than once per 100 tasks in 3 of 3 rounds; "+
-			"the load now offers 1.35× what the slots ran\n\n  yield", out.String())
+			"the load now offers 1.80× what the slots ran\n\n  yield", out.String())
 		assert.NotContains(t, out.String(), "raised (2 of 2)")
 		assert.Contains(t, out.String(), "\nrecommendation: keep the default, WithYieldAfter(10): no threshold is better on p99 wait\n")
-		assert.Regexp(t, `\n +10 .* default +[0-9]+–[0-9]+ +1.000 .* default\n`, out.String(), "a range of yields per 100 tasks at the default")
+		assert.Regexp(t, `\n +10 .* default +[0-9.]+–[0-9.]+ +[0-9.]+ +[0-9.]+ms +default\n`, out.String(), "a range of yields per 100 tasks at the default")
 	})
 }
 
@@ -559,8 +559,8 @@ func TestSweepSaysTheThresholdDoesNotMatterWhenRaisingDoesNotHelp(t *testing.T) 
 		var out bytes.Buffer
 		require.NoError(t, sweep(context.Background(), c, nil, &out, progress{}))
 		assert.Contains(t, out.String(), "\nraised (1 of 2): sessions gave way at the default less than once per 100 tasks in 3 of 3 rounds; "+
-			"the load now offers 3.00× what the slots ran\n\nraised (2 of 2): sessions gave way at the default less than once per 100 tasks in 3 of 3 rounds; "+
-			"the load now offers 4.50× what the slots ran\n\n  yield", out.String())
+			"the load now offers 4.00× what the slots ran\n\nraised (2 of 2): sessions gave way at the default less than once per 100 tasks in 3 of 3 rounds; "+
+			"the load now offers 8.00× what the slots ran\n\n  yield", out.String())
 		assert.Contains(t, out.String(), "\nrecommendation: keep the default, WithYieldAfter(10): the threshold does not matter for this load\n"+
 			"why: no session gave way at any threshold, so every threshold scheduled it alike\n")
 	})
