@@ -193,7 +193,7 @@ type judgement struct {
 	Changed   bool         // Pick is not the default
 	Applies   bool         // sessions gave way at the default often enough for the rule
 	HasHigh   bool         // the load has High tasks, so their wait is weighed
-	Rounds    int          // rounds in the sweep
+	Rounds    int          // the default's rounds
 	Short     int          // the default's rounds with too few yields
 	Each      []assessment // one per result, in the results' order
 	Answer    string       // the recommendation, one line: the same in the text and the chart
@@ -345,7 +345,11 @@ func (j judgement) against(results []result, base result) string {
 		if a.Verdict == isDefault {
 			continue
 		}
-		s := fmt.Sprintf("%d %s: %s, %s", a.Threshold, j.verdictCell(a.Threshold), rangeOf(obj, obj.of(results[k])), percent(a.Figures[obj].Change))
+		over := ""
+		if n := len(results[k].Rounds); n != j.Rounds {
+			over = fmt.Sprintf(" over %d rounds", n)
+		}
+		s := fmt.Sprintf("%d %s: %s%s, %s", a.Threshold, j.verdictCell(a.Threshold), rangeOf(obj, obj.of(results[k])), over, percent(a.Figures[obj].Change))
 		if a.Verdict == isTradeOff {
 			var costs []string
 			for _, f := range j.figures() {
@@ -378,18 +382,19 @@ func preferred(a, b result, obj figure, def int) bool {
 func abs(n int) int { return max(n, -n) }
 
 // ruleText states the rule in the output.
-func ruleText(obj figure, def, rounds int, hasHigh bool) string {
+func ruleText(obj figure, def int, hasHigh bool) string {
 	var others []string
 	for _, f := range []figure{figP99, figThroughput, figHighP99} {
 		if f != obj && (f != figHighP99 || hasHigh) {
 			others = append(others, f.String())
 		}
 	}
-	return fmt.Sprintf("rule: a threshold replaces the default (%d) only if, over the %d rounds, its median %s is better than the default's by %.0f%% or more "+
+	return fmt.Sprintf("rule: a threshold replaces the default (%d) only if its median %s over the rounds is better than the default's by %.0f%% or more "+
 		"and its worst round beats the default's best, and it is worse on neither %s "+
 		"(worse: its range wholly beyond the default's, or its median %.0f%% or more worse); "+
-		"and only if sessions gave way at the default at least %s per 100 tasks in every round",
-		def, rounds, obj, margin*100, strings.Join(others, " nor "), margin*100, times(minYieldsPer100))
+		"a threshold that passes runs as many rounds again, with the default, and must pass over all of them; "+
+		"and the rule applies only if sessions gave way at the default at least %s per 100 tasks in every round",
+		def, obj, margin*100, strings.Join(others, " nor "), margin*100, times(minYieldsPer100))
 }
 
 // times says "once", "twice" or "2.5 times".

@@ -56,9 +56,9 @@ func writeChart(w io.Writer, format string, results []result, j judgement, title
 		plots[i] = p
 	}
 	plots[0].Title.Text = title + "\n" + j.Answer
-	plots[len(plots)-1].X.Label.Text = fmt.Sprintf("WithYieldAfter (* the default), dashed line: recommended\n"+
-		"dot: median of %d rounds, bar: best to worst round\n"+
-		"shaded: the default's range; words: the median's change and verdict", j.Rounds)
+	plots[len(plots)-1].X.Label.Text = "WithYieldAfter (* the default), dashed line: recommended\n" +
+		"dot: median over the rounds, bar: best to worst round\n" +
+		"shaded: the default's range; words: the median's change and verdict"
 
 	// 7 inches wide; 3.5 inches a chart, and room for the titles.
 	width, height := 7*vg.Inch, vg.Length(len(plots))*3.5*vg.Inch
