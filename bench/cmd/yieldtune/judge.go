@@ -125,15 +125,19 @@ func (c comparison) String() string {
 	return fmt.Sprintf("%s %s", percent(c.Change), c.Rel)
 }
 
-// percent shows a change as "+12%", "-3%" or "0%".
+// percent shows a change as "+12%", "-3%" or "0%", cut toward zero rather
+// than rounded, so that a change below the margin never reads as the
+// margin ("+9%", not "+10%", for 9.7%).
 func percent(x float64) string {
-	switch {
-	case math.IsInf(x, 0):
+	if math.IsInf(x, 0) {
 		return fmt.Sprintf("%+.0f", x)[:1] + "inf%"
-	case math.Round(x*100) == 0:
+	}
+	const eps = 1e-6 // what float arithmetic loses: 1.2/1 - 1 is 19.999...%
+	v := math.Trunc(x*100 + math.Copysign(eps, x))
+	if v == 0 {
 		return "0%"
 	}
-	return fmt.Sprintf("%+.0f%%", x*100)
+	return fmt.Sprintf("%+.0f%%", v)
 }
 
 // compare is the rule's word for candidate c against the default d on f.

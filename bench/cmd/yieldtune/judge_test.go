@@ -134,7 +134,7 @@ func TestJudgeRefusesAGainPaidForOnAnotherFigure(t *testing.T) {
 	}
 	j := judge(results, 10, figP99)
 	assert.Equal(t, []string{"default", "trade-off", "worse"}, []string{j.verdictCell(10), j.verdictCell(20), j.verdictCell(30)})
-	assert.Contains(t, j.Why, "; 20 trade-off: 3ms (2ms–4ms), -73%, but throughput -20% worse;")
+	assert.Contains(t, j.Why, "; 20 trade-off: 3ms (2ms–4ms), -72%, but throughput -20% worse;")
 
 	// 40: more throughput and the same waits; 50: shorter waits, and the
 	// High lane waits longer beyond the spread.
@@ -169,7 +169,7 @@ func TestJudgePicksTheBestMedianAmongTheBetterOnes(t *testing.T) {
 	}
 	j := judge(results, 10, figP99)
 	assert.Equal(t, 30, j.Pick, "30 and 40 tie on the median: 30 is nearer the default")
-	assert.Equal(t, "WithYieldAfter(30): better than the default (10) on p99 wait by 55%, beyond the spread", j.Answer)
+	assert.Equal(t, "WithYieldAfter(30): better than the default (10) on p99 wait by 54%, beyond the spread", j.Answer)
 	assert.Equal(t, []string{"default", "better", "better, recommended", "better", "better"},
 		[]string{j.verdictCell(10), j.verdictCell(20), j.verdictCell(30), j.verdictCell(40), j.verdictCell(50)},
 		"better is a relation to the default only: 20 is better than the default, whatever it is against 30")
@@ -194,7 +194,7 @@ func TestJudgeNeedsSessionsToGiveWayAtTheDefaultInEveryRound(t *testing.T) {
 	assert.Equal(t, "sessions gave way at the default less than once per 100 tasks in 1 of 3 rounds (0.9 per 100), "+
 		"so every higher threshold schedules it almost as the default does, and what differs is noise", j.Why)
 	assert.Equal(t, "not judged", j.verdictCell(30))
-	assert.Equal(t, "-82%", j.cell(30, figP99), "the change, without a word the rule did not give")
+	assert.Equal(t, "-81%", j.cell(30, figP99), "the change, without a word the rule did not give")
 
 	results[0] = withYields(results[0], 10, 10, 10) // exactly once per 100 tasks: enough
 	assert.Equal(t, 30, judge(results, 10, figP99).Pick)
@@ -268,7 +268,8 @@ func TestRuleTextNamesTheObjectiveTheMarginAndTheOthers(t *testing.T) {
 }
 
 func TestPercentShowsTheSignedChange(t *testing.T) {
-	for x, want := range map[float64]string{0.12: "+12%", -0.034: "-3%", 0.004: "0%", -0.004: "0%", 2: "+200%"} {
+	for x, want := range map[float64]string{0.12: "+12%", -0.034: "-3%", 0.004: "0%", -0.004: "0%", 2: "+200%",
+		0.097: "+9%", -0.0999: "-9%", 1.2/1 - 1: "+20%", 0.1: "+10%", -0.1: "-10%"} {
 		assert.Equal(t, want, percent(x), fmt.Sprint(x))
 	}
 	assert.Equal(t, "+inf%", percent(compare(figP99, spread{Med: 1}, spread{}).Change), "from a default of 0")
