@@ -150,8 +150,8 @@ type verdict int
 const (
 	isDefault  verdict = iota
 	isBetter           // better on the objective, worse on nothing
-	isSame             // same on the objective
-	isWorse            // worse on the objective
+	isSame             // same on the objective, worse on nothing
+	isWorse            // not better on the objective, and worse on some figure
 	isTradeOff         // better on the objective, worse on another figure
 	notJudged          // the rule did not apply: too few yields
 )
@@ -279,18 +279,16 @@ func standing(a assessment, j judgement) verdict {
 	case !j.Applies:
 		return notJudged
 	}
-	switch a.Figures[j.Objective].Rel {
-	case worse:
+	costs := slices.ContainsFunc(j.figures(), func(f figure) bool { return a.Figures[f].Rel == worse })
+	switch {
+	case a.Figures[j.Objective].Rel == better && costs:
+		return isTradeOff
+	case a.Figures[j.Objective].Rel == better:
+		return isBetter
+	case costs:
 		return isWorse
-	case same:
-		return isSame
 	}
-	for _, f := range j.figures() {
-		if a.Figures[f].Rel == worse {
-			return isTradeOff
-		}
-	}
-	return isBetter
+	return isSame
 }
 
 func yielded(r result) bool {

@@ -57,9 +57,10 @@ func (j judgement) verdictCell(t int) string {
 
 // against is the reason of a judgement under the rule: the default's
 // figure, then every other threshold in the order of the sweep with its
-// verdict, its figure and the change: "the default's p99 wait is 10ms
-// (8ms–12ms) over 5 rounds; 30 same: 11ms (9ms–12ms), +3%; 50 trade-off:
-// 8ms (7ms–8.5ms), -20%, but throughput -11% worse".
+// verdict, its figure, the change, and any other figure it is worse on:
+// "the default's p99 wait is 10ms (8ms–12ms) over 5 rounds; 30 same: 11ms
+// (9ms–12ms), +3%; 50 trade-off: 8ms (7ms–8.5ms), -20%, but throughput
+// -11% worse".
 func (j judgement) against(results []result, base result) string {
 	obj := j.Objective
 	parts := []string{fmt.Sprintf("the default's %s is %s over %d rounds", obj, rangeOf(obj, obj.of(base)), j.Rounds)}
@@ -72,13 +73,16 @@ func (j judgement) against(results []result, base result) string {
 			over = fmt.Sprintf(" over %d rounds", n)
 		}
 		s := fmt.Sprintf("%d %s: %s%s, %s", a.Threshold, j.verdictCell(a.Threshold), rangeOf(obj, obj.of(results[k])), over, percent(a.Figures[obj].Change))
-		if a.Verdict == isTradeOff {
-			var costs []string
-			for _, f := range j.figures() {
-				if a.Figures[f].Rel == worse {
-					costs = append(costs, fmt.Sprintf("%s %s", f, a.Figures[f]))
-				}
+		var costs []string // worse on another figure than the objective
+		for _, f := range j.figures() {
+			if f != obj && a.Figures[f].Rel == worse {
+				costs = append(costs, fmt.Sprintf("%s %s", f, a.Figures[f]))
 			}
+		}
+		switch {
+		case len(costs) > 0 && a.Figures[obj].Rel == worse:
+			s += ", and " + strings.Join(costs, ", ")
+		case len(costs) > 0:
 			s += ", but " + strings.Join(costs, ", ")
 		}
 		parts = append(parts, s)
