@@ -31,6 +31,9 @@ func TestTextTableCSVAndChartSayTheSame(t *testing.T) {
 		"recommendation":  recommend,
 		"issue 30, run 1": readRecorded(t, "issue30-run1.csv"),
 		"issue 30, run 2": readRecorded(t, "issue30-run2.csv"),
+		"low load":        readRecorded(t, "low-load.csv"),
+		"noise":           readRecorded(t, "noisy-30-looked-better.csv"),
+		"quick":           readRecorded(t, "quick-busy-1.csv"),
 	} {
 		for _, obj := range []figure{figP99, figThroughput, figHighP99} {
 			t.Run(name+", "+obj.flag(), func(t *testing.T) {
