@@ -242,6 +242,7 @@ func TestDefaultLoadShapeMakesSessionsGiveWay(t *testing.T) {
 		require.NoError(t, err)
 		got := yieldsPer100(summarize(r))
 		assert.GreaterOrEqual(t, got, 3*minYieldsPer100, "yields per 100 tasks at the default: well above the rule's bar")
+		t.Logf("%.2f yields per 100 tasks", got)
 	})
 }
 
@@ -361,13 +362,16 @@ func TestRunPrintsTableRuleRecommendationCSVAndCharts(t *testing.T) {
 	defer f.Close()
 	recs, err := csv.NewReader(f).ReadAll()
 	require.NoError(t, err)
-	require.Len(t, recs, 7, "header and one record per threshold and round")
 	assert.Equal(t, csvHeader, recs[0])
 	var got []string
 	for _, r := range recs[1:] {
 		got = append(got, r[0]+"/"+r[1])
 	}
-	assert.Equal(t, []string{"10/1", "10/2", "10/3", "20/1", "20/2", "20/3"}, got, "threshold/round")
+	want := []string{"10/1", "10/2", "10/3", "20/1", "20/2", "20/3"}
+	if strings.Contains(out, "\nconfirm: WithYieldAfter(20)") { // as many rounds again
+		want = []string{"10/1", "10/2", "10/3", "10/4", "10/5", "10/6", "20/1", "20/2", "20/3", "20/4", "20/5", "20/6"}
+	}
+	assert.Equal(t, want, got, "threshold/round, one record each")
 
 	svg, err := os.ReadFile(svgPath)
 	require.NoError(t, err)
