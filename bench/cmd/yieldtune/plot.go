@@ -56,9 +56,11 @@ func writeChart(w io.Writer, format string, results []result, j judgement, title
 		plots[i] = p
 	}
 	plots[0].Title.Text = title + "\n" + j.Answer
-	plots[len(plots)-1].X.Label.Text = "WithYieldAfter (* the default), dashed line: recommended\n" +
+	bottom := plots[len(plots)-1]
+	bottom.X.Tick.Marker = plot.ConstantTicks(thresholdTicks(thresholdsOf(results), j, true))
+	bottom.X.Label.Text = "WithYieldAfter (* the default) and its verdict, dashed line: recommended\n" +
 		"dot: median over the rounds, bar: best to worst round\n" +
-		"shaded: the default's range; words: the median's change and verdict"
+		"shaded: the default's range; words: the median's change and the rule's word"
 
 	// 7 inches wide; 3.5 inches a chart, and room for the titles.
 	width, height := 7*vg.Inch, vg.Length(len(plots))*3.5*vg.Inch
@@ -169,17 +171,26 @@ func drawFigure(p *plot.Plot, results []result, j judgement, f figure) error {
 	labels.Offset = vg.Point{X: vg.Points(7)}
 	p.Add(bars, dots, words{labels})
 
-	// Ticks at the thresholds measured, the default starred.
+	p.X.Tick.Marker = plot.ConstantTicks(thresholdTicks(xs, j, false))
+	return nil
+}
+
+// thresholdTicks are ticks at the thresholds measured, the default
+// starred, and, with verdicts, each threshold's verdict below it: the
+// table's last column.
+func thresholdTicks(xs []int, j judgement, verdicts bool) []plot.Tick {
 	ticks := make([]plot.Tick, len(xs))
 	for i, x := range xs {
 		label := strconv.Itoa(x)
 		if x == j.Default {
 			label += "*"
 		}
+		if verdicts {
+			label += "\n" + j.verdictCell(x)
+		}
 		ticks[i] = plot.Tick{Value: float64(x), Label: label}
 	}
-	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	return nil
+	return ticks
 }
 
 // words draws labels beside the dots without reserving room for them:

@@ -117,12 +117,22 @@ func sayTheSame(t *testing.T, results []result, j judgement) {
 	}
 	assert.Equal(t, ts, order, "the CSV's thresholds in the sweep's order")
 
-	// The chart: the title is the recommendation, and each figure's chart
-	// labels the thresholds, in order, with the same words.
+	// The chart: the title is the recommendation, the bottom chart's axis
+	// gives each threshold's verdict, and each figure's chart labels the
+	// thresholds, in order, with the same words.
 	b.Reset()
 	require.NoError(t, writeChart(&b, "svg", results, j, "title"))
 	texts := svgTexts(b.String())
 	assert.Equal(t, []string{"title", j.Answer}, texts[:2])
+	var ticks []string
+	for _, th := range ts {
+		tick := fmt.Sprint(th)
+		if th == j.Default {
+			tick += "*"
+		}
+		ticks = append(ticks, tick, j.verdictCell(th))
+	}
+	assert.NotEqual(t, -1, indexRun(texts, ticks), "the thresholds and their verdicts %q in %q", ticks, texts)
 	at := 0
 	for _, f := range figs {
 		for _, th := range ts {
@@ -136,6 +146,16 @@ func sayTheSame(t *testing.T, results []result, j judgement) {
 	for _, s := range []string{out, strings.Join(texts, "\n")} {
 		assert.NotContains(t, s, "indistinguishable")
 	}
+}
+
+// indexRun is where run occurs in xs as consecutive elements, or -1.
+func indexRun(xs, run []string) int {
+	for i := 0; i+len(run) <= len(xs); i++ {
+		if slices.Equal(xs[i:i+len(run)], run) {
+			return i
+		}
+	}
+	return -1
 }
 
 func atoi(s string) int {
