@@ -28,7 +28,9 @@ import (
 // the spread to count, a loss need only be one of the two. A threshold
 // replaces the default only if it is better on the objective and worse on
 // no other figure; among several, the best median on the objective wins,
-// then the one nearest the default.
+// then the one nearest the default. A threshold that passes is confirmed
+// by as many rounds again before it is recommended (see decide), because
+// noise on a shared machine can last a whole sweep.
 //
 // Why ranges: with n rounds of two thresholds that do not differ, noise
 // alone puts every round of one ahead of every round of the other with
@@ -43,7 +45,7 @@ import (
 // default almost exactly as the default does, so what differs is noise.
 // The rule therefore applies only if sessions gave way at the default at
 // least minYieldsPer100 times per 100 tasks in every round; otherwise the
-// sweep raises the load (see sweep) and, past its budget, says that the
+// sweep raises the load (see decide) and, past its budget, says that the
 // threshold does not matter for this load.
 const (
 	margin          = 0.10 // the least effect on the objective that counts
