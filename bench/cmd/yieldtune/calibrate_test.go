@@ -47,13 +47,13 @@ func TestCalibrateSaysInfiniteForTasksThatTakeNoTime(t *testing.T) {
 func TestSweepPacesTheLoadByTheMeasuredCapacity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, err := parseFlags([]string{"-sessions", "4", "-tasks", "10", "-work", "0", "-sleep", "10ms", "-max-concurrency", "4",
-			"-producers", "1", "-load", "2", "-rounds", "3", "-from", "10", "-to", "10", "-high", "0"}, &bytes.Buffer{})
+			"-producers", "1", "-load", "2", "-rounds", "3", "-from", "10", "-to", "10", "-high", "0", "-raises", "0"}, &bytes.Buffer{})
 		require.NoError(t, err)
 		var out bytes.Buffer
 		require.NoError(t, sweep(context.Background(), c, nil, &out, progress{}))
 		assert.Contains(t, out.String(), "work 0s, sleep 10ms, High 0%, max concurrency 4, 1 producers, over 50ms\n"+
 			"calibration: the slots ran 400 tasks/s (median of 3 timed batches); offered 2.00× that\n"+
-			"sweep: 3 rounds × 1 threshold (10), interleaved; about 300ms\n")
+			"sweep: 3 rounds × 1 threshold (10), interleaved; about 300ms, and 600ms more to confirm a threshold that looks better\n")
 
 		ld := synthetic(c, 0, pace(40, c.load, 400))
 		r, err := runOne(context.Background(), ld, 10, c.maxConc, func(int) {})

@@ -28,6 +28,8 @@ type config struct {
 	from, to   int           // WithYieldAfter range swept
 	step       int           // sweep step
 	rounds     int           // each threshold runs once per round, thresholds interleaved
+	objective  figure        // what the user optimises: the figure the rule looks for a gain on
+	raises     int           // times the sweep may raise the load when sessions yield too rarely
 	quick      bool          // smaller load and sweep
 	trace      string        // CSV file of a recorded load to replay instead of the synthetic one
 	csv, svg   string        // output files, empty for none
@@ -43,6 +45,7 @@ const (
 	maxDuration  = 24 * time.Hour // the time one threshold's submissions are spread over
 	minRounds    = 3              // fewer cannot tell a threshold from noise (see judge.go)
 	maxRounds    = 1000
+	maxRaises    = 5 // 2^5 = 32 times the offered load, and 6 sweeps
 )
 
 // usageError is an error in the command line (exit code 2).
@@ -68,11 +71,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.maxConc, "max-concurrency", runtime.GOMAXPROCS(0), "WithMaxConcurrency (0: no limit)")
 	fs.IntVar(&c.producers, "producers", 2, "goroutines submitting tasks")
 	fs.DurationVar(&c.duration, "duration", 0, "spread each threshold's submissions evenly over this, instead of the time -load gives")
-	fs.Float64Var(&c.load, "load", 1.25, "offered work as a multiple of what the slots can run; above 1, queues grow and sessions compete for slots")
+	fs.Float64Var(&c.load, "load", 1.5, "offered work as a multiple of what the slots can run; above 1, queues grow and sessions compete for slots")
 	fs.IntVar(&c.from, "from", seqsched.MinYieldAfter, "first WithYieldAfter value")
 	fs.IntVar(&c.to, "to", seqsched.MaxYieldAfter, "last WithYieldAfter value")
 	fs.IntVar(&c.step, "step", 10, "WithYieldAfter step")
 	fs.IntVar(&c.rounds, "rounds", 5, fmt.Sprintf("rounds; each runs every threshold once, interleaved (%d..%d)", minRounds, maxRounds))
+	objective := fs.String("objective", figP99.flag(), "what to optimise: p99 (wait over all tasks), throughput, or high-p99 (wait of High tasks)")
+	fs.IntVar(&c.raises, "raises", 2, fmt.Sprintf("when sessions yield too rarely to judge, raise the offered load ×%g and sweep again, at most this many times (0..%d)", raiseFactor, maxRaises))
 	fs.BoolVar(&c.quick, "quick", false, "smaller load (-tasks 100) and sweep (10, 30, 50): about 5 s on 2 cores")
 	fs.StringVar(&c.trace, "trace", "", "replay the recorded load in this CSV file (offset,session,priority,work,sleep) instead of a synthetic one")
 	fs.StringVar(&c.csv, "csv", "", "write every round's figures as CSV to this file")
@@ -82,7 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: yieldtune [flags]\n\nSweeps seqsched.WithYieldAfter over a synthetic or recorded load in rounds, and recommends\na value only when it beats the default beyond the spread. The manual: bench/cmd/yieldtune/README.md.")
+			fmt.Fprintln(stderr, "usage: yieldtune [flags]\n\nSweeps seqsched.WithYieldAfter over a synthetic or recorded load in rounds, and recommends\na value only when it is better than the default on the objective by 10% or more, beyond the\nspread, and worse on nothing else. The manual: bench/cmd/yieldtune/README.md.")
 			fs.PrintDefaults()
 			return c, err
 		}
@@ -90,6 +95,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, usagef("unexpected argument %q (all options are flags)", fs.Arg(0))
+	}
+	var err error
+	if c.objective, err = parseObjective(*objective); err != nil {
+		return c, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -211,6 +220,10 @@ func (c config) validate() error {
 		return bad("step", c.step, "must be at least 1")
 	case c.rounds < minRounds || c.rounds > maxRounds:
 		return bad("rounds", c.rounds, fmt.Sprintf("must be %d..%d", minRounds, maxRounds))
+	case c.raises < 0 || c.raises > maxRaises:
+		return bad("raises", c.raises, fmt.Sprintf("must be 0..%d", maxRaises))
+	case c.objective == figHighP99 && c.trace == "" && (c.highEvery() == 0 || c.highEvery() > c.sessions*c.tasks):
+		return usagef("-objective high-p99: the load has no High tasks (-high %v)", c.high)
 	}
 	return nil
 }

@@ -3,11 +3,14 @@
 // load — synthetic, described by flags, or a recorded one replayed from a
 // CSV trace — once per threshold (10..50 by default) in several rounds,
 // thresholds interleaved, prints each figure's median and range over the
-// rounds, and recommends a threshold only when it beats the default beyond
-// that range:
+// rounds, and recommends a threshold only when it is better than the
+// default on what the user optimises (-objective) by 10% or more and
+// beyond that range, and worse on nothing else. Where sessions rarely give
+// way, it raises the load (at most -raises times) or says that the
+// threshold does not matter for it:
 //
 //	go run ./bench/cmd/yieldtune -sessions 500 -tasks 40 -work 50us -high 0.05
-//	go run ./bench/cmd/yieldtune -trace my-load.csv
+//	go run ./bench/cmd/yieldtune -objective throughput -trace my-load.csv
 //
 // Its manual, with the trace format, is README.md next to this file; -h
 // lists the flags.
@@ -21,6 +24,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +56,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		t, err := readTrace(c.trace)
 		if err != nil {
 			fmt.Fprintf(stderr, "yieldtune: -trace %s: %v\n", c.trace, err)
+			return 2
+		}
+		if c.objective == figHighP99 && !slices.ContainsFunc(t.tasks, func(t traceTask) bool { return t.high }) {
+			fmt.Fprintf(stderr, "yieldtune: -objective high-p99: the trace %s has no High tasks (see -h)\n", c.trace)
 			return 2
 		}
 		tr = &t
@@ -119,7 +127,8 @@ func describe(c config, tr *trace, p plan) string {
 }
 
 // sweep is the command's work once its input is read: calibrate and pace
-// the load, run it in rounds, judge, and write the outputs.
+// the load, run it in rounds, raise it while sessions yield too rarely to
+// judge (at most c.raises times), judge, and write the outputs.
 func sweep(ctx context.Context, c config, tr *trace, stdout io.Writer, prog progress) error {
 	ld, p, err := planLoad(ctx, c, tr)
 	if err != nil {
@@ -127,25 +136,28 @@ func sweep(ctx context.Context, c config, tr *trace, stdout io.Writer, prog prog
 	}
 	ts := c.thresholds()
 	fmt.Fprintf(stdout, "load: %s\n%s\n", describe(c, tr, p), calibration(p))
-	fmt.Fprintf(stdout, "sweep: %d rounds × %s (%s), interleaved; about %s\n\n",
-		c.rounds, plural(len(ts), "threshold"), joinInts(ts), approx(time.Duration(c.rounds*len(ts))*p.perRun()))
-	results, err := runRounds(ctx, c, ld, p.tasks, ts, prog)
+	per := p.perRun()
+	est := approx(time.Duration(c.rounds*len(ts)) * per)
+	confirm := approx(time.Duration(c.rounds*2) * per)
+	if c.raises > 0 && p.span > 0 {
+		fmt.Fprintf(stdout, "sweep: %d rounds × %s (%s), interleaved; about %s (up to %s if the load must be raised %s), and %s more to confirm a threshold that looks better\n\n",
+			c.rounds, plural(len(ts), "threshold"), joinInts(ts), est, approx(time.Duration(c.raises+1)*time.Duration(c.rounds*len(ts))*per), times(float64(c.raises)), confirm)
+	} else {
+		fmt.Fprintf(stdout, "sweep: %d rounds × %s (%s), interleaved; about %s, and %s more to confirm a threshold that looks better\n\n",
+			c.rounds, plural(len(ts), "threshold"), joinInts(ts), est, confirm)
+	}
+	measure := func(ld load, ts []int, pass string) ([]result, error) {
+		return runRounds(ctx, c, ld, p.tasks, ts, prog, pass)
+	}
+	results, j, err := decide(stdout, c, ld, &p, ts, measure)
 	if err != nil {
 		return err
 	}
-	if err := writeTable(stdout, results, defaultThreshold); err != nil {
+	if err := report(stdout, results, j, slowdown(p, results)); err != nil {
 		return err
 	}
-	if w := slowdown(p, results); w != "" {
-		fmt.Fprintf(stdout, "\n%s\n", w)
-	}
-	j := judge(results, defaultThreshold)
-	fmt.Fprintf(stdout, "\n%s\nrecommendation: %s\n", ruleText(defaultThreshold, c.rounds), j.Why)
-	if len(j.Band) > 1 {
-		fmt.Fprintf(stdout, "indistinguishable from WithYieldAfter(%d) on every figure the rule compares: %s\n", j.Pick, joinInts(j.Band))
-	}
 	if c.csv != "" {
-		if err := writeFile(c.csv, func(w io.Writer) error { return writeCSV(w, results) }); err != nil {
+		if err := writeFile(c.csv, func(w io.Writer) error { return writeCSV(w, results, j, p.offered()) }); err != nil {
 			return err
 		}
 	}
@@ -159,6 +171,20 @@ func sweep(ctx context.Context, c config, tr *trace, stdout io.Writer, prog prog
 		}
 	}
 	return nil
+}
+
+// report writes the table, a warning if there is one, and the judgement:
+// the objective, the rule, the recommendation and why.
+func report(w io.Writer, results []result, j judgement, warning string) error {
+	if err := writeTable(w, results, j); err != nil {
+		return err
+	}
+	if warning != "" {
+		fmt.Fprintf(w, "\n%s\n", warning)
+	}
+	_, err := fmt.Fprintf(w, "\nobjective: %s (-objective %s)\n%s\nrecommendation: %s\nwhy: %s\n",
+		j.Objective.long(), j.Objective.flag(), ruleText(j.Objective, j.Default, j.HasHigh), j.Answer, j.Why)
+	return err
 }
 
 // planLoad builds the load a run submits and paces it by the calibration:
@@ -199,8 +225,9 @@ func planLoad(ctx context.Context, c config, tr *trace) (load, plan, error) {
 
 // runRounds runs ld once per threshold in each of c.rounds rounds and
 // returns a result per threshold, in the order of ts. tasks is the number
-// of tasks in one run, for the progress bar.
-func runRounds(ctx context.Context, c config, ld load, tasks int, ts []int, prog progress) ([]result, error) {
+// of tasks in one run, for the progress bar; pass says which sweep this is
+// ("raised 1 of 2, "), empty for the first.
+func runRounds(ctx context.Context, c config, ld load, tasks int, ts []int, prog progress, pass string) ([]result, error) {
 	bar := progressbar.NewOptions(c.rounds*len(ts)*tasks,
 		progressbar.OptionSetWriter(orDiscard(prog.bar)),
 		progressbar.OptionSetVisibility(prog.bar != nil),
@@ -218,7 +245,7 @@ func runRounds(ctx context.Context, c config, ld load, tasks int, ts []int, prog
 		for k := range ts {
 			i := (r + k) % len(ts)
 			n := r*len(ts) + k
-			bar.Describe(fmt.Sprintf("round %d/%d WithYieldAfter(%d)", r+1, c.rounds, ts[i]))
+			bar.Describe(fmt.Sprintf("%sround %d/%d WithYieldAfter(%d)", pass, r+1, c.rounds, ts[i]))
 			raw, err := runOne(ctx, ld, ts[i], c.maxConc, func(done int) { _ = bar.Set(n*tasks + done) })
 			if err != nil {
 				return nil, fmt.Errorf("WithYieldAfter(%d): %w", ts[i], err)
@@ -226,7 +253,7 @@ func runRounds(ctx context.Context, c config, ld load, tasks int, ts []int, prog
 			rows[i] = append(rows[i], summarize(raw))
 		}
 		if prog.lines != nil {
-			fmt.Fprintf(prog.lines, "yieldtune: round %d of %d done (%s)\n", r+1, c.rounds, time.Since(start).Round(100*time.Millisecond))
+			fmt.Fprintf(prog.lines, "yieldtune: %sround %d of %d done (%s)\n", pass, r+1, c.rounds, time.Since(start).Round(100*time.Millisecond))
 		}
 	}
 	_ = bar.Finish()

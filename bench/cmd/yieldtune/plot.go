@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -16,9 +16,12 @@ import (
 )
 
 var (
-	bandColor = color.RGBA{R: 0xd8, G: 0xe8, B: 0xd0, A: 0xff} // indistinguishable from the pick
-	pickColor = color.RGBA{R: 0x2a, G: 0x8a, B: 0x2a, A: 0xff}
-	dataColor = color.RGBA{R: 0x20, G: 0x40, B: 0xa0, A: 0xff}
+	bandColor    = color.RGBA{R: 0xe4, G: 0xe4, B: 0xe4, A: 0xff} // the default's range
+	pickColor    = color.RGBA{R: 0x20, G: 0x40, B: 0xa0, A: 0xff}
+	defaultColor = color.RGBA{A: 0xff}
+	sameColor    = color.RGBA{R: 0x70, G: 0x70, B: 0x70, A: 0xff}
+	betterColor  = color.RGBA{R: 0x1a, G: 0x7a, B: 0x1a, A: 0xff}
+	worseColor   = color.RGBA{R: 0xb8, G: 0x20, B: 0x20, A: 0xff}
 )
 
 // errorPoints is a series of medians with their ranges, for
@@ -28,47 +31,36 @@ type errorPoints struct {
 	plotter.YErrors
 }
 
-// writeChart draws aligned charts against the threshold of the figures the
-// rule compares: throughput, p99 wait over all tasks and, if the load has
-// High tasks, their p99 wait. Each
-// threshold's median over the rounds as a dot, its range as a bar. The
-// recommended threshold is a vertical line, and the thresholds
-// indistinguishable from it are shaded. There is no legend to overlap the
-// data: the x axis' label says what the marks mean. format is "svg" or
-// "png".
+// writeChart draws aligned charts against the threshold, one per figure
+// the rule weighs (p99 wait over all tasks, throughput and, if the load
+// has High tasks, their p99 wait), thresholds in the order of the sweep.
+// Each threshold's median over the rounds is a dot, its range a bar, and
+// beside it the table's words for it ("+12% worse"), in the rule's colour:
+// the chart says what the text says. The default's range is shaded across
+// each chart, the recommendation (the default when it stays) is a dashed
+// vertical line, and the title is the recommendation itself. There is no
+// legend to overlap the data: the x axis' label says what the marks mean.
+// format is "svg" or "png".
 func writeChart(w io.Writer, format string, results []result, j judgement, title string) error {
-	top := plot.New()
-	top.Title.Text = title + "\n" + chartVerdict(j)
-	top.Y.Label.Text = "throughput (tasks/s)"
-	all := plot.New()
-	all.Y.Label.Text = "p99 wait, all tasks (ms)"
-	plots := []*plot.Plot{top, all}
-	ms := func(f func(result) spread) func(result) spread {
-		return func(r result) spread {
-			s := f(r)
-			return spread{Med: s.Med * 1e3, Lo: s.Lo * 1e3, Hi: s.Hi * 1e3}
+	figs := j.figures()
+	plots := make([]*plot.Plot, len(figs))
+	for i, f := range figs {
+		p := plot.New()
+		p.Y.Label.Text = yLabel(f)
+		if f == j.Objective {
+			p.Y.Label.Text += ", the objective"
 		}
-	}
-	figs := []func(result) spread{
-		func(r result) spread { return r.Throughput },
-		ms(func(r result) spread { return r.P99 }),
-	}
-	if slices.ContainsFunc(results, func(r result) bool { return r.Median.HighTasks > 0 }) {
-		high := plot.New()
-		high.Y.Label.Text = "p99 wait, High tasks (ms)"
-		plots = append(plots, high)
-		figs = append(figs, ms(func(r result) spread { return r.HighP99 }))
-	}
-	bottom := plots[len(plots)-1]
-	bottom.X.Label.Text = fmt.Sprintf("WithYieldAfter (* the default)\n"+
-		"dot: median of %d rounds, bar: best to worst round\n"+
-		"dashed line: recommended, shaded: indistinguishable from it", roundsOf(results))
-
-	for i, p := range plots {
-		if err := drawFigure(p, results, j, figs[i]); err != nil {
+		if err := drawFigure(p, results, j, f); err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
+		plots[i] = p
 	}
+	plots[0].Title.Text = title + "\n" + j.Answer
+	bottom := plots[len(plots)-1]
+	bottom.X.Tick.Marker = plot.ConstantTicks(thresholdTicks(thresholdsOf(results), j, true))
+	bottom.X.Label.Text = "WithYieldAfter (* the default) and its verdict, dashed line: recommended\n" +
+		"dot: median over the rounds, bar: best to worst round\n" +
+		"shaded: the default's range; words: the median's change and the rule's word"
 
 	// 7 inches wide; 3.5 inches a chart, and room for the titles.
 	width, height := 7*vg.Inch, vg.Length(len(plots))*3.5*vg.Inch
@@ -96,30 +88,35 @@ func writeChart(w io.Writer, format string, results []result, j judgement, title
 	return err
 }
 
-// chartVerdict is the chart's one-line answer.
-func chartVerdict(j judgement) string {
-	if j.Changed {
-		return fmt.Sprintf("recommended: WithYieldAfter(%d), measurably better than the default (%d)", j.Pick, j.Default)
-	}
-	return fmt.Sprintf("no threshold measurably better: keep the default, WithYieldAfter(%d)", j.Default)
+// yLabel is a figure's axis: waits in milliseconds.
+func yLabel(f figure) string {
+	return [...]string{"p99 wait, all tasks (ms)", "throughput (tasks/s)", "p99 wait, High tasks (ms)"}[f]
 }
 
-func roundsOf(results []result) int {
-	if len(results) == 0 {
-		return 0
+// drawFigure adds figure f to p: the default's range, the recommendation's
+// line, the ranges, the medians and their words, in that order so that the
+// data is drawn on top.
+func drawFigure(p *plot.Plot, results []result, j judgement, f figure) error {
+	scale := 1e3 // waits in ms
+	if f == figThroughput {
+		scale = 1
 	}
-	return len(results[0].Rounds)
-}
-
-// drawFigure adds one figure to p: the band, the pick's line, the ranges
-// and the medians, in that order so that the data is drawn on top.
-func drawFigure(p *plot.Plot, results []result, j judgement, fig func(result) spread) error {
 	var pts errorPoints
+	var said plotter.XYLabels
+	var styles []draw.GlyphStyle
 	top := 0.0
+	var base spread
 	for _, r := range results {
-		s := fig(r)
+		s := f.of(r)
+		s = spread{Med: s.Med * scale, Lo: s.Lo * scale, Hi: s.Hi * scale}
+		if r.Threshold == j.Default {
+			base = s
+		}
 		pts.XYs = append(pts.XYs, plotter.XY{X: float64(r.Threshold), Y: s.Med})
 		pts.YErrors = append(pts.YErrors, struct{ Low, High float64 }{s.Med - s.Lo, s.Hi - s.Med})
+		said.XYs = append(said.XYs, plotter.XY{X: float64(r.Threshold), Y: s.Med})
+		said.Labels = append(said.Labels, j.cell(r.Threshold, f))
+		styles = append(styles, draw.GlyphStyle{Color: relColor(j, r.Threshold, f), Shape: draw.CircleGlyph{}, Radius: vg.Points(3)})
 		top = max(top, s.Hi)
 	}
 	if top <= 0 {
@@ -129,27 +126,19 @@ func drawFigure(p *plot.Plot, results []result, j judgement, fig func(result) sp
 	p.Y.Min, p.Y.Max = 0, top // a zero baseline keeps small differences small
 	p.Y.Tick.Marker = plainTicks{}
 
-	// Each indistinguishable threshold shades the x range half way to its
-	// neighbours; adjacent ones make one band.
 	xs := thresholdsOf(results)
-	for i := 0; i < len(xs); i++ {
-		if !slices.Contains(j.Band, xs[i]) {
-			continue
-		}
-		lo, hi := halfway(xs, i)
-		for i+1 < len(xs) && slices.Contains(j.Band, xs[i+1]) {
-			i++
-			_, hi = halfway(xs, i)
-		}
-		band, err := plotter.NewPolygon(plotter.XYs{{X: lo, Y: 0}, {X: hi, Y: 0}, {X: hi, Y: top}, {X: lo, Y: top}})
-		if err != nil {
-			return err
-		}
-		band.Color = bandColor
-		band.LineStyle.Width = 0
-		p.Add(band)
+	lo, _ := halfway(xs, 0)
+	_, hi := halfway(xs, len(xs)-1)
+	hi += (hi - lo) / 8 // room for the last threshold's words
+	p.X.Min, p.X.Max = lo, hi
+	band, err := plotter.NewPolygon(plotter.XYs{{X: lo, Y: base.Lo}, {X: hi, Y: base.Lo}, {X: hi, Y: base.Hi}, {X: lo, Y: base.Hi}})
+	if err != nil {
+		return err
 	}
-	p.Add(plotter.NewGrid())
+	band.Color = bandColor
+	band.LineStyle.Width = 0
+	p.Add(band, plotter.NewGrid())
+
 	pick, err := plotter.NewLine(plotter.XYs{{X: float64(j.Pick), Y: 0}, {X: float64(j.Pick), Y: top}})
 	if err != nil {
 		return err
@@ -163,32 +152,68 @@ func drawFigure(p *plot.Plot, results []result, j judgement, fig func(result) sp
 	if err != nil {
 		return err
 	}
-	bars.Color = dataColor
+	bars.Color = sameColor
 	bars.Width = vg.Points(1.2)
 	bars.CapWidth = vg.Points(8)
 	dots, err := plotter.NewScatter(pts.XYs)
 	if err != nil {
 		return err
 	}
-	dots.GlyphStyle.Color = dataColor
-	dots.GlyphStyle.Shape = draw.CircleGlyph{}
-	dots.GlyphStyle.Radius = vg.Points(3)
-	p.Add(bars, dots)
+	dots.GlyphStyleFunc = func(i int) draw.GlyphStyle { return styles[i] }
+	labels, err := plotter.NewLabels(said)
+	if err != nil {
+		return err
+	}
+	for i := range labels.TextStyle {
+		labels.TextStyle[i].Color = styles[i].Color
+		labels.TextStyle[i].YAlign = text.YCenter
+	}
+	labels.Offset = vg.Point{X: vg.Points(7)}
+	p.Add(bars, dots, words{labels})
 
-	// Ticks at the thresholds measured, the default starred.
+	p.X.Tick.Marker = plot.ConstantTicks(thresholdTicks(xs, j, false))
+	return nil
+}
+
+// thresholdTicks are ticks at the thresholds measured, the default
+// starred, and, with verdicts, each threshold's verdict below it: the
+// table's last column.
+func thresholdTicks(xs []int, j judgement, verdicts bool) []plot.Tick {
 	ticks := make([]plot.Tick, len(xs))
 	for i, x := range xs {
 		label := strconv.Itoa(x)
 		if x == j.Default {
 			label += "*"
 		}
+		if verdicts {
+			label += "\n" + j.verdictCell(x)
+		}
 		ticks[i] = plot.Tick{Value: float64(x), Label: label}
 	}
-	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	lo, _ := halfway(xs, 0)
-	_, hi := halfway(xs, len(xs)-1)
-	p.X.Min, p.X.Max = lo, hi
-	return nil
+	return ticks
+}
+
+// words draws labels beside the dots without reserving room for them:
+// plotter.Labels' glyph boxes made gonum shrink one chart's data area and
+// not its axis, so the marks no longer stood over their ticks.
+type words struct{ l *plotter.Labels }
+
+func (w words) Plot(c draw.Canvas, p *plot.Plot) { w.l.Plot(c, p) }
+
+// relColor is the colour of threshold t's dot and words on figure f.
+func relColor(j judgement, t int, f figure) color.Color {
+	a := j.assessmentOf(t)
+	switch {
+	case a.Verdict == isDefault:
+		return defaultColor
+	case !j.Applies:
+		return sameColor
+	case a.Figures[f].Rel == better:
+		return betterColor
+	case a.Figures[f].Rel == worse:
+		return worseColor
+	}
+	return sameColor
 }
 
 // halfway is the x range around xs[i], half way to its neighbours; the

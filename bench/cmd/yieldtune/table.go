@@ -4,7 +4,6 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -31,17 +30,18 @@ type raw struct {
 
 // row is one line of the table.
 type row struct {
-	Threshold             int
-	Throughput            float64 // tasks/s
-	NormalP50, NormalP99  time.Duration
-	NormalMax             time.Duration
-	HighP50, HighP99      time.Duration
-	HighMax               time.Duration
-	AllP99                time.Duration // every task's wait, what the rule compares
-	Jain                  float64       // over per-session throughput
-	WorstSessionMaxWait   time.Duration
-	YieldsPerSec          float64
-	HighTasks, NormalTask int
+	Threshold            int
+	Throughput           float64 // tasks/s
+	NormalP50, NormalP99 time.Duration
+	NormalMax            time.Duration
+	HighP50, HighP99     time.Duration
+	HighMax              time.Duration
+	AllP99               time.Duration // every task's wait, what the rule compares
+	Jain                 float64       // over per-session throughput
+	WorstSessionMaxWait  time.Duration
+	YieldsPerSec         float64
+	Yields               uint64 // times a session gave way
+	Tasks, HighTasks     int    // tasks run, and how many of them were High
 }
 
 // summarize turns a run's measurements into a row.
@@ -67,7 +67,7 @@ func summarize(r raw) row {
 	out.NormalP50, out.NormalP99, out.NormalMax = pct(normal, 50), pct(normal, 99), pct(normal, 100)
 	out.HighP50, out.HighP99, out.HighMax = pct(high, 50), pct(high, 99), pct(high, 100)
 	out.AllP99 = pct(all, 99)
-	out.HighTasks, out.NormalTask = len(high), len(normal)
+	out.Tasks, out.HighTasks, out.Yields = len(r.samples), len(high), r.yields
 	for _, w := range worst {
 		out.WorstSessionMaxWait = max(out.WorstSessionMaxWait, w)
 	}
@@ -91,27 +91,12 @@ func round(d time.Duration) time.Duration {
 	return d.Round(100 * time.Nanosecond)
 }
 
-var header = []string{"yield", "tasks/s", "range", "all p99", "range", "high p99", "range",
-	"jain", "worst sess max", "yields/s", "vs default"}
-
-// cells is a threshold's line of the table: medians over the rounds, and
-// the range of each figure the rule compares. (Normal tasks' waits, and
-// every lane's p50 and max, are in the CSV.)
-func (r result) cells(v string) []string {
-	m := r.Median
-	sec := func(x float64) string { return round(time.Duration(x * float64(time.Second))).String() }
-	return []string{
-		strconv.Itoa(r.Threshold),
-		fmt.Sprintf("%.0f", r.Throughput.Med), fmt.Sprintf("%.0f–%.0f", r.Throughput.Lo, r.Throughput.Hi),
-		sec(r.P99.Med), sec(r.P99.Lo) + "–" + sec(r.P99.Hi),
-		sec(r.HighP99.Med), sec(r.HighP99.Lo) + "–" + sec(r.HighP99.Hi),
-		fmt.Sprintf("%.3f", m.Jain), round(m.WorstSessionMaxWait).String(), fmt.Sprintf("%.0f", m.YieldsPerSec), v,
-	}
-}
-
-// writeTable prints one line per threshold, medians over the rounds, with
-// how each compares with the default under the rule.
-func writeTable(w io.Writer, results []result, def int) error {
+// writeTable prints one line per threshold, in the order of the sweep:
+// each figure the rule weighs as its median, its range over the rounds and
+// its comparison with the default, then how often sessions gave way and
+// the threshold's verdict: the same words as the text, the CSV and the
+// chart.
+func writeTable(w io.Writer, results []result, j judgement) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	line := func(cells []string) {
 		for _, c := range cells {
@@ -119,35 +104,66 @@ func writeTable(w io.Writer, results []result, def int) error {
 		}
 		fmt.Fprintln(tw)
 	}
-	line(header)
-	i := slices.IndexFunc(results, func(r result) bool { return r.Threshold == def })
+	head := []string{"yield"}
+	for _, f := range j.figures() {
+		head = append(head, columnName(f), "range", "vs default")
+	}
+	line(append(head, "yields/100 tasks", "jain", "worst sess max", "verdict"))
 	for _, r := range results {
-		v := "default"
-		if r.Threshold != def && i >= 0 {
-			v = versus(r, results[i]).String()
+		cells := []string{strconv.Itoa(r.Threshold)}
+		for _, f := range j.figures() {
+			s := f.of(r)
+			if f == figThroughput {
+				cells = append(cells, fmt.Sprintf("%.0f", s.Med), fmt.Sprintf("%.0f–%.0f", s.Lo, s.Hi))
+			} else {
+				cells = append(cells, secs(s.Med).String(), fmt.Sprintf("%v–%v", secs(s.Lo), secs(s.Hi)))
+			}
+			cells = append(cells, j.cell(r.Threshold, f))
 		}
-		line(r.cells(v))
+		line(append(cells, fmt.Sprintf("%.2g–%.2g", r.Yields.Lo, r.Yields.Hi), fmt.Sprintf("%.3f", r.Median.Jain),
+			round(r.Median.WorstSessionMaxWait).String(), j.verdictCell(r.Threshold)))
 	}
 	return tw.Flush()
 }
 
+// columnName is a figure's column in the table.
+func columnName(f figure) string {
+	return [...]string{"p99 wait", "tasks/s", "High p99"}[f]
+}
+
 // csvHeader names writeCSV's columns.
-var csvHeader = []string{"yield_after", "round", "tasks_per_s", "normal_p50_us", "normal_p99_us", "normal_max_us",
-	"high_p50_us", "high_p99_us", "high_max_us", "all_p99_us", "jain", "worst_session_max_wait_us", "yields_per_s"}
+var csvHeader = []string{"yield_after", "round", "offered", "tasks", "high_tasks", "yields", "tasks_per_s",
+	"all_p99_us", "high_p99_us", "normal_p50_us", "normal_p99_us", "normal_max_us", "high_p50_us", "high_max_us",
+	"jain", "worst_session_max_wait_us", "yields_per_s",
+	"objective", "p99_vs_default", "throughput_vs_default", "high_p99_vs_default", "verdict"}
 
 // writeCSV writes one record per threshold and round (rounds numbered
-// from 1), with durations in microseconds, so that the file loads as
-// numbers and the spread can be recomputed from it.
-func writeCSV(w io.Writer, results []result) error {
+// from 1), thresholds in the order of the sweep, durations in
+// microseconds, so that the file loads as numbers and the rule can be
+// applied to it again. offered is the load as a multiple of the measured
+// capacity (0: not known). The last columns repeat, on each of a
+// threshold's records, what the table says of it: the same words.
+func writeCSV(w io.Writer, results []result, j judgement, offered float64) error {
 	cw := csv.NewWriter(w)
 	us := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e3, 'f', 1, 64) }
+	load := ""
+	if offered > 0 {
+		load = strconv.FormatFloat(offered, 'f', 2, 64)
+	}
 	_ = cw.Write(csvHeader)
 	for _, res := range results {
+		vs := make([]string, numFigures)
+		for _, f := range j.figures() {
+			vs[f] = j.cell(res.Threshold, f)
+		}
 		for i, r := range res.Rounds {
-			_ = cw.Write([]string{strconv.Itoa(r.Threshold), strconv.Itoa(i + 1), strconv.FormatFloat(r.Throughput, 'f', 0, 64),
-				us(r.NormalP50), us(r.NormalP99), us(r.NormalMax), us(r.HighP50), us(r.HighP99), us(r.HighMax),
-				us(r.AllP99), strconv.FormatFloat(r.Jain, 'f', 4, 64), us(r.WorstSessionMaxWait),
-				strconv.FormatFloat(r.YieldsPerSec, 'f', 0, 64)})
+			_ = cw.Write([]string{strconv.Itoa(r.Threshold), strconv.Itoa(i + 1), load,
+				strconv.Itoa(r.Tasks), strconv.Itoa(r.HighTasks), strconv.FormatUint(r.Yields, 10),
+				strconv.FormatFloat(r.Throughput, 'f', 0, 64),
+				us(r.AllP99), us(r.HighP99), us(r.NormalP50), us(r.NormalP99), us(r.NormalMax), us(r.HighP50), us(r.HighMax),
+				strconv.FormatFloat(r.Jain, 'f', 4, 64), us(r.WorstSessionMaxWait),
+				strconv.FormatFloat(r.YieldsPerSec, 'f', 0, 64),
+				j.Objective.flag(), vs[figP99], vs[figThroughput], vs[figHighP99], j.verdictCell(res.Threshold)})
 		}
 	}
 	cw.Flush()

@@ -106,6 +106,17 @@ func TestRunRefusesABadTraceWithExitCode2(t *testing.T) {
 	assert.Equal(t, "yieldtune: -trace "+missing+": open "+missing+": no such file or directory\n", stderr.String())
 }
 
+// -objective high-p99 needs High tasks: a trace without them is refused
+// before the run, like a bad flag.
+func TestRunRefusesHighWaitObjectiveForATraceWithoutHighTasks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "load.csv")
+	require.NoError(t, os.WriteFile(path, []byte("0s,a,normal,1ms,0\n1ms,b,normal,1ms,0\n"), 0o644))
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 2, run(context.Background(), []string{"-trace", path, "-objective", "high-p99"}, &stdout, &stderr))
+	assert.Empty(t, stdout.String())
+	assert.Equal(t, "yieldtune: -objective high-p99: the trace "+path+" has no High tasks (see -h)\n", stderr.String())
+}
+
 // A trace is replayed as recorded: each task at its offset, to its
 // session, with its priority, work and sleep.
 func TestReplaySubmitsTheTraceAsRecorded(t *testing.T) {
