@@ -169,6 +169,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c.mu.Unlock()
 		return ErrRunning
 	}
+	c.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err // no pull started, none left on its way
+	}
+	c.mu.Lock()
+	if c.closing || c.running {
+		c.mu.Unlock()
+		return c.Run(ctx) // changed meanwhile: report it
+	}
 	// The fetches run under a ctx of our own: the caller's ctx is only
 	// watched, here, so none of its methods runs on a fetch goroutine.
 	loops, stop := context.WithCancel(context.Background())

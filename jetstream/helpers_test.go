@@ -2,8 +2,8 @@ package jetstream_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/seqsched/seqsched"
 	"github.com/seqsched/seqsched/jetstream"
 )
 
@@ -126,17 +127,28 @@ func (r *running) close(t testing.TB, d time.Duration) error {
 }
 
 // eventually waits, up to 20s, for cond to hold; it fails the test with
-// what, formatted, otherwise.
+// what, formatted, otherwise. An argument made by now is evaluated then.
 func eventually(t testing.TB, cond func() bool, what string, args ...any) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
+			for i, a := range args {
+				if f, ok := a.(lazy); ok {
+					args[i] = f()
+				}
+			}
 			t.Fatalf("timed out waiting for "+what, args...)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// lazy is an argument of eventually evaluated when it fails.
+type lazy func() any
+
+// statsOf is c's Stats, for eventually's message.
+func statsOf(c *jetstream.Consumer) lazy { return func() any { return c.Stats() } }
 
 // ledger records what handlers applied, per key, safe for concurrent use.
 type ledger struct {
@@ -196,7 +208,13 @@ func info(t testing.TB, c natsjs.Consumer) *natsjs.ConsumerInfo {
 	return i
 }
 
-var _ = fmt.Sprint
-
 // discard is a logger for tests that expect failures to be logged.
 var discard = slog.New(slog.DiscardHandler)
+
+// panicError is the core's, which the handler's panics come as.
+type panicError = seqsched.PanicError
+
+// runtimeGoexit ends the calling goroutine, as t.FailNow does.
+func runtimeGoexit() { runtime.Goexit() }
+
+var seqschedErrWouldDeadlock = seqsched.ErrWouldDeadlock

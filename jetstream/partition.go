@@ -205,7 +205,7 @@ func newPartitions(cons []jetstream.Consumer, cfg *config, c *Consumer) ([]*part
 				p.expiry = max(min(cfg.fetchExpiry, ttl/2), 100*time.Millisecond)
 			}
 		default:
-			bad(s, n, "PriorityPolicy %v not supported: use none (a plain consumer) or pinned (a partition)", cc.PriorityPolicy)
+			bad(s, n, "PriorityPolicy %s not supported: use none (a plain consumer) or pinned (a partition)", policyName(cc.PriorityPolicy))
 			ok = false
 		}
 		if ok && c != nil {
@@ -218,6 +218,16 @@ func newPartitions(cons []jetstream.Consumer, cfg *config, c *Consumer) ([]*part
 		return nil, joinAll(errs)
 	}
 	return parts, nil
+}
+
+func policyName(p jetstream.PriorityPolicy) string {
+	switch p {
+	case jetstream.PriorityPolicyOverflow:
+		return "overflow"
+	case jetstream.PriorityPolicyPrioritized:
+		return "prioritized"
+	}
+	return fmt.Sprint(int(p))
 }
 
 func joinAll(errs []error) error {
@@ -308,9 +318,10 @@ func (p *partition) dispatch(d *delivery) {
 	switch {
 	case p.closed:
 		// Nothing may be sent any more: JetStream redelivers it.
+		p.st.dropped.Add(1)
 	case p.closing || !p.owned:
 		p.mu.Unlock()
-		_ = d.msg.Nak()
+		giveBack(d.msg)
 		p.st.givenBack.Add(1)
 		p.gate.RUnlock()
 		return
@@ -401,7 +412,7 @@ func (p *partition) resolve(h *held, r reply) bool {
 			p.st.deadLettered.Add(1)
 		}
 	case replyNak:
-		_ = h.msg.Nak()
+		giveBack(h.msg)
 		p.st.givenBack.Add(1)
 	}
 	return true
@@ -484,10 +495,20 @@ func (p *partition) beginClose() {
 	p.mu.Unlock()
 	slices.SortFunc(back, bySeq)
 	for _, h := range back {
-		_ = h.msg.Nak()
+		giveBack(h.msg)
 	}
 	p.st.givenBack.Add(uint64(len(back)))
 }
+
+// giveBackDelay is how long a message given back waits on the server
+// before its redelivery. Close gives messages back right after it ends
+// its pulls, and the server forgets a pull only once the client's
+// unsubscribe reaches it: a message redelivered at once could go to that
+// dead pull, and come back only after its AckWait.
+const giveBackDelay = 500 * time.Millisecond
+
+// giveBack returns m to the server for redelivery (a Nak).
+func giveBack(m jetstream.Msg) { _ = m.NakWithDelay(giveBackDelay) }
 
 func bySeq(a, b *held) int { return cmp.Compare(a.seq, b.seq) }
 
@@ -534,7 +555,7 @@ func (p *partition) close() {
 	p.mu.Unlock()
 	slices.SortFunc(back, bySeq)
 	for _, h := range back {
-		_ = h.msg.Nak()
+		giveBack(h.msg)
 	}
 	p.st.givenBack.Add(uint64(len(back)))
 	p.mu.Lock()

@@ -1,6 +1,8 @@
 package jetstream_test
 
 import (
+	"time"
+
 	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
@@ -67,6 +69,13 @@ func (m hookMsg) Nak() error {
 		return nil
 	}
 	return m.Msg.Nak()
+}
+
+func (m hookMsg) NakWithDelay(d time.Duration) error {
+	if m.onNak != nil && !m.onNak() {
+		return nil
+	}
+	return m.Msg.NakWithDelay(d)
 }
 
 func (m hookMsg) InProgress() error {
