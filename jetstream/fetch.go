@@ -73,6 +73,9 @@ func (p *partition) pullSize() (int, time.Duration) {
 func (p *partition) drainBatch(ctx context.Context) {
 	for m := range p.batch.Messages() {
 		p.receive(m)
+		if p.catchUpDue() {
+			p.checkCatchUp(ctx)
+		}
 	}
 	err := p.batch.Error()
 	p.batch = nil
@@ -188,6 +191,16 @@ func (p *partition) catchingUp() bool {
 	return p.catchUp
 }
 
+// catchUpDue reports whether the catch-up may be over, as far as the last
+// check knew: none was made yet in this epoch, or the messages held now
+// cover the count it found. It makes the check run as soon as it can
+// succeed, not only once per pull.
+func (p *partition) catchUpDue() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.catchUp && (p.cuNeed < 0 || p.cuMine >= p.cuNeed)
+}
+
 // checkCatchUp ends the catch-up once every message the server counts as
 // unacknowledged is one this instance holds: then none is still out with
 // a previous owner, and the held messages run in stream order. Messages
@@ -222,6 +235,7 @@ func (p *partition) checkCatchUp(ctx context.Context) {
 			mine++
 		}
 	}
+	p.cuNeed, p.cuD, p.cuMine = info.NumAckPending, info.Delivered.Stream, mine
 	if info.NumAckPending > mine {
 		p.mu.Unlock()
 		return

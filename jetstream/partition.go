@@ -55,6 +55,9 @@ type partition struct {
 	ecancel  context.CancelFunc
 	held     map[uint64]*held // by stream sequence: this epoch's messages not yet resolved
 	catchUp  bool             // this epoch is catching up (see above)
+	cuNeed   int              // catching up: the server's unacknowledged count at the last check; -1 before one
+	cuD      uint64           // catching up: the server's last delivered sequence at that check
+	cuMine   int              // catching up: held messages at or below cuD
 	waiting  []*held          // held back while catching up
 	resolved resolvedSet      // recently resolved, to recognise their redeliveries
 	closing  bool             // Close has begun: deliveries are given back
@@ -134,7 +137,7 @@ func (p *partition) startEpochLocked(pin string) {
 	p.epoch++
 	p.owned, p.pin = true, pin
 	p.ectx, p.ecancel = context.WithCancel(p.c.life)
-	p.catchUp = p.group != ""
+	p.catchUp, p.cuNeed = p.group != "", -1
 }
 
 // followPin settles the epoch a delivery under pin belongs to: a pin
@@ -241,6 +244,9 @@ func (p *partition) dispatch(d *delivery) {
 		p.armLocked()
 		if p.catchUp {
 			p.waiting = append(p.waiting, h)
+			if d.seq <= p.cuD {
+				p.cuMine++
+			}
 		} else {
 			submit = h
 		}
