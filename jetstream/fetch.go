@@ -29,8 +29,8 @@ func (p *partition) fetchLoop(ctx context.Context, wg *sync.WaitGroup) {
 
 // fetch keeps one pull request outstanding until ctx ends.
 func (p *partition) fetch(ctx context.Context) {
-	if d := p.keying; d != nil {
-		p.take(d) // the predecessor stopped in a callback while taking d
+	if h := p.keying; h != nil {
+		p.take(h) // the predecessor stopped in a callback while taking h
 	}
 	if p.batch != nil {
 		p.drainBatch(ctx)
@@ -104,61 +104,61 @@ func (p *partition) receive(m jetstream.Msg) {
 			"stream", p.stream, "consumer", p.name, "subject", m.Subject(), "err", err)
 		return
 	}
-	d := &delivery{msg: m, seq: meta.Sequence.Stream}
+	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, at: now()}
 	if ph := p.c.cfg.priorityHeader; ph != "" {
-		d.high = strings.EqualFold(m.Headers().Get(ph), "high")
+		h.high = strings.EqualFold(m.Headers().Get(ph), "high")
 	}
-	p.keying = d
-	p.take(d)
+	p.keying = h
+	p.take(h)
 	p.keying = nil
 }
 
-// take moves d through its stages: the epoch its pin says, its key, its
+// take moves h through its stages: the epoch its pin says, its key, its
 // dispatch. Each stage is recorded before the user code in it runs (the
 // key function, the logger), so that a goroutine taking over after a
 // runtime.Goexit goes on from the next stage.
-func (p *partition) take(d *delivery) {
-	if d.stage == stageNew {
-		d.stage = stageEpoch
+func (p *partition) take(h *held) {
+	if h.stage == stageNew {
+		h.stage = stageEpoch
 		if p.group != "" {
-			p.followPin(d.msg.Headers().Get(pinHeader))
+			p.followPin(h.msg.Headers().Get(pinHeader))
 		}
 	}
-	if d.stage == stageEpoch {
-		d.stage = stageKey
-		d.key = p.keyOf(d)
-		d.stage = stageKeyed
+	if h.stage == stageEpoch {
+		h.stage = stageKey
+		h.key = sessionKey{part: p.idx, key: p.keyOf(h)}
+		h.stage = stageKeyed
 	}
-	if d.stage == stageKey {
+	if h.stage == stageKey {
 		// The key function, or the log of its panic, called Goexit.
-		d.stage = stageKeyed
-		d.key = ""
-		p.dispatch(d)
+		h.stage = stageKeyed
+		h.key = sessionKey{part: p.idx}
+		p.dispatch(h)
 		p.keying = nil
 		p.c.logAt(p.c.life, levelError, "seqsched/jetstream: key function called runtime.Goexit; message ordered under the empty key",
-			"stream", p.stream, "consumer", p.name, "sequence", d.seq)
+			"stream", p.stream, "consumer", p.name, "sequence", h.seq)
 		return
 	}
-	p.dispatch(d)
+	p.dispatch(h)
 }
 
-// keyOf returns d's ordering key: the key function's, the key header's,
+// keyOf returns h's ordering key: the key function's, the key header's,
 // or the subject.
-func (p *partition) keyOf(d *delivery) string {
+func (p *partition) keyOf(h *held) string {
 	cfg := p.c.cfg
 	switch {
 	case cfg.key != nil:
 		var k string
-		if perr := call(func() { k = cfg.key(d.msg) }); perr != nil {
+		if perr := call(func() { k = cfg.key(h.msg) }); perr != nil {
 			p.c.logAt(p.c.life, levelError, "seqsched/jetstream: key function panicked; message ordered under the empty key",
-				"stream", p.stream, "consumer", p.name, "sequence", d.seq, "err", perr)
+				"stream", p.stream, "consumer", p.name, "sequence", h.seq, "err", perr)
 			return ""
 		}
 		return k
 	case cfg.keyHeader != "":
-		return d.msg.Headers().Get(cfg.keyHeader)
+		return h.msg.Headers().Get(cfg.keyHeader)
 	default:
-		return d.msg.Subject()
+		return h.msg.Subject()
 	}
 }
 

@@ -72,8 +72,8 @@ type partition struct {
 	// Fetch goroutine only (handed to its replacement after a Goexit).
 	batch       jetstream.MessageBatch
 	batchCancel context.CancelFunc
-	keying      *delivery // the message whose key is being computed
-	failures    int       // fetch errors in a row
+	keying      *held // the message being taken (see take)
+	failures    int   // fetch errors in a row
 
 	inflight atomic.Int32
 	st       counters
@@ -85,16 +85,7 @@ type counters struct {
 	givenBack, dropped, heartbeats                             atomic.Uint64
 }
 
-// delivery is a message as the fetch goroutine takes it (see take).
-type delivery struct {
-	msg   jetstream.Msg
-	seq   uint64
-	high  bool
-	key   string
-	stage uint8
-}
-
-// The stages of a delivery.
+// The stages of a message as the fetch goroutine takes it (see take).
 const (
 	stageNew   uint8 = iota
 	stageEpoch       // its epoch is settled; its key is next
@@ -113,11 +104,13 @@ type held struct {
 	epoch uint64
 	ctx   context.Context // the epoch's: the task's submit ctx
 	at    time.Time       // delivered
+	stage uint8           // fetch goroutine: how far take got
 
 	gone    bool // guarded by p.mu: nothing more is sent for it; its task does nothing
 	started bool // guarded by p.mu: its task began
 
 	attemptNo atomic.Int32 // for Attempt
+	actx      attemptCtx   // the handler's ctx: the task's, with Attempt's value
 
 	// The message task's own state (see process).
 	next    step
@@ -204,7 +197,7 @@ func (p *partition) afterEnd(why string, dropped int, cancel context.CancelFunc)
 
 // dispatch takes a delivered message: a duplicate is answered or ignored,
 // a new one held and, unless the epoch is catching up, submitted.
-func (p *partition) dispatch(d *delivery) {
+func (p *partition) dispatch(h *held) {
 	var submit *held
 	p.gate.RLock()
 	p.mu.Lock()
@@ -214,37 +207,33 @@ func (p *partition) dispatch(d *delivery) {
 		p.st.dropped.Add(1)
 	case p.closing || !p.owned:
 		p.mu.Unlock()
-		giveBack(d.msg)
+		giveBack(h.msg)
 		p.st.givenBack.Add(1)
 		p.gate.RUnlock()
 		return
-	case p.held[d.seq] != nil:
+	case p.held[h.seq] != nil:
 		// Redelivered while held (an InProgress came late): the held copy
 		// goes on; this one needs no answer.
 		p.st.duplicates.Add(1)
 	default:
-		if termed, ok := p.resolved.get(d.seq); ok {
+		if termed, ok := p.resolved.get(h.seq); ok {
 			// Resolved here before, and the answer was lost: answer again.
 			p.mu.Unlock()
 			if termed {
-				_ = d.msg.Term()
+				_ = h.msg.Term()
 			} else {
-				_ = d.msg.Ack()
+				_ = h.msg.Ack()
 			}
 			p.st.duplicates.Add(1)
 			p.gate.RUnlock()
 			return
 		}
-		h := &held{
-			p: p, msg: d.msg, seq: d.seq, high: d.high,
-			key:   sessionKey{part: p.idx, key: d.key},
-			epoch: p.epoch, ctx: p.ectx, at: now(),
-		}
-		p.held[d.seq] = h
+		h.epoch, h.ctx = p.epoch, p.ectx
+		p.held[h.seq] = h
 		p.armLocked()
 		if p.catchUp {
 			p.waiting = append(p.waiting, h)
-			if d.seq <= p.cuD {
+			if h.seq <= p.cuD {
 				p.cuMine++
 			}
 		} else {

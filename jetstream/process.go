@@ -65,9 +65,29 @@ func (h *held) run(ctx context.Context) error {
 	p.mu.Unlock()
 	p.inflight.Add(1)
 	p.c.queueTime.Observe(time.Since(h.at))
-	p.process(context.WithValue(ctx, attemptKey{}, h), h)
+	h.actx = attemptCtx{ctx, h}
+	p.process(&h.actx, h)
 	return nil
 }
+
+// attemptCtx is a handler's ctx: its task's, with the message for Attempt.
+// It lives in the message's held record, which saves an allocation per
+// message; every other key goes to the task's ctx.
+type attemptCtx struct {
+	context.Context
+	h *held
+}
+
+func (c *attemptCtx) Value(key any) any {
+	if key == (attemptKey{}) {
+		return c.h
+	}
+	return c.Context.Value(key)
+}
+
+// AfterFunc lets context.WithCancel and friends derive from a handler's ctx
+// without a goroutine to watch it, as they can from the task's own.
+func (c *attemptCtx) AfterFunc(f func()) func() bool { return context.AfterFunc(c.Context, f) }
 
 // process moves h through its steps until it is resolved. Every step that
 // runs user code (the handler, the backoff, dead-letter and log functions)
