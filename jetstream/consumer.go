@@ -324,16 +324,17 @@ func Attempt(ctx context.Context) int {
 type attemptKey struct{}
 
 // logAt writes one record through the consumer's logger, with ctx (which
-// carries the callback mark) for a handler that wants it. A panic in the
-// handler is dropped; a runtime.Goexit goes on up to the call site, whose
-// caller takes the work over (see the design notes in doc.go).
+// carries the callback mark) for a handler that wants it. The handler runs
+// through call: a panic drops the record; a runtime.Goexit goes on up to
+// the call site, whose goroutine's take-over carries the work on (see the
+// design notes in doc.go).
 func (c *Consumer) logAt(ctx context.Context, level slog.Level, msg string, args ...any) {
-	defer func() { _ = recover() }()
 	l := c.cfg.logger
-	if !l.Enabled(ctx, level) {
-		return
-	}
-	l.Log(ctx, level, msg, args...)
+	_ = call(func() {
+		if l.Enabled(ctx, level) {
+			l.Log(ctx, level, msg, args...)
+		}
+	})
 }
 
 // now is the clock, read for queue times and handler durations.

@@ -91,16 +91,18 @@
 //
 // A Consumer has one partition (partition.go) per JetStream consumer: its
 // held messages by stream sequence, its epoch (a pinned consumer's time
-// under one pin), its catch-up, its InProgress timer. Its fetch goroutine
-// (fetch.go, started by Run) keeps one pull outstanding, sized to the room
-// under the bound, and takes each message: settles its epoch from its pin
-// header, computes its key, answers duplicates, holds and submits new
-// ones. Each message's task (process.go) runs its attempts, backoffs,
-// dead-letter calls and its final answer as a sequence of steps. Every
-// answer to the server (Ack, Term, Nak, InProgress) is sent under the
-// partition's gate, after checking that the message's epoch is current and
-// the partition open; losing the pin and closing take the gate for
-// writing, so no answer of an old epoch, and none after Close, goes out.
+// under one pin) and its catch-up; config.go checks each consumer's
+// configuration at NewConsumer. The partition's fetch goroutine (fetch.go,
+// started by Run) keeps one pull outstanding, sized to the room under the
+// bound, and takes each message: settles its epoch from its pin header,
+// computes its key, answers duplicates (resolved.go remembers what was
+// answered), holds and submits new ones. Each message's task (process.go)
+// runs its attempts, backoffs, dead-letter calls and its final answer as a
+// sequence of steps. Every answer to the server (answer.go: Ack, Term,
+// Nak, and the InProgress timer) is sent under the partition's gate, after
+// checking that the message's epoch is current and the partition open;
+// losing the pin and closing (closing.go) take the gate for writing, so no
+// answer of an old epoch, and none after Close, goes out.
 //
 // User code runs only at these sites, each through call (process.go),
 // never with a lock held:
