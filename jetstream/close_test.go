@@ -126,17 +126,24 @@ func TestCloseAtItsDeadlineGivesBackAndSendsNothingAfter(t *testing.T) {
 	assert.Equal(t, []uint64{1}, redelivered(t, f, 1))
 }
 
-func TestCloseGivesBackMessagesWaitingToRetry(t *testing.T) {
+func TestCloseGivesBackMessagesWaitingToRetryAndTheirKeysQueue(t *testing.T) {
 	f := newFixture(t, natsjs.ConsumerConfig{AckWait: time.Minute})
+	var handled atomic.Int32
 	c := f.consumer(t, func(ctx context.Context, m natsjs.Msg) error {
+		handled.Add(1)
+		if seqOf(t, m) == 2 {
+			t.Errorf("message 2 ran after message 1 was given back")
+		}
 		return errors.New("downstream is down")
 	}, jetstream.WithRetries(5, func(context.Context, natsjs.Msg, int, error) time.Duration { return time.Hour }))
 	r := start(t, c)
-	publish(t, f.js, "k.a", "x")
-	eventually(t, func() bool { return c.Stats().Retries == 1 }, "waiting to retry")
+	publish(t, f.js, "k.a", "1")
+	publish(t, f.js, "k.a", "2") // queued behind the retrying message
+	eventually(t, func() bool { st := c.Stats(); return st.Retries == 1 && st.Buffered == 2 }, "waiting to retry, one queued")
 	require.NoError(t, r.close(t, 20*time.Second))
-	assert.Equal(t, uint64(1), c.Stats().GivenBack)
-	assert.Equal(t, []uint64{1}, redelivered(t, f, 1))
+	assert.Equal(t, uint64(2), c.Stats().GivenBack)
+	assert.Equal(t, int32(1), handled.Load())
+	assert.Equal(t, []uint64{1, 2}, sorted(redelivered(t, f, 2)))
 }
 
 func TestCloseFromAHandlerBeginsTheCloseAndReturnsErrWouldDeadlock(t *testing.T) {

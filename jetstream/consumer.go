@@ -258,7 +258,8 @@ func (c *Consumer) Close(ctx context.Context) error {
 
 // begin starts the close, once: fetches stop, messages that have not
 // started or wait to retry are given back, and new deliveries are given
-// back as they arrive.
+// back as they arrive. A message given back must never be overtaken by a
+// later one of its key, so the queued ones go first.
 func (c *Consumer) begin() {
 	c.mu.Lock()
 	if c.closing {
@@ -266,7 +267,6 @@ func (c *Consumer) begin() {
 		return
 	}
 	c.closing = true
-	close(c.closingCh)
 	stop := c.stopRun
 	c.mu.Unlock()
 	if stop != nil {
@@ -275,6 +275,11 @@ func (c *Consumer) begin() {
 	for _, p := range c.parts {
 		p.beginClose()
 	}
+	// Only now wake the messages waiting to retry, which give themselves
+	// back: their keys' queued messages are given back already, so none
+	// can start once its predecessor is gone (and run before it on the
+	// next owner).
+	close(c.closingCh)
 }
 
 // finish waits for the held messages to be done, or for done, then closes

@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -23,10 +24,10 @@ import (
 type world struct {
 	mu         sync.Mutex
 	published  map[string][]uint64        // key → sequences, ascending
-	keyOf      map[uint64]string          // sequence → key
 	applied    map[string]map[uint64]bool // key → sequences applied by anyone
 	appliedBy  map[int]map[uint64]bool    // instance → sequences it applied
 	dead       map[int]bool               // instances killed: they apply nothing more
+	closed     map[int]bool               // instances whose Close returned: they ack nothing more
 	violations []string                   // order broken, or acked before applied
 	applies    int                        // applications, duplicates included
 	acks       int
@@ -36,7 +37,7 @@ func newWorld() *world {
 	return &world{
 		published: make(map[string][]uint64),
 		applied:   make(map[string]map[uint64]bool), appliedBy: make(map[int]map[uint64]bool),
-		dead: make(map[int]bool),
+		dead: make(map[int]bool), closed: make(map[int]bool),
 	}
 }
 
@@ -77,7 +78,8 @@ func (w *world) apply(inst int, key string, seq uint64) error {
 	return nil
 }
 
-// acked checks an acknowledgement: an instance acks only what it applied.
+// acked checks an acknowledgement: an instance acks only what it applied,
+// and nothing once its Close has returned.
 func (w *world) acked(inst int, seq uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -85,6 +87,16 @@ func (w *world) acked(inst int, seq uint64) {
 	if !w.appliedBy[inst][seq] {
 		w.violations = append(w.violations, fmt.Sprintf("instance %d acked %d, which it never applied", inst, seq))
 	}
+	if w.closed[inst] {
+		w.violations = append(w.violations, fmt.Sprintf("instance %d acked %d after its Close returned", inst, seq))
+	}
+}
+
+// closedDown records that inst's Close returned.
+func (w *world) closedDown(inst int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed[inst] = true
 }
 
 func (w *world) kill(inst int) {
@@ -172,14 +184,18 @@ func TestPartitionedInstancesKilledAndRestartedLoseNothingAndKeepOrder(t *testin
 			}})
 		}
 		c, err := jetstream.NewConsumer(cons, func(ctx context.Context, m natsjs.Msg) error {
-			if d := rng2(seq2(m)); d > 0 {
+			seq := seqOf(t, m)
+			if d := rng2(seq); d > 0 {
 				time.Sleep(d) // the work: up to 2ms, so that keys queue
 			}
+			if seq%13 == 0 && jetstream.Attempt(ctx) == 1 {
+				return errors.New("transient") // retried in place, its key waiting
+			}
 			subj := m.Subject()
-			return w.apply(id, subj[strings.LastIndexByte(subj, '.')+1:], seqOf(t, m))
+			return w.apply(id, subj[strings.LastIndexByte(subj, '.')+1:], seq)
 		}, jetstream.WithMaxBuffered(100), jetstream.WithRetries(1000, func(context.Context, natsjs.Msg, int, error) time.Duration {
 			return 20 * time.Millisecond
-		}), jetstream.WithLogger(discard))
+		}), jetstream.WithHandover(ijs), jetstream.WithLogger(discard))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,9 +206,10 @@ func TestPartitionedInstancesKilledAndRestartedLoseNothingAndKeepOrder(t *testin
 		live[id] = inst
 		mu.Unlock()
 	}
-	// kill ends the instance that owns the most partitions, abruptly: it
-	// applies and sends nothing more, as if its process had died.
-	kill := func() {
+	// kill ends the instance that owns the most partitions. Abruptly, it
+	// applies and sends nothing more, as if its process had died;
+	// gracefully, it closes with a hand-over (a rolling restart).
+	kill := func(abrupt bool) {
 		mu.Lock()
 		var victim *instance
 		most := -1
@@ -212,10 +229,16 @@ func TestPartitionedInstancesKilledAndRestartedLoseNothingAndKeepOrder(t *testin
 		if most == 0 {
 			t.Errorf("the victim owned no partition: the kill tests nothing")
 		}
-		w.kill(victim.id)
+		if abrupt {
+			w.kill(victim.id)
+			victim.nc.Close()
+			_ = victim.run.close(t, time.Second)
+		} else if err := victim.run.close(t, 10*time.Second); err != nil {
+			t.Errorf("graceful Close: %v", err)
+		}
+		w.closedDown(victim.id)
 		victim.nc.Close()
-		_ = victim.run.close(t, time.Second)
-		t.Logf("killed instance %d (owned %d partitions) at %d applied", victim.id, most, w.appliedCount())
+		t.Logf("stopped instance %d (abruptly: %v; owned %d partitions) at %d applied", victim.id, abrupt, most, w.appliedCount())
 	}
 
 	for range instances {
@@ -235,7 +258,7 @@ func TestPartitionedInstancesKilledAndRestartedLoseNothingAndKeepOrder(t *testin
 		publishSome(total / (kills + 1))
 		target := published - total/(kills+1)/2
 		eventually(t, func() bool { return w.appliedCount() >= target }, "%d applied before kill %d", target, k+1)
-		kill()
+		kill(k%2 == 0)
 		launch()
 	}
 	publishSome(total - published)
@@ -270,16 +293,8 @@ func TestPartitionedInstancesKilledAndRestartedLoseNothingAndKeepOrder(t *testin
 	t.Logf("%d published, %d applications (%d duplicates after kills), %d acks", total, w.applies, w.applies-total, w.acks)
 }
 
-// seq2 and rng2 give each message a handler time of 0–2ms, derived from
-// its sequence so that the test's randomness stays in one seeded source.
-func seq2(m natsjs.Msg) uint64 {
-	meta, err := m.Metadata()
-	if err != nil {
-		return 0
-	}
-	return meta.Sequence.Stream
-}
-
+// rng2 gives each message a handler time of 0–2ms, derived from its
+// sequence so that the test's randomness stays in one seeded source.
 func rng2(seq uint64) time.Duration {
 	return time.Duration((seq*2654435761)%3) * time.Millisecond
 }
