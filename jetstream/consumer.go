@@ -220,10 +220,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 // Called with the ctx of one of the consumer's callbacks (a handler,
 // backoff, dead-letter or log handler), or one derived from it, Close
 // begins the close and returns ErrWouldDeadlock: it cannot wait for the
-// callback's own message. With another ctx, from a callback, it waits
-// until that ctx ends. Close is safe to call more than once and
-// concurrently: later calls wait for the first to finish and return nil
-// (or ctx.Err()).
+// callback's own message. From such a callback with another ctx it waits
+// for that message until ctx ends. From a key function it completes: Close
+// never waits for a fetch goroutine. Close is safe to call more than once
+// and concurrently: later calls wait for the first to finish and return
+// nil (or ctx.Err()).
 func (c *Consumer) Close(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext

@@ -43,8 +43,8 @@ var (
 	ErrTerminal = errors.New("seqsched/jetstream: terminal error")
 
 	// ErrWouldDeadlock is returned by Close when called with the ctx of
-	// one of the consumer's callbacks (a handler, a dead-letter function,
-	// a log handler), or one derived from it: Close cannot wait for the
+	// one of the consumer's callbacks (a handler, a backoff or dead-letter
+	// function, a log handler), or one derived from it: Close cannot wait for the
 	// message that callback is handling. The close has begun; a Close from
 	// outside waits for it. It wraps seqsched.ErrWouldDeadlock.
 	ErrWouldDeadlock = fmt.Errorf("seqsched/jetstream: Close from the consumer's own callback: %w", seqsched.ErrWouldDeadlock)

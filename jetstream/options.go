@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// An Option configures a Consumer at NewConsumer. Options are values: they
-// can be compared, and they print as the call that made them.
+// An Option configures a Consumer at NewConsumer. It prints as the call
+// that made it ("WithMaxBuffered(500)").
 type Option interface {
 	apply(*config)
 	String() string
