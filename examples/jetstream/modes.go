@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seqsched/seqsched/jetstream"
+)
+
+// env is what the runs share: the parameters, the server and the stream.
+// Each run creates its own consumers, named after it, so that each reads
+// the whole stream.
+type env struct {
+	p      params
+	url    string
+	stream natsjs.Stream
+}
+
+// result is what the ordered run reports.
+type result struct {
+	elapsed     time.Duration
+	killed      string
+	killedAt    int
+	killedOwned int
+}
+
+// instance is one consumer process of the ordered run: its own
+// connection and its own jetstream.Consumer of every partition.
+type instance struct {
+	id   int
+	name string
+	nc   *nats.Conn
+	c    *jetstream.Consumer
+	done chan struct{}
+}
+
+// ordered consumes the stream with n instances of seqsched/jetstream, each
+// given every partition's pinned consumer, and, with kill, kills the one
+// owning the most partitions once half the messages are applied: its
+// connection is cut and it applies nothing more, as if its process died.
+func (e *env) ordered(ctx context.Context, name string, n int, kill bool, st *store) (result, error) {
+	p := e.p
+	for part := range p.partitions {
+		_, err := e.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
+			Durable:        fmt.Sprintf("%s-%d", name, part),
+			FilterSubject:  fmt.Sprintf("part.%d.*", part),
+			AckPolicy:      natsjs.AckExplicitPolicy,
+			AckWait:        time.Second,
+			MaxAckPending:  1000,
+			PriorityPolicy: natsjs.PriorityPolicyPinned,
+			PriorityGroups: []string{"owners"},
+			PinnedTTL:      2 * time.Second, // how long a silent instance keeps its partitions
+		})
+		if err != nil {
+			return result{}, err
+		}
+	}
+	var res result
+	var mu sync.Mutex
+	var live []*instance
+	defer func() {
+		for _, in := range live {
+			in.stop(time.Second)
+		}
+	}()
+	// Errors only: the killed instance's failing pulls are expected.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	launch := func(id int) error {
+		nc, err := nats.Connect(e.url, nats.Name(fmt.Sprintf("%s-%d", name, id)))
+		if err != nil {
+			return err
+		}
+		js, err := natsjs.New(nc)
+		if err != nil {
+			nc.Close()
+			return err
+		}
+		var cons []natsjs.Consumer
+		for part := range p.partitions {
+			cn, err := js.Consumer(ctx, "EVENTS", fmt.Sprintf("%s-%d", name, part))
+			if err != nil {
+				nc.Close()
+				return err
+			}
+			cons = append(cons, cn)
+		}
+		c, err := jetstream.NewConsumer(cons, func(ctx context.Context, m natsjs.Msg) error {
+			meta, err := m.Metadata()
+			if err != nil {
+				return jetstream.Terminal(err)
+			}
+			if err := work(ctx, meta.Sequence.Stream, p.latency); err != nil {
+				return err
+			}
+			if !st.apply(id, keyOf(m.Subject()), meta.Sequence.Stream, true) {
+				return errors.New("dead")
+			}
+			return nil
+		}, jetstream.WithMaxConcurrency(p.concurrency), jetstream.WithMaxBuffered(1000),
+			jetstream.WithHandover(js), jetstream.WithLogger(logger))
+		if err != nil {
+			nc.Close()
+			return err
+		}
+		in := &instance{id: id, name: fmt.Sprint("instance-", id), nc: nc, c: c, done: make(chan struct{})}
+		go func() {
+			defer close(in.done)
+			_ = c.Run(context.Background())
+		}()
+		mu.Lock()
+		live = append(live, in)
+		mu.Unlock()
+		return nil
+	}
+	start := time.Now()
+	for id := 1; id <= n; id++ {
+		if err := launch(id); err != nil {
+			return res, err
+		}
+	}
+	if kill {
+		if err := waitFor(ctx, func() bool { return st.count() >= p.messages/2 }); err != nil {
+			return res, err
+		}
+		victim, owned := busiest(live)
+		res.killed, res.killedAt, res.killedOwned = victim.name, st.count(), owned
+		st.kill(victim.id)
+		victim.nc.Close()
+		victim.stop(time.Second)
+		mu.Lock()
+		for i, in := range live {
+			if in == victim {
+				live = append(live[:i], live[i+1:]...)
+				break
+			}
+		}
+		mu.Unlock()
+	}
+	if err := waitFor(ctx, func() bool { return st.count() >= p.messages }); err != nil {
+		return res, err
+	}
+	res.elapsed = time.Since(start)
+	return res, nil
+}
+
+// busiest returns the instance owning the most partitions, and how many.
+func busiest(live []*instance) (*instance, int) {
+	var best *instance
+	most := -1
+	for _, in := range live {
+		owned := 0
+		for _, cs := range in.c.Stats().Consumers {
+			if cs.Owned {
+				owned++
+			}
+		}
+		if owned > most {
+			best, most = in, owned
+		}
+	}
+	return best, most
+}
+
+func (in *instance) stop(d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_ = in.c.Close(ctx)
+	in.nc.Close()
+	<-in.done
+}
+
+// perPartition is the first answer NATS users have today: one consumer per
+// partition with MaxAckPending=1, so each partition runs one message at a
+// time, in order.
+func (e *env) perPartition(ctx context.Context, st *store) (time.Duration, error) {
+	p := e.p
+	nc, js, err := connect(e.url)
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	var cons []natsjs.Consumer
+	for part := range p.partitions {
+		cn, err := e.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
+			Durable: fmt.Sprint("map1-", part), FilterSubject: fmt.Sprintf("part.%d.*", part),
+			AckPolicy: natsjs.AckExplicitPolicy, MaxAckPending: 1,
+		})
+		if err != nil {
+			return 0, err
+		}
+		if cn, err = js.Consumer(ctx, "EVENTS", cn.CachedInfo().Name); err != nil {
+			return 0, err
+		}
+		cons = append(cons, cn)
+	}
+	return e.loops(ctx, st, cons, func(ctx context.Context, m natsjs.Msg) {
+		e.handle(ctx, st, m)
+	})
+}
+
+// pool is the second answer: one consumer, a pool of workers; fast, but a
+// key's messages run at once on several workers and finish out of order.
+func (e *env) pool(ctx context.Context, st *store) (time.Duration, error) {
+	p := e.p
+	nc, js, err := connect(e.url)
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	if _, err := e.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
+		Durable: "pool", AckPolicy: natsjs.AckExplicitPolicy, MaxAckPending: 1000,
+	}); err != nil {
+		return 0, err
+	}
+	cn, err := js.Consumer(ctx, "EVENTS", "pool")
+	if err != nil {
+		return 0, err
+	}
+	work := make(chan natsjs.Msg, p.concurrency)
+	var wg sync.WaitGroup
+	for range p.concurrency {
+		wg.Go(func() {
+			for m := range work {
+				e.handle(ctx, st, m)
+			}
+		})
+	}
+	d, err := e.loops(ctx, st, []natsjs.Consumer{cn}, func(ctx context.Context, m natsjs.Msg) {
+		select {
+		case work <- m:
+		case <-ctx.Done():
+		}
+	})
+	close(work)
+	wg.Wait()
+	return d, err
+}
+
+// handle does a baseline's work for m and acks it.
+func (e *env) handle(ctx context.Context, st *store, m natsjs.Msg) {
+	meta, err := m.Metadata()
+	if err != nil {
+		return
+	}
+	if work(ctx, meta.Sequence.Stream, e.p.latency) != nil {
+		return
+	}
+	st.apply(0, keyOf(m.Subject()), meta.Sequence.Stream, false)
+	_ = m.Ack()
+}
+
+// loops runs a plain Fetch loop per consumer, handing each message to h,
+// until every message is applied; it returns how long that took.
+func (e *env) loops(ctx context.Context, st *store, cons []natsjs.Consumer, h func(context.Context, natsjs.Msg)) (time.Duration, error) {
+	start := time.Now()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for _, cn := range cons {
+		wg.Go(func() {
+			for ctx.Err() == nil && !done.Load() {
+				fctx, cancel := context.WithTimeout(ctx, time.Second)
+				b, err := cn.Fetch(1000, natsjs.FetchContext(fctx))
+				if err == nil {
+					for m := range b.Messages() {
+						h(ctx, m)
+					}
+				}
+				cancel()
+			}
+		})
+	}
+	err := waitFor(ctx, func() bool { return st.count() >= e.p.messages })
+	d := time.Since(start)
+	done.Store(true)
+	stop()
+	wg.Wait()
+	return d, err
+}
+
+func connect(url string) (*nats.Conn, natsjs.JetStream, error) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := natsjs.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// waitFor waits for cond, checking every millisecond, until ctx ends.
+func waitFor(ctx context.Context, cond func() bool) error {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package jetstream
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// reply is how a message is resolved.
+type reply uint8
+
+const (
+	replyAck reply = iota
+	replyTerm
+	replyNak
+)
+
+// resolve sends h's answer to the server, unless h is gone (its epoch
+// ended, or it was resolved already) or the partition closed. It reports
+// whether the answer was sent.
+func (p *partition) resolve(h *held, r reply) bool {
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	p.mu.Lock()
+	if h.gone || h.epoch != p.epoch || p.closed {
+		p.mu.Unlock()
+		return false
+	}
+	h.gone = true
+	delete(p.held, h.seq)
+	if r != replyNak {
+		p.resolved.add(h.seq, r == replyTerm)
+	}
+	p.checkDrainedLocked()
+	p.mu.Unlock()
+	switch r {
+	case replyAck:
+		_ = h.msg.Ack()
+		p.st.acked.Add(1)
+	case replyTerm:
+		_ = h.msg.TermWithReason(termReason(h))
+		p.st.termed.Add(1)
+		if h.dlDone {
+			p.st.deadLettered.Add(1)
+		}
+	case replyNak:
+		giveBack(h.msg)
+		p.st.givenBack.Add(1)
+	}
+	return true
+}
+
+// termReason is the reason sent with a termination, for the server's
+// advisory: the last attempt's error, cut to 200 bytes.
+func termReason(h *held) string {
+	s := fmt.Sprintf("seqsched: %d attempts: %v", h.attempt, h.err)
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
+// armLocked arms the InProgress timer when messages are held.
+func (p *partition) armLocked() {
+	if p.hbArmed || p.hbStop || len(p.held) == 0 {
+		return
+	}
+	p.hbArmed = true
+	p.hbWG.Add(1)
+	if p.hb == nil {
+		p.hb = time.AfterFunc(p.tick, p.beat)
+	} else {
+		p.hb.Reset(p.tick)
+	}
+}
+
+// beat sends InProgress for every held message that has been held for
+// more than half a tick, so that none reaches its AckWait while queued,
+// running, retrying or held back by a catch-up. It runs on the timer's
+// goroutine and calls no user code.
+func (p *partition) beat() {
+	defer p.hbWG.Done()
+	p.gate.RLock()
+	p.mu.Lock()
+	p.hbArmed = false
+	msgs := p.hbBuf[:0]
+	if p.owned && !p.closed {
+		cutoff := now().Add(-p.tick / 2)
+		for _, h := range p.held {
+			if h.at.Before(cutoff) {
+				msgs = append(msgs, h.msg)
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, m := range msgs {
+		_ = m.InProgress()
+	}
+	p.st.heartbeats.Add(uint64(len(msgs)))
+	p.gate.RUnlock()
+	clear(msgs)
+	p.mu.Lock()
+	p.hbBuf = msgs[:0]
+	p.armLocked()
+	p.mu.Unlock()
+}
+
+// giveBackDelay is how long a message given back waits on the server
+// before its redelivery. Close gives messages back right after it ends
+// its pulls, and the server forgets a pull only once the client's
+// unsubscribe reaches it: a message redelivered at once could go to that
+// dead pull, and come back only after its AckWait.
+const giveBackDelay = 500 * time.Millisecond
+
+// giveBack returns m to the server for redelivery (a Nak).
+func giveBack(m jetstream.Msg) { _ = m.NakWithDelay(giveBackDelay) }

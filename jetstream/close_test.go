@@ -1,0 +1,262 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seqsched/seqsched/jetstream"
+)
+
+// answers records the answers a consumer sent the server, and fails the
+// test for any sent after closedAt is set.
+type answers struct {
+	t        *testing.T
+	mu       sync.Mutex
+	sent     []string // "ack 3", "nak 4", ...
+	closedAt atomic.Bool
+}
+
+func (a *answers) wrap(cons natsjs.Consumer) natsjs.Consumer {
+	return wrapConsumer{cons, func(m natsjs.Msg) natsjs.Msg {
+		seq := seqOf(a.t, m)
+		rec := func(kind string) func() bool {
+			return func() bool {
+				if a.closedAt.Load() {
+					a.t.Errorf("%s %d sent after Close returned", kind, seq)
+				}
+				a.mu.Lock()
+				a.sent = append(a.sent, fmt.Sprint(kind, " ", seq))
+				a.mu.Unlock()
+				return true
+			}
+		}
+		return hookMsg{Msg: m, onAck: rec("ack"), onTerm: rec("term"), onNak: rec("nak"), onProgress: func() bool {
+			if a.closedAt.Load() {
+				a.t.Errorf("InProgress %d sent after Close returned", seq)
+			}
+			return true
+		}}
+	}}
+}
+
+func (a *answers) list() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.sent...)
+}
+
+// redelivered reports the sequences a fresh consumer of cons gets within
+// 20s: only a Nak explains a redelivery that quick, for the fixtures'
+// AckWait is a minute.
+func redelivered(t *testing.T, f *fixture, n int) []uint64 {
+	t.Helper()
+	var got []uint64
+	for len(got) < n {
+		m, err := f.cons.Next(natsjs.FetchMaxWait(20 * time.Second))
+		require.NoError(t, err, "redelivery %d of %d", len(got)+1, n)
+		got = append(got, seqOf(t, m))
+		require.NoError(t, m.Ack())
+	}
+	return got
+}
+
+func TestCloseLetsRunningHandlersFinishAndGivesBackTheRest(t *testing.T) {
+	f := newFixture(t, natsjs.ConsumerConfig{AckWait: time.Minute})
+	a := &answers{t: t}
+	started, release := make(chan struct{}), make(chan struct{})
+	c := f.consumerOf(t, a.wrap(f.cons), func(ctx context.Context, m natsjs.Msg) error {
+		if seqOf(t, m) == 1 {
+			close(started)
+			<-release
+		}
+		return nil
+	})
+	r := start(t, c)
+	for range 3 {
+		publish(t, f.js, "k.a", "x")
+	}
+	<-started
+	eventually(t, func() bool { return c.Stats().Buffered == 3 }, "three held")
+
+	closed := make(chan error, 1)
+	go func() { closed <- r.close(t, 20*time.Second) }()
+	eventually(t, func() bool { return c.Stats().GivenBack == 2 }, "the two queued given back at once")
+	close(release)
+	require.NoError(t, <-closed)
+	a.closedAt.Store(true)
+	assert.Equal(t, []string{"nak 2", "nak 3", "ack 1"}, a.list())
+	assert.Equal(t, []uint64{2, 3}, sorted(redelivered(t, f, 2)), "JetStream redelivers in no set order")
+}
+
+func TestCloseAtItsDeadlineGivesBackAndSendsNothingAfter(t *testing.T) {
+	f := newFixture(t, natsjs.ConsumerConfig{AckWait: time.Minute})
+	a := &answers{t: t}
+	started, release, returned := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var sawCancel atomic.Bool
+	c := f.consumerOf(t, a.wrap(f.cons), func(ctx context.Context, m natsjs.Msg) error {
+		defer close(returned)
+		close(started)
+		<-release // a handler that ignores its ctx
+		sawCancel.Store(ctx.Err() != nil)
+		return nil
+	})
+	r := start(t, c)
+	publish(t, f.js, "k.a", "x")
+	<-started
+
+	assert.ErrorIs(t, r.close(t, 100*time.Millisecond), context.DeadlineExceeded)
+	a.closedAt.Store(true)
+	close(release)
+	<-returned
+	assert.True(t, sawCancel.Load(), "the handler's ctx was canceled when Close gave up")
+	assert.Equal(t, []string{"nak 1"}, a.list())
+	st := c.Stats()
+	assert.Zero(t, st.Acked)
+	assert.Equal(t, uint64(1), st.GivenBack)
+	assert.Zero(t, st.Buffered)
+	assert.Equal(t, []uint64{1}, redelivered(t, f, 1))
+}
+
+func TestCloseGivesBackMessagesWaitingToRetryAndTheirKeysQueue(t *testing.T) {
+	f := newFixture(t, natsjs.ConsumerConfig{AckWait: time.Minute})
+	var handled atomic.Int32
+	c := f.consumer(t, func(ctx context.Context, m natsjs.Msg) error {
+		handled.Add(1)
+		if seqOf(t, m) == 2 {
+			t.Errorf("message 2 ran after message 1 was given back")
+		}
+		return errors.New("downstream is down")
+	}, jetstream.WithRetries(5, func(context.Context, natsjs.Msg, int, error) time.Duration { return time.Hour }))
+	r := start(t, c)
+	publish(t, f.js, "k.a", "1")
+	publish(t, f.js, "k.a", "2") // queued behind the retrying message
+	eventually(t, func() bool { st := c.Stats(); return st.Retries == 1 && st.Buffered == 2 }, "waiting to retry, one queued")
+	require.NoError(t, r.close(t, 20*time.Second))
+	assert.Equal(t, uint64(2), c.Stats().GivenBack)
+	assert.Equal(t, int32(1), handled.Load())
+	assert.Equal(t, []uint64{1, 2}, sorted(redelivered(t, f, 2)))
+}
+
+func TestCloseFromAHandlerBeginsTheCloseAndReturnsErrWouldDeadlock(t *testing.T) {
+	f := newFixture(t, natsjs.ConsumerConfig{AckWait: time.Minute})
+	var c *jetstream.Consumer
+	got := make(chan error, 1)
+	c = f.consumer(t, func(ctx context.Context, m natsjs.Msg) error {
+		cctx, cancel := context.WithTimeout(ctx, time.Minute) // derived from the handler's: still known
+		defer cancel()
+		got <- c.Close(cctx)
+		return nil
+	})
+	r := start(t, c)
+	publish(t, f.js, "k.a", "x")
+	err := <-got
+	assert.ErrorIs(t, err, jetstream.ErrWouldDeadlock)
+	assert.ErrorIs(t, err, seqschedErrWouldDeadlock)
+	select {
+	case <-r.done: // Run ends: the close began
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run went on after Close began")
+	}
+	require.NoError(t, r.err)
+	require.NoError(t, c.Close(context.Background()))
+	assert.Equal(t, uint64(1), c.Stats().Acked, "the handler's message, acked before the close finished")
+}
+
+// pinnedFixture is a stream with one pinned consumer "part" (PinnedTTL a
+// minute, so that only a hand-over or a loss moves it within a test).
+func pinnedFixture(t *testing.T) (natsjs.JetStream, natsjs.Stream, func(*testing.T) natsjs.Consumer) {
+	t.Helper()
+	url := startServer(t)
+	_, js := connect(t, url)
+	s := newStream(t, js, natsjs.StreamConfig{Name: "S", Subjects: []string{"k.*"}})
+	newConsumer(t, s, natsjs.ConsumerConfig{
+		Durable: "part", AckWait: 500 * time.Millisecond, MaxAckPending: 100,
+		PriorityPolicy: natsjs.PriorityPolicyPinned, PriorityGroups: []string{"g"}, PinnedTTL: time.Minute,
+	})
+	// Each instance gets its own connection, as separate processes would.
+	return js, s, func(t *testing.T) natsjs.Consumer {
+		_, ijs := connect(t, url)
+		cn, err := ijs.Consumer(context.Background(), "S", "part")
+		require.NoError(t, err)
+		return cn
+	}
+}
+
+func TestHandoverOnCloseLetsAStandbyTakeOverAtOnce(t *testing.T) {
+	js, _, consumerFor := pinnedFixture(t)
+	l := newLedger()
+	handler := func(ctx context.Context, m natsjs.Msg) error {
+		l.apply("k", seqOf(t, m))
+		return nil
+	}
+	opts := []jetstream.Option{jetstream.WithMaxBuffered(100), jetstream.WithFetchExpiry(500 * time.Millisecond), jetstream.WithHandover(js)}
+	first, err := jetstream.NewConsumer([]natsjs.Consumer{consumerFor(t)}, handler, opts...)
+	require.NoError(t, err)
+	r1 := start(t, first)
+	publish(t, js, "k.a", "1")
+	eventually(t, func() bool { return first.Stats().Acked == 1 }, "the first instance owns the partition")
+
+	second, err := jetstream.NewConsumer([]natsjs.Consumer{consumerFor(t)}, handler, opts...)
+	require.NoError(t, err)
+	start(t, second)
+	require.NoError(t, r1.close(t, 10*time.Second))
+	publish(t, js, "k.a", "2")
+	eventually(t, func() bool { return second.Stats().Acked == 1 }, "the standby took over before PinnedTTL: %+v", statsOf(second))
+	assert.Equal(t, []uint64{1, 2}, l.key("k"))
+	assert.True(t, second.Stats().Consumers[0].Owned)
+}
+
+func TestLostPinDropsQueuedWorkAndAnswersNothingForIt(t *testing.T) {
+	js, s, consumerFor := pinnedFixture(t)
+	l := newLedger()
+	a := &answers{t: t}
+	started, release := make(chan struct{}), make(chan struct{})
+	var lost atomic.Bool
+	first, err := jetstream.NewConsumer([]natsjs.Consumer{a.wrap(consumerFor(t))}, func(ctx context.Context, m natsjs.Msg) error {
+		if seqOf(t, m) == 1 {
+			close(started)
+			<-release
+			lost.Store(ctx.Err() != nil)
+			return nil // too late: the partition is another's
+		}
+		l.apply("k", seqOf(t, m))
+		return nil
+	}, jetstream.WithMaxBuffered(100), jetstream.WithFetchExpiry(300*time.Millisecond), jetstream.WithLogger(discard))
+	require.NoError(t, err)
+	start(t, first)
+	for range 3 {
+		publish(t, js, "k.a", "x")
+	}
+	<-started
+	eventually(t, func() bool { return first.Stats().Buffered == 3 }, "three held by the first instance")
+
+	second, err := jetstream.NewConsumer([]natsjs.Consumer{consumerFor(t)}, func(ctx context.Context, m natsjs.Msg) error {
+		l.apply("k", seqOf(t, m))
+		return nil
+	}, jetstream.WithMaxBuffered(100), jetstream.WithFetchExpiry(300*time.Millisecond))
+	require.NoError(t, err)
+	start(t, second)
+	// The operator (or PinnedTTL) unpins the partition; the server pins
+	// it anew when it has a message to deliver, and the first instance
+	// learns it at its next pull.
+	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
+	publish(t, js, "k.a", "x")
+	eventually(t, func() bool { return first.Stats().Dropped == 3 }, "the first instance dropped what it held")
+	close(release)
+	eventually(t, func() bool { return l.count() == 4 }, "the second instance applied all four")
+	assert.Equal(t, []uint64{1, 2, 3, 4}, l.key("k"), "in order, after its catch-up")
+	assert.True(t, lost.Load(), "the running handler saw its ctx canceled")
+	assert.Empty(t, a.list(), "the first instance answered nothing")
+	st := first.Stats().Consumers[0]
+	assert.False(t, st.Owned)
+	assert.Zero(t, st.Acked)
+}

@@ -1,0 +1,115 @@
+package jetstream
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// newPartitions checks every consumer's configuration against cfg and,
+// when c is not nil, returns their partitions. The error joins a
+// *ConsumerError per problem.
+func newPartitions(cons []jetstream.Consumer, cfg *config, c *Consumer) ([]*partition, error) {
+	var errs []error
+	var parts []*partition
+	seen := make(map[string]bool)
+	for i, cn := range cons {
+		bad := func(stream, name, format string, args ...any) {
+			errs = append(errs, &ConsumerError{Stream: stream, Consumer: name, Reason: fmt.Sprintf(format, args...)})
+		}
+		if cn == nil {
+			bad("?", fmt.Sprintf("#%d", i), "nil consumer")
+			continue
+		}
+		info := cn.CachedInfo()
+		if info == nil {
+			bad("?", fmt.Sprintf("#%d", i), "no cached info: look it up with Stream.Consumer or create it with CreateOrUpdateConsumer")
+			continue
+		}
+		cc := info.Config
+		s, n := info.Stream, info.Name
+		p := &partition{c: c, idx: int32(i), cons: cn, stream: s, name: n, bound: cfg.buffered, expiry: cfg.fetchExpiry}
+		ok := true
+		if seen[s+"\x00"+n] {
+			bad(s, n, "given twice")
+			ok = false
+		}
+		seen[s+"\x00"+n] = true
+		if cc.DeliverSubject != "" {
+			bad(s, n, "a push consumer: use a pull consumer (no DeliverSubject)")
+			ok = false
+		}
+		if cc.AckPolicy != jetstream.AckExplicitPolicy {
+			bad(s, n, "AckPolicy %v: must be explicit, for each message is acknowledged once its handler returns", cc.AckPolicy)
+			ok = false
+		}
+		switch {
+		case cc.MaxAckPending < 1:
+			bad(s, n, "MaxAckPending %d (unlimited): set it to at most WithMaxBuffered (%d), so that the server stops the flow at this instance's bound",
+				cc.MaxAckPending, cfg.buffered)
+			ok = false
+		case cc.MaxAckPending > cfg.buffered:
+			bad(s, n, "MaxAckPending %d above WithMaxBuffered(%d): lower MaxAckPending or raise the bound; above it this instance could not take what the server holds for it, and a takeover would stall",
+				cc.MaxAckPending, cfg.buffered)
+			ok = false
+		}
+		wait := cc.AckWait
+		for _, b := range cc.BackOff {
+			wait = min(wait, b)
+		}
+		if wait < 100*time.Millisecond {
+			bad(s, n, "AckWait (or a BackOff step) of %v: must be >= 100ms, to send InProgress before it runs out", wait)
+			ok = false
+		}
+		p.tick = wait / 3
+		switch cc.PriorityPolicy {
+		case jetstream.PriorityPolicyNone:
+		case jetstream.PriorityPolicyPinned:
+			if len(cc.PriorityGroups) == 0 {
+				bad(s, n, "pinned priority policy without a priority group")
+				ok = false
+				break
+			}
+			p.group = cc.PriorityGroups[0]
+			ttl := cc.PinnedTTL
+			switch {
+			case cfg.expirySet && cfg.fetchExpiry >= ttl:
+				bad(s, n, "PinnedTTL %v not above WithFetchExpiry(%v): the pin would lapse between pulls", ttl, cfg.fetchExpiry)
+				ok = false
+			case !cfg.expirySet:
+				p.expiry = max(min(cfg.fetchExpiry, ttl/2), 100*time.Millisecond)
+			}
+		default:
+			bad(s, n, "PriorityPolicy %s not supported: use none (a plain consumer) or pinned (a partition)", policyName(cc.PriorityPolicy))
+			ok = false
+		}
+		if ok && c != nil {
+			p.held = make(map[uint64]*held)
+			p.resolved.init(4 * cfg.buffered)
+			parts = append(parts, p)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, joinAll(errs)
+	}
+	return parts, nil
+}
+
+func policyName(p jetstream.PriorityPolicy) string {
+	switch p {
+	case jetstream.PriorityPolicyOverflow:
+		return "overflow"
+	case jetstream.PriorityPolicyPrioritized:
+		return "prioritized"
+	}
+	return fmt.Sprint(int(p))
+}
+
+func joinAll(errs []error) error {
+	var err error
+	for _, e := range errs {
+		err = joinErrs(err, e)
+	}
+	return err
+}

@@ -1,0 +1,123 @@
+// Package jetstream consumes NATS JetStream with the messages of each key
+// handled one at a time, in stream order, and different keys in parallel,
+// on nats.go's jetstream package.
+//
+// A JetStream consumer gives either order (MaxAckPending=1: one message at
+// a time) or parallelism (a worker pool: no order). A Consumer gives both:
+// it runs each key as a seqsched session, acknowledges a message once its
+// handler returns nil, retries failures in place while the key's later
+// messages wait, and keeps held messages from redelivery with InProgress.
+//
+//	cons, err := stream.Consumer(ctx, "orders") // durable pull consumer, explicit acks
+//	if err != nil { ... }
+//	c, err := jetstream.NewConsumer([]natsjs.Consumer{cons},
+//		func(ctx context.Context, msg natsjs.Msg) error {
+//			return apply(ctx, msg) // messages of one subject never overlap
+//		}, jetstream.WithMaxConcurrency(100))
+//	if err != nil { ... }
+//	go c.Run(ctx)
+//	...
+//	err = c.Close(ctx) // stop fetching, finish or give back, no ack after
+//
+// (natsjs is github.com/nats-io/nats.go/jetstream; this package has the
+// same name.)
+//
+// # Guarantees
+//
+//   - Order per key: the messages of one key (the subject, or WithKeyHeader,
+//     or WithKeyFunc) on one JetStream consumer run one at a time, in the
+//     order the consumer delivers them, which for first deliveries is
+//     stream order. With WithPriorityHeader a "high" message runs before
+//     its key's queued ones: this reorders the key, by design.
+//   - Ack after work: a message is acknowledged only after its handler
+//     returned nil; terminated (TermWithReason) only after a terminal error
+//     (Terminal) or its last attempt, and after the dead-letter function,
+//     if any, had its chance (WithDeadLetter, DeadLetterSubject).
+//   - Retries in place: a failed attempt (an error, a panic as a
+//     *seqsched.PanicError, runtime.Goexit as ErrHandlerGoexit) is retried
+//     after a backoff (WithRetries) while the key's later messages wait; the
+//     waiting message holds no concurrency slot.
+//   - No redelivery while held: every held message (queued, running,
+//     retrying) gets InProgress every third of its AckWait (or of the
+//     shortest BackOff step). A redelivery of a message still held, or of
+//     one this consumer resolved recently (an answer lost on the way), is
+//     recognised by its stream sequence and not handled again (Stats.
+//     Duplicates).
+//   - Bounds per consumer: each JetStream consumer holds at most its
+//     MaxAckPending messages, which must be at most WithMaxBuffered (checked
+//     by NewConsumer). Memory is bounded by the sum over consumers, whatever
+//     the backlog or the number of keys: idle keys cost nothing (seqsched
+//     forgets them) and the redelivery memory is a fixed ring per consumer.
+//   - Independence: each JetStream consumer has its own fetch goroutine,
+//     bound and lock. A stuck key can stall at most its own consumer, once
+//     its messages fill that consumer's MaxAckPending (the server then
+//     delivers nothing more to it: a JetStream rule no client can lift);
+//     other consumers, for example other partitions, go on.
+//   - Shutdown: Close stops fetching, gives back what has not started,
+//     lets running handlers finish and acknowledges them; past its ctx it
+//     gives back the rest. Nothing is sent to the server after it returns.
+//
+// # Scaling out
+//
+// Several instances may share a plain consumer: each gets some of the
+// messages, so order holds within an instance only, and a message that one
+// instance held when it died is redelivered, after its AckWait, possibly to
+// another instance and after later messages of its key.
+//
+// For order across instances (and across restarts of a single one),
+// partition the stream with a subject transform such as
+// "orders.{{partition(8,1)}}.{{wildcard(1)}}" and give each partition a
+// durable consumer with PriorityPolicyPinned (nats-server 2.11+); pass all
+// of them to every instance. The server pins each partition to one
+// instance's pulls at a time and, when that instance stops pulling, pins
+// another after PinnedTTL. An instance that gains a partition catches up
+// before it runs anything: it holds every message back until all the
+// messages the previous owner left unacknowledged have come back to it,
+// then runs them in stream order. So per-key order holds across the
+// hand-over, which a plain redelivery does not give (JetStream redelivers
+// in no particular order, and newer messages may come first). An instance
+// that loses its pin drops its queued messages unrun and sends nothing
+// more for them.
+//
+// Delivery is at least once: a message whose handler ran but whose
+// acknowledgement did not reach the server (the instance died, or lost its
+// partition) runs again. Because order holds, a handler can skip a
+// message whose stream sequence is at or below the last one it applied for
+// its key, as examples/jetstream's store does. The pin is not a fencing
+// token: an instance that stalls longer than PinnedTTL may still be
+// running a handler when another takes over.
+//
+// # Design notes
+//
+// A Consumer has one partition (partition.go) per JetStream consumer: its
+// held messages by stream sequence, its epoch (a pinned consumer's time
+// under one pin) and its catch-up; config.go checks each consumer's
+// configuration at NewConsumer. The partition's fetch goroutine (fetch.go,
+// started by Run) keeps one pull outstanding, sized to the room under the
+// bound, and takes each message: settles its epoch from its pin header,
+// computes its key, answers duplicates (resolved.go remembers what was
+// answered), holds and submits new ones. Each message's task (process.go)
+// runs its attempts, backoffs, dead-letter calls and its final answer as a
+// sequence of steps. Every answer to the server (answer.go: Ack, Term,
+// Nak, and the InProgress timer) is sent under the partition's gate, after
+// checking that the message's epoch is current and the partition open;
+// losing the pin and closing (closing.go) take the gate for writing, so no
+// answer of an old epoch, and none after Close, goes out.
+//
+// User code runs only at these sites, each through call (process.go),
+// never with a lock held:
+//
+//	site              user code               goroutine          panic                  runtime.Goexit
+//	keyOf             KeyFunc                 fetch              logged; key ""         replacement goroutine; key ""
+//	step stepAttempt  Handler                 message task       failed attempt         failed attempt (ErrHandlerGoexit); process resumes
+//	step stepBackoff  BackoffFunc             message task       logged; DefaultBackoff DefaultBackoff; process resumes
+//	step stepDead*    DeadLetterFunc          message task       failed try             failed try; process resumes
+//	logAt             the logger's handler    fetch, task        record dropped         as the site's own
+//	Run, Close        the caller's ctx        the caller's       before any change      before any change
+//
+// Each ctx given to user code carries a mark; Close called with it begins
+// the close and returns ErrWouldDeadlock instead of waiting for the
+// caller's own message. Close never waits for a fetch goroutine (a key
+// function may call it), only for held messages; Run waits for its fetch
+// goroutines.
+package jetstream

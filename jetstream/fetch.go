@@ -1,0 +1,251 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// fetchLoop is a partition's fetch goroutine, started and waited for by
+// Run. User code runs on it at two sites, the key function and the
+// logger; when either calls runtime.Goexit, a fresh goroutine (also waited
+// for by Run) carries on from the partition's fetch state.
+func (p *partition) fetchLoop(ctx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	normal := false
+	defer func() {
+		if !normal {
+			wg.Add(1)
+			go p.fetchLoop(ctx, wg)
+		}
+	}()
+	p.fetch(ctx)
+	normal = true
+}
+
+// fetch keeps one pull request outstanding until ctx ends.
+func (p *partition) fetch(ctx context.Context) {
+	if h := p.keying; h != nil {
+		p.take(h) // the predecessor stopped in a callback while taking h
+	}
+	if p.batch != nil {
+		p.drainBatch(ctx)
+	}
+	for ctx.Err() == nil {
+		n, expiry := p.pullSize()
+		fctx, cancel := context.WithTimeout(ctx, expiry)
+		opts := []jetstream.FetchOpt{jetstream.FetchContext(fctx)}
+		if p.group != "" {
+			opts = append(opts, jetstream.FetchPriorityGroup(p.group))
+		}
+		b, err := p.cons.Fetch(n, opts...)
+		if err != nil {
+			cancel()
+			p.fetchFailed(ctx, err)
+			continue
+		}
+		p.batch, p.batchCancel = b, cancel
+		p.drainBatch(ctx)
+	}
+}
+
+// pullSize returns the next pull's batch, the room left under the bound
+// (at least 1: a pinned consumer must keep pulling to keep its pin, and
+// the server sends no more than MaxAckPending anyway), and its expiry,
+// shorter while catching up so that the catch-up is checked every tick.
+func (p *partition) pullSize() (int, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := max(1, p.bound-len(p.held))
+	exp := p.expiry
+	if p.catchUp {
+		exp = max(min(exp, p.tick), 100*time.Millisecond)
+	}
+	return n, exp
+}
+
+// drainBatch takes every message of the current pull, then handles how it
+// ended.
+func (p *partition) drainBatch(ctx context.Context) {
+	for m := range p.batch.Messages() {
+		p.receive(m)
+		if p.catchUpDue() {
+			p.checkCatchUp(ctx)
+		}
+	}
+	err := p.batch.Error()
+	p.batch = nil
+	p.batchCancel()
+	p.batchCancel = nil
+	switch {
+	case err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		p.failures = 0
+	case errors.Is(err, jetstream.ErrPinIDMismatch):
+		p.failures = 0
+		p.lose("pinned to another client")
+	default:
+		p.fetchFailed(ctx, err)
+	}
+	if ctx.Err() == nil && p.catchingUp() {
+		p.checkCatchUp(ctx)
+	}
+}
+
+// receive reads m's sequence and priority, and takes it.
+func (p *partition) receive(m jetstream.Msg) {
+	p.st.received.Add(1)
+	meta, err := m.Metadata()
+	if err != nil {
+		p.c.logAt(p.c.life, levelWarn, "seqsched/jetstream: message without JetStream metadata ignored",
+			"stream", p.stream, "consumer", p.name, "subject", m.Subject(), "err", err)
+		return
+	}
+	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, at: now()}
+	if ph := p.c.cfg.priorityHeader; ph != "" {
+		h.high = strings.EqualFold(m.Headers().Get(ph), "high")
+	}
+	p.keying = h
+	p.take(h)
+	p.keying = nil
+}
+
+// take moves h through its stages: the epoch its pin says, its key, its
+// dispatch. Each stage is recorded before the user code in it runs (the
+// key function, the logger), so that a goroutine taking over after a
+// runtime.Goexit goes on from the next stage.
+func (p *partition) take(h *held) {
+	if h.stage == stageNew {
+		h.stage = stageEpoch
+		if p.group != "" {
+			p.followPin(h.msg.Headers().Get(pinHeader))
+		}
+	}
+	if h.stage == stageEpoch {
+		h.stage = stageKey
+		h.key = sessionKey{part: p.idx, key: p.keyOf(h)}
+		h.stage = stageKeyed
+	}
+	if h.stage == stageKey {
+		// The key function, or the log of its panic, called Goexit.
+		h.stage = stageKeyed
+		h.key = sessionKey{part: p.idx}
+		p.dispatch(h)
+		p.keying = nil
+		p.c.logAt(p.c.life, levelError, "seqsched/jetstream: key function called runtime.Goexit; message ordered under the empty key",
+			"stream", p.stream, "consumer", p.name, "sequence", h.seq)
+		return
+	}
+	p.dispatch(h)
+}
+
+// keyOf returns h's ordering key: the key function's, the key header's,
+// or the subject.
+func (p *partition) keyOf(h *held) string {
+	cfg := p.c.cfg
+	switch {
+	case cfg.key != nil:
+		var k string
+		if perr := call(func() { k = cfg.key(h.msg) }); perr != nil {
+			p.c.logAt(p.c.life, levelError, "seqsched/jetstream: key function panicked; message ordered under the empty key",
+				"stream", p.stream, "consumer", p.name, "sequence", h.seq, "err", perr)
+			return ""
+		}
+		return k
+	case cfg.keyHeader != "":
+		return h.msg.Headers().Get(cfg.keyHeader)
+	default:
+		return h.msg.Subject()
+	}
+}
+
+// fetchFailed logs a failed pull (the first of a run of failures, then
+// every tenth) and waits before the next: 100ms, doubling up to 5s.
+func (p *partition) fetchFailed(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	p.failures++
+	if p.failures%10 == 1 {
+		p.c.logAt(p.c.life, levelWarn, "seqsched/jetstream: fetch failed; retrying",
+			"stream", p.stream, "consumer", p.name, "failures", p.failures, "err", err)
+	}
+	d := 100 * time.Millisecond
+	for i := 1; i < p.failures && d < 5*time.Second; i++ {
+		d *= 2
+	}
+	t := time.NewTimer(min(d, 5*time.Second))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (p *partition) catchingUp() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.catchUp
+}
+
+// catchUpDue reports whether the catch-up may be over, as far as the last
+// check knew: none was made yet in this epoch, or the messages held now
+// cover the count it found. It makes the check run as soon as it can
+// succeed, not only once per pull.
+func (p *partition) catchUpDue() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.catchUp && (p.cuNeed < 0 || p.cuMine >= p.cuNeed)
+}
+
+// checkCatchUp ends the catch-up once every message the server counts as
+// unacknowledged is one this instance holds: then none is still out with
+// a previous owner, and the held messages run in stream order. Messages
+// delivered after the server's count have a higher sequence than its
+// Delivered.Stream and are not counted.
+func (p *partition) checkCatchUp(ctx context.Context) {
+	ictx, cancel := context.WithTimeout(ctx, max(p.expiry, time.Second))
+	info, err := p.cons.Info(ictx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			p.c.logAt(p.c.life, levelWarn, "seqsched/jetstream: consumer info failed while catching up; retrying",
+				"stream", p.stream, "consumer", p.name, "err", err)
+		}
+		return
+	}
+	p.mu.Lock()
+	if !p.catchUp {
+		p.mu.Unlock()
+		return
+	}
+	for _, g := range info.PriorityGroups {
+		if g.Group == p.group && g.PinnedClientID != "" && g.PinnedClientID != p.pin {
+			p.mu.Unlock()
+			p.lose("pinned to another client")
+			return
+		}
+	}
+	mine := 0
+	for seq := range p.held {
+		if seq <= info.Delivered.Stream {
+			mine++
+		}
+	}
+	p.cuNeed, p.cuD, p.cuMine = info.NumAckPending, info.Delivered.Stream, mine
+	if info.NumAckPending > mine {
+		p.mu.Unlock()
+		return
+	}
+	p.catchUp = false
+	out := p.waiting
+	p.waiting = nil
+	p.mu.Unlock()
+	sortBySeq(out)
+	for _, h := range out {
+		p.submit(h)
+	}
+}

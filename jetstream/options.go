@@ -1,0 +1,284 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// An Option configures a Consumer at NewConsumer. It prints as the call
+// that made it ("WithMaxBuffered(500)").
+type Option interface {
+	apply(*config)
+	String() string
+}
+
+// BackoffFunc returns how long to wait before retrying msg after its
+// attempt-th attempt (1, 2, ...) failed with err. It runs on the message's
+// task, with no lock held, and ctx is that task's (see Close); a panic or
+// runtime.Goexit in it is logged and DefaultBackoff is used for that wait.
+type BackoffFunc func(ctx context.Context, msg jetstream.Msg, attempt int, err error) time.Duration
+
+// DeadLetterFunc receives a message that is about to be terminated: its
+// handler returned a terminal error (see Terminal) or failed its last
+// attempt. attempts is how many attempts were made and cause the last
+// one's error. A nil return means the message was dead-lettered; an error
+// (or a panic, or runtime.Goexit) is retried with the backoff as the
+// handler was, up to the same number of attempts. The message is then
+// terminated whatever the outcome: a failing dead-letter function never
+// blocks its key for ever. See DeadLetterSubject.
+type DeadLetterFunc func(ctx context.Context, msg jetstream.Msg, attempts int, cause error) error
+
+// KeyFunc returns the ordering key of msg: messages with the same key (on
+// the same JetStream consumer) are handled one at a time, in stream order.
+// It runs on the consumer's fetch goroutine, with no lock held; keep it
+// fast. A panic or runtime.Goexit in it is logged, and the message is
+// ordered under the empty key.
+type KeyFunc func(msg jetstream.Msg) string
+
+// Defaults of the consumer's options.
+const (
+	DefaultMaxConcurrency = 64
+	DefaultMaxBuffered    = 1000 // also the server's default MaxAckPending
+	DefaultAttempts       = 3
+	DefaultFetchExpiry    = 5 * time.Second
+	DefaultPriorityHeader = "Seqsched-Priority"
+)
+
+// DefaultBackoff waits 100ms after the first failed attempt and doubles
+// each time, up to 10s.
+func DefaultBackoff(_ context.Context, _ jetstream.Msg, attempt int, _ error) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 1; i < attempt && d < 10*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Second)
+}
+
+type config struct {
+	concurrency    int
+	buffered       int
+	attempts       int
+	backoff        BackoffFunc
+	deadLetter     DeadLetterFunc
+	key            KeyFunc
+	keyHeader      string
+	priorityHeader string // "" until WithPriorityHeader: no High lane
+	fetchExpiry    time.Duration
+	expirySet      bool
+	handover       jetstream.JetStream
+	logger         *slog.Logger
+	errs           []error
+}
+
+type optFunc struct {
+	name string
+	fn   func(*config)
+}
+
+func (o optFunc) apply(c *config) { o.fn(c) }
+func (o optFunc) String() string  { return o.name }
+
+func bad(c *config, opt, reason string) {
+	c.errs = append(c.errs, &OptionError{Option: opt, Reason: reason})
+}
+
+// WithMaxConcurrency bounds how many messages run their handler at once,
+// over all keys and consumers. n must be >= 1; the default is 64.
+func WithMaxConcurrency(n int) Option {
+	name := fmt.Sprintf("WithMaxConcurrency(%d)", n)
+	return optFunc{name, func(c *config) {
+		if n < 1 {
+			bad(c, name, "must be >= 1")
+			return
+		}
+		c.concurrency = n
+	}}
+}
+
+// WithMaxBuffered bounds the messages held per JetStream consumer (per
+// partition): delivered and not yet acknowledged, terminated or given
+// back. Each consumer's MaxAckPending must be at most n (NewConsumer checks
+// it), so that the server, not this bound, stops the flow: a consumer never
+// holds more than its MaxAckPending, and memory is bounded by the sum of
+// the consumers' MaxAckPending. n must be >= 1; the default is 1000, the
+// server's default MaxAckPending.
+func WithMaxBuffered(n int) Option {
+	name := fmt.Sprintf("WithMaxBuffered(%d)", n)
+	return optFunc{name, func(c *config) {
+		if n < 1 {
+			bad(c, name, "must be >= 1")
+			return
+		}
+		c.buffered = n
+	}}
+}
+
+// WithRetries sets how many times a message's handler is attempted before
+// the message is dead-lettered and terminated, and the wait before each
+// retry (nil keeps DefaultBackoff). attempts must be >= 1; the default is
+// 3. A message waiting out its backoff blocks only its own key, holds no
+// concurrency slot, and is kept from redelivery with InProgress.
+func WithRetries(attempts int, backoff BackoffFunc) Option {
+	name := fmt.Sprintf("WithRetries(%d, backoff)", attempts)
+	if backoff == nil {
+		name = fmt.Sprintf("WithRetries(%d, nil)", attempts)
+	}
+	return optFunc{name, func(c *config) {
+		if attempts < 1 {
+			bad(c, name, "attempts must be >= 1")
+			return
+		}
+		c.attempts = attempts
+		if backoff != nil {
+			c.backoff = backoff
+		}
+	}}
+}
+
+// WithDeadLetter sets what happens to a message before it is terminated
+// (see DeadLetterFunc and DeadLetterSubject). Without it the message is
+// terminated and logged at Error. fn must not be nil.
+func WithDeadLetter(fn DeadLetterFunc) Option {
+	name := "WithDeadLetter(fn)"
+	if fn == nil {
+		name = "WithDeadLetter(nil)"
+	}
+	return optFunc{name, func(c *config) {
+		if fn == nil {
+			bad(c, name, "must not be nil")
+			return
+		}
+		c.deadLetter = fn
+	}}
+}
+
+// WithKeyHeader orders messages by the value of header name instead of
+// their subject. Messages without the header share the empty key (ordered
+// together, per consumer). name must not be empty; it cannot be combined
+// with WithKeyFunc.
+func WithKeyHeader(name string) Option {
+	n := fmt.Sprintf("WithKeyHeader(%q)", name)
+	return optFunc{n, func(c *config) {
+		if name == "" {
+			bad(c, n, "must not be empty")
+			return
+		}
+		c.keyHeader = name
+	}}
+}
+
+// WithKeyFunc orders messages by the key fn returns instead of their
+// subject (see KeyFunc). fn must not be nil; it cannot be combined with
+// WithKeyHeader.
+func WithKeyFunc(fn KeyFunc) Option {
+	name := "WithKeyFunc(fn)"
+	if fn == nil {
+		name = "WithKeyFunc(nil)"
+	}
+	return optFunc{name, func(c *config) {
+		if fn == nil {
+			bad(c, name, "must not be nil")
+			return
+		}
+		c.key = fn
+	}}
+}
+
+// WithPriorityHeader turns on the High lane: a message carrying header
+// name with the value "high" (any case) runs before the queued messages of
+// its key, never interrupting the running one. This reorders messages
+// within a key, by design. name must not be empty; DefaultPriorityHeader
+// is a suggestion. Without this option every message is Normal.
+func WithPriorityHeader(name string) Option {
+	n := fmt.Sprintf("WithPriorityHeader(%q)", name)
+	return optFunc{n, func(c *config) {
+		if name == "" {
+			bad(c, n, "must not be empty")
+			return
+		}
+		c.priorityHeader = name
+	}}
+}
+
+// WithFetchExpiry sets how long each pull request waits for messages on the
+// server. For a pinned consumer each pull also renews the pin, so d must be
+// below every pinned consumer's PinnedTTL. d must be >= 100ms; the default
+// is 5s, capped at half the PinnedTTL of pinned consumers.
+func WithFetchExpiry(d time.Duration) Option {
+	name := fmt.Sprintf("WithFetchExpiry(%v)", d)
+	return optFunc{name, func(c *config) {
+		if d < 100*time.Millisecond {
+			bad(c, name, "must be >= 100ms")
+			return
+		}
+		c.fetchExpiry, c.expirySet = d, true
+	}}
+}
+
+// WithHandover lets Close unpin the pinned consumers this instance owns,
+// through js, so that a standby instance takes each over at once instead
+// of after its PinnedTTL. The standby catches up first (see the package
+// doc), so key order holds while this instance finishes its messages. js
+// must not be nil.
+func WithHandover(js jetstream.JetStream) Option {
+	name := "WithHandover(js)"
+	if js == nil {
+		name = "WithHandover(nil)"
+	}
+	return optFunc{name, func(c *config) {
+		if js == nil {
+			bad(c, name, "must not be nil")
+			return
+		}
+		c.handover = js
+	}}
+}
+
+// WithLogger sets where the consumer logs: terminated messages (Error,
+// with the dead-letter outcome), panicking backoff or key functions
+// (Error), fetch errors and lost partitions (Warn). l must not be nil; the
+// default is slog.Default(), so failures are visible unless routed
+// elsewhere.
+func WithLogger(l *slog.Logger) Option {
+	name := "WithLogger(l)"
+	if l == nil {
+		name = "WithLogger(nil)"
+	}
+	return optFunc{name, func(c *config) {
+		if l == nil {
+			bad(c, name, "must not be nil")
+			return
+		}
+		c.logger = l
+	}}
+}
+
+func newConfig(opts []Option) (*config, error) {
+	c := &config{
+		concurrency: DefaultMaxConcurrency,
+		buffered:    DefaultMaxBuffered,
+		attempts:    DefaultAttempts,
+		backoff:     DefaultBackoff,
+		fetchExpiry: DefaultFetchExpiry,
+		logger:      slog.Default(),
+	}
+	for _, o := range opts {
+		if o == nil {
+			bad(c, "nil Option", "must not be nil")
+			continue
+		}
+		o.apply(c)
+	}
+	if c.key != nil && c.keyHeader != "" {
+		bad(c, "WithKeyFunc and WithKeyHeader", "choose one")
+	}
+	if len(c.errs) > 0 {
+		return nil, errors.Join(c.errs...)
+	}
+	return c, nil
+}

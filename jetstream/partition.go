@@ -1,0 +1,260 @@
+package jetstream
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// partition is the consumer's state for one JetStream consumer: a
+// partition of a partitioned stream when the consumer is pinned, or a
+// plain consumer. It is the unit of independence: its bound, its lock and
+// its fetch goroutine are its own, so a stuck key stalls at most its own
+// partition.
+//
+// Epochs. A plain consumer is owned for the consumer's whole life (one
+// epoch). A pinned one is owned while this instance holds the server's pin:
+// each pin gained starts an epoch, each pin lost ends it. A message belongs
+// to the epoch it was delivered in; nothing is sent to the server for it
+// once its epoch ended (lose) or the partition closed (close).
+//
+// Catch-up. When an epoch of a pinned consumer starts, the previous owner
+// may have left messages unacknowledged; JetStream redelivers them after
+// their AckWait, in no particular order, while it already delivers newer
+// ones. So the epoch starts catching up: every message is held back, not
+// run, until the server's count of unacknowledged messages is covered by
+// the messages this instance holds (checkCatchUp). Then they are submitted
+// in stream order, and per-key order holds across the hand-over.
+//
+// Lock order: gate, then mu. Neither is held while user code runs.
+type partition struct {
+	c      *Consumer
+	idx    int32
+	cons   jetstream.Consumer
+	stream string
+	name   string
+	group  string        // the pinned priority group; "" for a plain consumer
+	tick   time.Duration // InProgress interval: a third of the shortest redelivery wait
+	expiry time.Duration // how long a pull request waits
+	bound  int           // WithMaxBuffered
+
+	// gate orders replies to the server against lose and close: every
+	// Ack, Nak, Term and InProgress is sent under its read lock, after the
+	// epoch and closed are checked; lose and close take the write lock, so
+	// once they return no reply of the old epoch (or at all) goes out.
+	gate sync.RWMutex
+
+	mu       sync.Mutex
+	epoch    uint64 // bumped when an epoch starts or ends
+	owned    bool   // an epoch is in progress
+	pin      string // the pin id of this epoch ("" for a plain consumer)
+	ectx     context.Context
+	ecancel  context.CancelFunc
+	held     map[uint64]*held // by stream sequence: this epoch's messages not yet resolved
+	catchUp  bool             // this epoch is catching up (see above)
+	cuNeed   int              // catching up: the server's unacknowledged count at the last check; -1 before one
+	cuD      uint64           // catching up: the server's last delivered sequence at that check
+	cuMine   int              // catching up: held messages at or below cuD
+	waiting  []*held          // held back while catching up
+	resolved resolvedSet      // recently resolved, to recognise their redeliveries
+	closing  bool             // Close has begun: deliveries are given back
+	closed   bool             // Close has ended: nothing more is sent
+	drained  chan struct{}    // made by drainedCh, closed once held is empty while closing
+	hb       *time.Timer      // the InProgress timer, armed while messages are held
+	hbArmed  bool
+	hbStop   bool
+	hbWG     sync.WaitGroup // the InProgress callback in flight, if any
+	hbBuf    []jetstream.Msg
+
+	// Fetch goroutine only (handed to its replacement after a Goexit).
+	batch       jetstream.MessageBatch
+	batchCancel context.CancelFunc
+	keying      *held // the message being taken (see take)
+	failures    int   // fetch errors in a row
+
+	inflight atomic.Int32
+	st       counters
+}
+
+// counters are a partition's running totals.
+type counters struct {
+	received, acked, duplicates, retries, termed, deadLettered atomic.Uint64
+	givenBack, dropped, heartbeats                             atomic.Uint64
+}
+
+// The stages of a message as the fetch goroutine takes it (see take).
+const (
+	stageNew   uint8 = iota
+	stageEpoch       // its epoch is settled; its key is next
+	stageKey         // its key function runs
+	stageKeyed       // its key is known
+)
+
+// held is a message of an epoch, from its delivery until it is resolved
+// (acked, terminated, given back) or dropped with its epoch.
+type held struct {
+	p     *partition
+	msg   jetstream.Msg
+	seq   uint64
+	key   sessionKey
+	high  bool
+	epoch uint64
+	ctx   context.Context // the epoch's: the task's submit ctx
+	at    time.Time       // delivered
+	stage uint8           // fetch goroutine: how far take got
+
+	gone    bool // guarded by p.mu: nothing more is sent for it; its task does nothing
+	started bool // guarded by p.mu: its task began
+
+	attemptNo atomic.Int32 // for Attempt
+	actx      attemptCtx   // the handler's ctx: the task's, with Attempt's value
+
+	// The message task's own state (see process).
+	next    step
+	attempt int
+	err     error // the last attempt's
+	delay   time.Duration
+	dlTries int
+	dlErr   error
+	dlDone  bool
+}
+
+const pinHeader = "Nats-Pin-Id"
+
+// startEpochLocked starts an epoch owned under pin. Called with gate
+// write-locked and mu held (or before the consumer is shared).
+func (p *partition) startEpochLocked(pin string) {
+	p.epoch++
+	p.owned, p.pin = true, pin
+	p.ectx, p.ecancel = context.WithCancel(p.c.life)
+	p.catchUp, p.cuNeed = p.group != "", -1
+}
+
+// followPin settles the epoch a delivery under pin belongs to: a pin
+// other than this epoch's (or any, with no epoch) means the pin was lost
+// and gained again since, so the epoch ends and a new one starts.
+func (p *partition) followPin(pin string) {
+	p.gate.Lock()
+	p.mu.Lock()
+	if p.closed || (p.owned && (pin == "" || pin == p.pin)) {
+		p.mu.Unlock()
+		p.gate.Unlock()
+		return
+	}
+	dropped, cancel := p.endLocked()
+	p.startEpochLocked(pin)
+	p.mu.Unlock()
+	p.gate.Unlock()
+	p.afterEnd("pinned anew", dropped, cancel)
+}
+
+// lose ends the current epoch, if any: the pin is another client's now.
+func (p *partition) lose(why string) {
+	p.gate.Lock()
+	p.mu.Lock()
+	dropped, cancel := p.endLocked()
+	p.mu.Unlock()
+	p.gate.Unlock()
+	p.afterEnd(why, dropped, cancel)
+}
+
+// endLocked ends the current epoch, if any: its messages are dropped,
+// unacknowledged (the pin's new owner gets them again), and queued ones
+// never run. It returns how many were dropped (-1: no epoch) and the
+// cancel of the epoch's ctx, which afterEnd calls, so that running
+// handlers see their ctx canceled. Called with gate write-locked and mu
+// held.
+func (p *partition) endLocked() (int, context.CancelFunc) {
+	if !p.owned {
+		return -1, nil
+	}
+	p.epoch++
+	p.owned, p.pin = false, ""
+	n := len(p.held)
+	for _, h := range p.held {
+		h.gone = true
+	}
+	clear(p.held)
+	p.waiting, p.catchUp = nil, false
+	p.checkDrainedLocked()
+	return n, p.ecancel
+}
+
+// afterEnd finishes endLocked's work with no lock held; the log comes last,
+// for a log handler may call runtime.Goexit.
+func (p *partition) afterEnd(why string, dropped int, cancel context.CancelFunc) {
+	if cancel == nil {
+		return
+	}
+	cancel()
+	p.st.dropped.Add(uint64(dropped))
+	p.c.logAt(p.c.life, levelWarn, "seqsched/jetstream: partition lost; its messages are left to the pin's new owner",
+		"stream", p.stream, "consumer", p.name, "reason", why, "dropped", dropped)
+}
+
+// dispatch takes a delivered message: a duplicate is answered or ignored,
+// a new one held and, unless the epoch is catching up, submitted.
+func (p *partition) dispatch(h *held) {
+	var submit *held
+	p.gate.RLock()
+	p.mu.Lock()
+	switch {
+	case p.closed:
+		// Nothing may be sent any more: JetStream redelivers it.
+		p.st.dropped.Add(1)
+	case p.closing || !p.owned:
+		p.mu.Unlock()
+		giveBack(h.msg)
+		p.st.givenBack.Add(1)
+		p.gate.RUnlock()
+		return
+	case p.held[h.seq] != nil:
+		// Redelivered while held (an InProgress came late): the held copy
+		// goes on; this one needs no answer.
+		p.st.duplicates.Add(1)
+	default:
+		if termed, ok := p.resolved.get(h.seq); ok {
+			// Resolved here before, and the answer was lost: answer again.
+			p.mu.Unlock()
+			if termed {
+				_ = h.msg.Term()
+			} else {
+				_ = h.msg.Ack()
+			}
+			p.st.duplicates.Add(1)
+			p.gate.RUnlock()
+			return
+		}
+		h.epoch, h.ctx = p.epoch, p.ectx
+		p.held[h.seq] = h
+		p.armLocked()
+		if p.catchUp {
+			p.waiting = append(p.waiting, h)
+			if h.seq <= p.cuD {
+				p.cuMine++
+			}
+		} else {
+			submit = h
+		}
+	}
+	p.mu.Unlock()
+	p.gate.RUnlock()
+	if submit != nil {
+		p.submit(submit)
+	}
+}
+
+// submit queues h's task on its key's session.
+func (p *partition) submit(h *held) {
+	prio := normal
+	if h.high {
+		prio = high
+	}
+	if err := p.c.sched.Post(h.ctx, h.key, h.run, prio); err != nil {
+		// Only a scheduler that Close shut down refuses: give it back.
+		p.resolve(h, replyNak)
+	}
+}

@@ -1,0 +1,86 @@
+package jetstream_test
+
+import (
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+)
+
+// wrapConsumer is a JetStream consumer whose fetched messages pass through
+// wrap: how the tests watch, drop or fail a message's answers to the
+// server without touching the package's internals.
+type wrapConsumer struct {
+	natsjs.Consumer
+	wrap func(natsjs.Msg) natsjs.Msg
+}
+
+func (w wrapConsumer) Fetch(n int, opts ...natsjs.FetchOpt) (natsjs.MessageBatch, error) {
+	b, err := w.Consumer.Fetch(n, opts...)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan natsjs.Msg)
+	go func() { // ends when the fetch does: the consumer reads every message
+		defer close(out)
+		for m := range b.Messages() {
+			out <- w.wrap(m)
+		}
+	}()
+	return wrapBatch{b, out}, nil
+}
+
+type wrapBatch struct {
+	natsjs.MessageBatch
+	msgs chan natsjs.Msg
+}
+
+func (b wrapBatch) Messages() <-chan natsjs.Msg { return b.msgs }
+
+// hookMsg is a message whose answers call the hooks first; a hook that
+// returns false drops the answer (it never reaches the server).
+type hookMsg struct {
+	natsjs.Msg
+	onAck, onTerm, onNak, onProgress func() bool
+}
+
+func (m hookMsg) Ack() error {
+	if m.onAck != nil && !m.onAck() {
+		return nil
+	}
+	return m.Msg.Ack()
+}
+
+func (m hookMsg) Term() error {
+	if m.onTerm != nil && !m.onTerm() {
+		return nil
+	}
+	return m.Msg.Term()
+}
+
+func (m hookMsg) TermWithReason(r string) error {
+	if m.onTerm != nil && !m.onTerm() {
+		return nil
+	}
+	return m.Msg.TermWithReason(r)
+}
+
+func (m hookMsg) Nak() error {
+	if m.onNak != nil && !m.onNak() {
+		return nil
+	}
+	return m.Msg.Nak()
+}
+
+func (m hookMsg) NakWithDelay(d time.Duration) error {
+	if m.onNak != nil && !m.onNak() {
+		return nil
+	}
+	return m.Msg.NakWithDelay(d)
+}
+
+func (m hookMsg) InProgress() error {
+	if m.onProgress != nil && !m.onProgress() {
+		return nil
+	}
+	return m.Msg.InProgress()
+}
