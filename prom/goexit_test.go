@@ -1,0 +1,5 @@
+package prom_test
+
+import "runtime"
+
+func runtimeGoexit() { runtime.Goexit() }
