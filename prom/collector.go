@@ -39,14 +39,11 @@ func NewCollector(s StatsReader, opts ...Option) (*Collector, error) {
 	if s == nil {
 		return nil, ErrNilStats
 	}
-	o, err := newOptions(opts)
+	n, err := NewNamer(opts...)
 	if err != nil {
 		return nil, err
 	}
-	name := func(n string) string { return o.prefix + "seqsched_" + n }
-	desc := func(n, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name(n), help, labels, o.labels)
-	}
+	desc := n.Desc
 	return &Collector{
 		s: s,
 		tasks: desc("tasks_total",

@@ -28,8 +28,8 @@ func WithNamespace(ns string) Option { return namespaceOption(ns) }
 // WithConstLabels adds labels, with fixed values, to every metric: a way
 // to tell several schedulers of one process apart (scheduler="chat").
 // Names must be Prometheus label names ([a-zA-Z_][a-zA-Z0-9_]*, not
-// starting with "__"), other than priority, outcome and le, which the
-// metrics use; values must be valid UTF-8. A name given twice, in one
+// starting with "__"), other than those seqsched's collectors use
+// (priority, outcome, stream, consumer, topic, partition) and le; values must be valid UTF-8. A name given twice, in one
 // call or two, is an error. The map is copied.
 func WithConstLabels(labels prometheus.Labels) Option {
 	return constLabelsOption{maps.Clone(labels)}
@@ -66,8 +66,9 @@ type options struct {
 
 var nameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
-// reserved are the label names the metrics use themselves.
-var reserved = []string{"priority", "outcome", "le"}
+// reserved are the label names that the collectors of seqsched's Stats use
+// (the scheduler's, the broker modules'), and le.
+var reserved = []string{"priority", "outcome", "stream", "consumer", "topic", "partition", "le"}
 
 // newOptions applies opts and checks the result: every check is here, and
 // the error names every bad option.
