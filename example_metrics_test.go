@@ -31,32 +31,24 @@ func (r registry) scrape() {
 	}
 }
 
-// Exporting the scheduler's figures to a metrics system: register one
-// function per figure and lane that reads Stats when it is scraped. Stats
-// takes each shard's lock once, which is cheap at scrape intervals; the
-// library itself depends on no metrics package.
+// Exporting the scheduler's figures to a metrics system. Use the modules
+// that do it, rather than wiring it by hand:
 //
-// With Prometheus (github.com/prometheus/client_golang), each register call
-// below becomes
+//   - github.com/seqsched/seqsched/prom: prom.NewCollector(s) is a
+//     prometheus.Collector of every figure (seqsched_tasks_total,
+//     seqsched_task_wait_seconds, ...), histograms included;
+//     prom/promjetstream does the same for a jetstream Consumer.
+//   - github.com/seqsched/seqsched/otel: seqotel.New(s) registers them as
+//     asynchronous instruments on a metric.Meter, and its histograms as
+//     an sdkmetric.Producer.
 //
-//	prometheus.MustRegister(prometheus.NewGaugeFunc(
-//		prometheus.GaugeOpts{Name: "seqsched_queued_tasks", ConstLabels: prometheus.Labels{"priority": "high"}},
-//		func() float64 { return float64(s.Stats().High.Queued) }))
-//
-// (NewCounterFunc for the counters). With OpenTelemetry
-// (go.opentelemetry.io/otel/metric), make observable instruments and read
-// Stats once per collection in one callback:
-//
-//	queued, _ := meter.Int64ObservableGauge("seqsched.queued")
-//	meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-//		st := s.Stats()
-//		o.ObserveInt64(queued, int64(st.High.Queued), metric.WithAttributes(attribute.String("priority", "high")))
-//		o.ObserveInt64(queued, int64(st.Normal.Queued), metric.WithAttributes(attribute.String("priority", "normal")))
-//		return nil
-//	}, queued)
-//
-// The wait quantiles (Stats.High.Wait.P99, ...) are there only with
-// WithWaitHistogram.
+// Both read Stats when scraped, as this example does with a stand-in for
+// a metrics library (so that it needs no dependency): one function per
+// figure and lane, read at each scrape. Stats takes each shard's lock
+// once, which is cheap at scrape intervals, and never waits for a task.
+// The wait quantiles (Stats.High.Wait.P99, ...) and the histograms that
+// the modules export are there only with WithWaitHistogram (and
+// WithRunHistogram for run times).
 func ExampleScheduler_Stats_metrics() {
 	s, err := seqsched.New[string](seqsched.WithWaitHistogram())
 	if err != nil {
