@@ -97,6 +97,13 @@ func (s *Scheduler[K]) end(ctx context.Context, c caller[K], sh *shard[K], sess 
 	if len(reports) > 0 {
 		d.pending++ // the reporter settles it
 	}
+	// A discarded session waiting for a slot has nothing left to run: it
+	// retires now rather than when its turn in the ready queue comes.
+	var r retirement[K]
+	unqueued := discard && sess.scheduled && s.unqueue(sess)
+	if unqueued {
+		s.retire(sh, sess, &r)
+	}
 	self := c.runs(sess)
 	sh.mu.Unlock()
 	for i, t := range dropped {
@@ -107,6 +114,14 @@ func (s *Scheduler[K]) end(ctx context.Context, c caller[K], sh *shard[K], sess 
 	}
 	if forgotten {
 		s.recycle(sess)
+	}
+	if unqueued {
+		s.finish(&r)
+		if r.then != nil { // a successor with work: it waits its turn like any session
+			s.requeue(r.then)
+		} else {
+			s.release(1) // the token it waited with
+		}
 	}
 	if cur != nil {
 		cur.discard() // may run the submit ctx's code: last, with everything done

@@ -15,6 +15,10 @@ func (w *worker[K]) start() {
 		t.job.settle(ErrClosed, outcomeSkipped) // no task starts after Shutdown gave up
 		return
 	}
+	if a := t.aux.Load(); a != nil && a.discarded.Load() {
+		t.job.settle(ErrDiscarded, outcomeDiscarded) // taken off the queue just before Discard
+		return
+	}
 	t.job.settle(ErrGoexit, outcomeSkipped) // staged for a Goexit in Err
 	w.logs.set(logCtxGoexit)
 	err, perr := call(w, siteSubmitCtx, callErr, t.parent)

@@ -410,3 +410,22 @@ func TestFailuresReachTheDefaultLoggerAtTheirLevel(t *testing.T) {
 		"DEBUG seqsched: posted task failed",
 	}, rh.get())
 }
+
+// A discarded session waiting for a slot has nothing left to run: Discard
+// returns without waiting for a slot to come free.
+func TestDiscardOfASessionWaitingForASlotReturnsAtOnce(t *testing.T) {
+	s := newScheduler[string](t, seqsched.WithMaxConcurrency(1))
+	release, g := gate(t, s, "x") // holds the only slot
+	var ran recorder
+	queued := record(t, s, &ran, "b", "b waits for the slot")
+	within(t, 5*time.Second, "Discard of a waiting session", func() {
+		require.NoError(t, s.Discard(context.Background(), "b"))
+	})
+	_, err := queued.Await(context.Background())
+	require.ErrorIs(t, err, seqsched.ErrDiscarded)
+	release()
+	awaitAll(t, g)
+	require.Empty(t, ran.get())
+	awaitAll(t, record(t, s, &ran, "b", "fresh"))
+	require.Equal(t, []string{"fresh"}, ran.get())
+}

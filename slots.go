@@ -256,6 +256,50 @@ func (s *Scheduler[K]) regainLocked(ls *lentSlot) {
 	<-r.granted
 }
 
+// unqueue takes sess out of the ready queue, if it waits there, and
+// reports whether it did; the session keeps its live token, for the caller
+// to give back or pass on. Called with sess's shard lock held.
+func (s *Scheduler[K]) unqueue(sess *session[K]) bool {
+	if s.opts.maxConcurrency == 0 {
+		return false
+	}
+	s.slots.mu.Lock()
+	defer s.slots.mu.Unlock()
+	q := &s.slots.sessionFIFO
+	var prev *session[K]
+	for p := q.head; p != nil; prev, p = p, p.link {
+		if p != sess {
+			continue
+		}
+		if prev == nil {
+			q.head = p.link
+		} else {
+			prev.link = p.link
+		}
+		if q.tail == p {
+			q.tail = prev
+		}
+		p.link = nil
+		return true
+	}
+	return false
+}
+
+// requeue puts sess, a released successor that holds the live token of
+// the session it follows, at the back of the ready queue, or starts it at
+// once if a slot is free. Called with no lock held.
+func (s *Scheduler[K]) requeue(sess *session[K]) {
+	s.slots.mu.Lock()
+	if s.slots.running >= s.opts.maxConcurrency && !s.forced.Load() {
+		s.slots.push(sess)
+		s.slots.mu.Unlock()
+		return
+	}
+	s.slots.running++
+	s.slots.mu.Unlock()
+	s.startWorker(sess, nil)
+}
+
 // abortSlots, for a forced Shutdown, empties the ready queue (returning the
 // sessions that waited in it) and lets every resumer run.
 func (s *Scheduler[K]) abortSlots() (waiting []*session[K]) {
