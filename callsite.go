@@ -1,6 +1,7 @@
 package seqsched
 
 import (
+	"context"
 	"reflect"
 	"runtime"
 	"runtime/debug"
@@ -280,4 +281,101 @@ func entryOf(pc uintptr) uintptr {
 		return f.Entry()
 	}
 	return 0
+}
+
+// call runs f(a), user code at st, on w's goroutine (see callsite.go).
+func call[K comparable, A, R any](w *worker[K], st site, f func(A) R, a A) (R, *PanicError) {
+	w.site = st
+	r, perr := try(f, a)
+	w.site = siteNone
+	return r, perr
+}
+
+// callback is call for user code other than fn and the submit ctx's Err:
+// while it runs, Await looks for its caller's worker (see callsite.go).
+func callback[K comparable, A, R any](w *worker[K], st site, f func(A) R, a A) (R, *PanicError) {
+	w.s.callbacks.Add(1)
+	r, perr := call(w, st, f, a)
+	w.s.callbacks.Add(-1)
+	return r, perr
+}
+
+// isCallback reports whether code at st counts in Scheduler.callbacks.
+func (st site) isCallback() bool { return st >= siteWeight }
+
+// caller is who makes a call that may wait: the running task whose ctx, or
+// a ctx derived from it, was passed, and the worker whose goroutine the
+// call runs on, while it runs user code (see callsite.go).
+type caller[K comparable] struct {
+	t *task
+	w *worker[K]
+}
+
+// callerOf finds who calls with ctx (ctx.Value is the caller's code: a
+// panic there is returned), and the calling goroutine's worker.
+func (s *Scheduler[K]) callerOf(ctx context.Context) (c caller[K], err error) {
+	t, err := runningTask(ctx)
+	if err != nil {
+		return c, err
+	}
+	if t != nil && t.lanes.core == &s.core {
+		c.t = t
+	}
+	c.w = s.currentWorker()
+	return c, nil
+}
+
+// currentWorker returns the worker of s whose goroutine calls, if any.
+func (s *Scheduler[K]) currentWorker() *worker[K] {
+	if w, ok := currentIdent().(*worker[K]); ok && w.s == s && w.site != siteNone {
+		return w
+	}
+	return nil
+}
+
+// runs reports whether waiting for sess to be forgotten would wait for the
+// caller: sess, or a predecessor it is held back behind, is the session of
+// the caller's task or worker. Called with sess's shard lock held.
+func (c caller[K]) runs(sess *session[K]) bool {
+	for p := sess; p != nil; p = p.pred {
+		if (c.t != nil && c.t.lanes == &p.lanes) || (c.w != nil && c.w.sess == p) {
+			return true
+		}
+	}
+	return false
+}
+
+// slot is the lent-slot state of the caller's slot, if it holds one: a
+// task's (shared by the waits of every goroutine using its ctx), or the
+// worker's while it runs a callback.
+func (c caller[K]) slot() *lentSlot {
+	switch {
+	case c.t != nil && c.t.lanes.core.owner.limited():
+		return c.t.slotState()
+	case c.t != nil:
+		return nil
+	case c.w != nil && c.w.slot && c.w.site == siteFn:
+		return c.w.t.slotState()
+	case c.w != nil && c.w.slot:
+		return &c.w.lent
+	}
+	return nil
+}
+
+// fromCallback tells Await, called from no running task of its ctx,
+// whether its wait for a task queued on l could never end because the
+// caller is a callback a worker runs for that session, or else the
+// callback's slot to lend (see owner).
+func (s *Scheduler[K]) fromCallback(l *lanes) (deadlock bool, ls *lentSlot) {
+	if s.callbacks.Load() == 0 {
+		return false, nil
+	}
+	w := s.currentWorker()
+	if w == nil {
+		return false, nil
+	}
+	if w.sess != nil && heldBehind(l, &w.sess.lanes) {
+		return true, nil
+	}
+	return false, caller[K]{w: w}.slot()
 }

@@ -26,6 +26,7 @@ var (
 
 	checkLocks     atomic.Bool
 	lockViolations atomic.Int64
+	lockChecked    atomic.Int64 // calls of user code the check looked at
 	holders        struct {
 		mu   sync.Mutex
 		held map[uint64]int // locks held, by goroutine id
@@ -35,6 +36,7 @@ var (
 // lockedUserCode records a lock violation if the calling goroutine holds
 // a lock of the package.
 func lockedUserCode() {
+	lockChecked.Add(1)
 	holders.mu.Lock()
 	n := holders.held[goid()]
 	holders.mu.Unlock()

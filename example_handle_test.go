@@ -104,3 +104,66 @@ func ExampleSession_Queued() {
 	close(release)
 	// Output: 1 3
 }
+
+// Kicking a client: Discard drops what it has queued instead of sending it,
+// cancels the send in progress, and frees the key.
+func ExampleScheduler_Discard() {
+	s, err := seqsched.New[string]()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+
+	sending := make(chan struct{})
+	f, _ := s.Go(context.Background(), "conn-7", func(ctx context.Context) error {
+		close(sending)
+		<-ctx.Done() // a slow write, cut short by Discard
+		fmt.Println("send cut short:", context.Cause(ctx))
+		return ctx.Err()
+	})
+	<-sending
+	queued, _ := s.Go(context.Background(), "conn-7", func(context.Context) error {
+		fmt.Println("never sent")
+		return nil
+	})
+	if err := s.Discard(context.Background(), "conn-7"); err != nil {
+		panic(err)
+	}
+	_, err = queued.Await(context.Background())
+	fmt.Println("queued:", err)
+	_, err = f.Await(context.Background())
+	fmt.Println("in progress:", err)
+	// Output:
+	// send cut short: seqsched: discarded
+	// queued: seqsched: discarded
+	// in progress: context canceled
+}
+
+// Handles are counted: a client that reconnects while its old connection
+// is still closing opens a second handle, and closing the old one leaves
+// the new one working.
+func ExampleSession_Close() {
+	s, err := seqsched.New[string]()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+
+	old, _ := s.Open("user-42")
+	reconnected, _ := s.Open("user-42")
+	fmt.Println(old.Close(context.Background())) // not the last handle: returns at once
+	err = old.Post(context.Background(), func(context.Context) error { return nil })
+	fmt.Println(err)
+	f, err := reconnected.Go(context.Background(), func(context.Context) error { return nil })
+	if err != nil {
+		panic(err)
+	}
+	_, err = f.Await(context.Background())
+	fmt.Println(err)
+	fmt.Println(reconnected.Close(context.Background())) // the last: drains, then forgets
+	// Output:
+	// <nil>
+	// seqsched: session "user-42": closing
+	// <nil>
+	// <nil>
+}

@@ -16,14 +16,15 @@ func init() { checkTokens = true }
 func TokenViolations() int64 { return tokenViolations.Load() }
 
 // CheckLocks switches the lock check on (see checkLocks) and returns a
-// func that switches it off and reports the violations seen meanwhile.
-// Tests that use it must not run in parallel with others.
-func CheckLocks() (stop func() int64) {
-	before := lockViolations.Load()
+// func that switches it off and reports the violations seen meanwhile, and
+// how many calls of user code it looked at. Tests that use it must not run
+// in parallel with others.
+func CheckLocks() (stop func() (violations, checked int64)) {
+	before, checkedBefore := lockViolations.Load(), lockChecked.Load()
 	checkLocks.Store(true)
-	return func() int64 {
+	return func() (int64, int64) {
 		checkLocks.Store(false)
-		return lockViolations.Load() - before
+		return lockViolations.Load() - before, lockChecked.Load() - checkedBefore
 	}
 }
 

@@ -204,7 +204,7 @@ func (s *Scheduler[K]) activate(sh *shard[K], sess *session[K]) (start, starter 
 	if !s.claimSlot(sess) {
 		return false, false
 	}
-	sh.takeNext(sess, s.opts.highBurst)
+	sh.pickNext(sess, s.opts.highBurst)
 	if s.opts.maxConcurrency == 0 {
 		sh.workers++
 	}
@@ -221,9 +221,9 @@ func (sh *shard[K]) enqueue(sess *session[K], t *task) {
 	sh.queued[t.prio]++
 }
 
-// takeNext pops sess's next task, if any, counts it running and makes it
+// pickNext pops sess's next task, if any, counts it running and makes it
 // the session's task in hand. Called with sh.mu held.
-func (sh *shard[K]) takeNext(sess *session[K], burst int) *task {
+func (sh *shard[K]) pickNext(sess *session[K], burst int) *task {
 	t := sess.pop(burst)
 	if t != nil {
 		sh.queued[t.prio]--

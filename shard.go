@@ -32,7 +32,7 @@ type shard[K comparable] struct {
 	// one is taken even while every worker is busy in a task. workers
 	// counts the goroutines running this shard's sessions; starterOnWay is
 	// set while a starter is on its way.
-	pending      waiting[K]
+	pending      sessionFIFO[K]
 	workers      int
 	starterOnWay bool
 	_            [64]byte

@@ -9,10 +9,10 @@ import (
 // theirs back after an Await. Every freed slot goes first to a resumer, then
 // to the head of the ready queue; only then is it counted free.
 type slots[K comparable] struct {
-	mu         mutex
-	running    int        // slots held by goroutines that may run a task now
-	waiting[K]            // sessions waiting for a slot to start a turn
-	resumers   []*resumer // tasks back from an Await, waiting for a slot
+	mu             mutex
+	running        int        // slots held by goroutines that may run a task now
+	sessionFIFO[K]            // sessions waiting for a slot to start a turn
+	resumers       []*resumer // tasks back from an Await, waiting for a slot
 }
 
 // resumer is a caller of a wait waiting to take its slot back; granted is
@@ -22,13 +22,13 @@ type resumer struct {
 	granted chan struct{}
 }
 
-// waiting is a FIFO of sessions waiting for a goroutine, linked through
+// sessionFIFO is a FIFO of sessions waiting for a goroutine, linked through
 // session.link: the ready queue (slots) and a shard's start queue.
 // A session is in at most one, and only one of the two is in use (with or
 // without WithMaxConcurrency).
-type waiting[K comparable] struct{ head, tail *session[K] }
+type sessionFIFO[K comparable] struct{ head, tail *session[K] }
 
-func (q *waiting[K]) push(sess *session[K]) {
+func (q *sessionFIFO[K]) push(sess *session[K]) {
 	sess.link = nil
 	if q.tail == nil {
 		q.head = sess
@@ -38,7 +38,7 @@ func (q *waiting[K]) push(sess *session[K]) {
 	q.tail = sess
 }
 
-func (q *waiting[K]) pop() *session[K] {
+func (q *sessionFIFO[K]) pop() *session[K] {
 	sess := q.head
 	if sess == nil {
 		return nil
@@ -155,11 +155,11 @@ func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K]) {
 	return next
 }
 
-// nextReady hands the calling worker's slot on once its session went idle:
+// passSlot hands the calling worker's slot on once its session went idle:
 // to a resumer (the worker then exits), or to the next waiting session,
 // which it returns to run on this worker. Without either the slot is freed
-// and nextReady returns nil.
-func (s *Scheduler[K]) nextReady() *session[K] {
+// and passSlot returns nil.
+func (s *Scheduler[K]) passSlot() *session[K] {
 	if s.opts.maxConcurrency == 0 {
 		return nil
 	}
@@ -219,7 +219,7 @@ func (s *Scheduler[K]) reclaim(ls *lentSlot) {
 		s.slots.mu.Unlock()
 		return
 	}
-	s.takeBackLocked(ls)
+	s.regainLocked(ls)
 }
 
 // settle runs on the worker after fn of a task returned, when the task
@@ -236,13 +236,13 @@ func (s *Scheduler[K]) settle(ls *lentSlot) {
 	if ls.back != nil {
 		s.slots.cancelBack(ls)
 	}
-	s.takeBackLocked(ls)
+	s.regainLocked(ls)
 }
 
-// takeBackLocked gives the caller a slot, at once if one is free (or the
+// regainLocked gives the caller a slot, at once if one is free (or the
 // scheduler was forced shut), else by queueing it as a resumer and
 // waiting. It is called with mu held and returns with it released.
-func (s *Scheduler[K]) takeBackLocked(ls *lentSlot) {
+func (s *Scheduler[K]) regainLocked(ls *lentSlot) {
 	if (s.slots.running < s.opts.maxConcurrency && len(s.slots.resumers) == 0) || s.forced.Load() {
 		s.slots.running++
 		ls.lent = false
@@ -254,6 +254,50 @@ func (s *Scheduler[K]) takeBackLocked(ls *lentSlot) {
 	s.slots.resumers = append(s.slots.resumers, r)
 	s.slots.mu.Unlock()
 	<-r.granted
+}
+
+// unqueue takes sess out of the ready queue, if it waits there, and
+// reports whether it did; the session keeps its live token, for the caller
+// to give back or pass on. Called with sess's shard lock held.
+func (s *Scheduler[K]) unqueue(sess *session[K]) bool {
+	if s.opts.maxConcurrency == 0 {
+		return false
+	}
+	s.slots.mu.Lock()
+	defer s.slots.mu.Unlock()
+	q := &s.slots.sessionFIFO
+	var prev *session[K]
+	for p := q.head; p != nil; prev, p = p, p.link {
+		if p != sess {
+			continue
+		}
+		if prev == nil {
+			q.head = p.link
+		} else {
+			prev.link = p.link
+		}
+		if q.tail == p {
+			q.tail = prev
+		}
+		p.link = nil
+		return true
+	}
+	return false
+}
+
+// requeue puts sess, a released successor that holds the live token of
+// the session it follows, at the back of the ready queue, or starts it at
+// once if a slot is free. Called with no lock held.
+func (s *Scheduler[K]) requeue(sess *session[K]) {
+	s.slots.mu.Lock()
+	if s.slots.running >= s.opts.maxConcurrency && !s.forced.Load() {
+		s.slots.push(sess)
+		s.slots.mu.Unlock()
+		return
+	}
+	s.slots.running++
+	s.slots.mu.Unlock()
+	s.startWorker(sess, nil)
 }
 
 // abortSlots, for a forced Shutdown, empties the ready queue (returning the
@@ -281,3 +325,20 @@ type lentSlot struct {
 	finished bool     // the task's fn returned: waits neither lend nor take back
 	back     *resumer // the queued take-back of the slot, if one waits
 }
+
+// slotState returns t's lent-slot state, making it if need be.
+func (t *task) slotState() *lentSlot {
+	a := t.extra()
+	if ls := a.lent.Load(); ls != nil {
+		return ls
+	}
+	ls := new(lentSlot)
+	if !a.lent.CompareAndSwap(nil, ls) {
+		ls = a.lent.Load()
+	}
+	return ls
+}
+
+// limited reports whether s has a concurrency limit: only then is there a
+// slot to lend.
+func (s *Scheduler[K]) limited() bool { return s.opts.maxConcurrency > 0 }

@@ -83,7 +83,7 @@ func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], h *Sessio
 	f := &Future[T]{fn: fn, fn0: fn0}
 	f.t.parent, f.t.prio, f.t.job = submitCtx(ctx), prio, f
 	f.wg.Add(1)
-	if err := s.queue(h, key, &f.t); err != nil {
+	if err := s.accept(h, key, &f.t); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -101,7 +101,7 @@ func post[K comparable](ctx context.Context, s *Scheduler[K], h *Session[K], key
 	}
 	p := &posted[K]{fn: fn, key: key}
 	p.t.parent, p.t.prio, p.t.job = submitCtx(ctx), prio, p
-	return s.queue(h, key, &p.t)
+	return s.accept(h, key, &p.t)
 }
 
 // posted is a task with no future (Post): its failure goes to the error
@@ -155,10 +155,10 @@ func submitCtx(ctx context.Context) context.Context {
 	return ctx
 }
 
-// queue queues t on h's session, or on key's when h is nil: it makes the
+// accept queues t on h's session, or on key's when h is nil: it makes the
 // session if key has none, and schedules the session if it has no
 // goroutine.
-func (s *Scheduler[K]) queue(h *Session[K], key K, t *task) error {
+func (s *Scheduler[K]) accept(h *Session[K], key K, t *task) error {
 	if s.hist != nil {
 		t.at = time.Since(s.epoch).Nanoseconds()
 	}

@@ -1,10 +1,7 @@
 package seqsched
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -32,23 +29,23 @@ type worker[K comparable] struct {
 	next step
 	site site // the user code running now, or siteNone
 
-	sh      *shard[K]   // a starter's shard
-	sess    *session[K] // the session whose turn it runs
-	slot    bool        // it holds a slot (WithMaxConcurrency)
-	tn      turn
-	t       *task // the task in hand
-	done    *task // the task finished by advance, to resolve
-	waiter  *waiter
-	publish bool // done was published under the lock (its session retired)
-	then    step // where resolve goes on
-	ret     retirement[K]
-	began   time.Time // when w.t's fn began; only with WithSlowTask or a histogram
-	logs    logs[K]   // records still to write, and what they say
-	lent    lentSlot
-	dropped []*task // a reporter's tasks; i is the next to report
-	i       int
-	drains  []*drain // drains that wait for a reporter, with their shards
-	dshards []*shard[K]
+	sh       *shard[K]   // a starter's shard
+	sess     *session[K] // the session whose turn it runs
+	slot     bool        // it holds a slot (WithMaxConcurrency)
+	tn       turn
+	t        *task // the task in hand
+	finished *task // the task advance finished, to resolve
+	waiter   *waiter
+	publish  bool // finished was published under the lock (its session retired)
+	then     step // where resolve goes on
+	ret      retirement[K]
+	began    time.Time // when w.t's fn began; only with WithSlowTask or a histogram
+	logs     logs[K]   // records still to write, and what they say
+	lent     lentSlot
+	dropped  []*task // a reporter's tasks; i is the next to report
+	i        int
+	drains   []*drain // drains that wait for a reporter, with their shards
+	dshards  []*shard[K]
 }
 
 type step uint8
@@ -186,7 +183,7 @@ func (w *worker[K]) starter() {
 		return
 	}
 	sh.workers++
-	sh.takeNext(sess, s.opts.highBurst) // nil only if a forced Shutdown emptied it
+	sh.pickNext(sess, s.opts.highBurst) // nil only if a forced Shutdown emptied it
 	more := sh.pending.head != nil
 	sh.starterOnWay = more
 	if more {
@@ -261,120 +258,6 @@ func (w *worker[K]) turnOver() bool {
 	return d > 0 && w.tn.n > 0 && time.Since(w.tn.start) >= d
 }
 
-// start decides whether w.t runs: not once Shutdown gave up, nor when its
-// submit ctx ended (that ctx's Err is user code).
-func (w *worker[K]) start() {
-	t := w.t
-	w.next, w.logs.after, w.logs.key = stepReport, stepAdvance, w.sess.key
-	if w.s.forced.Load() {
-		t.job.settle(ErrClosed, outcomeSkipped) // no task starts after Shutdown gave up
-		return
-	}
-	t.job.settle(ErrGoexit, outcomeSkipped) // staged for a Goexit in Err
-	w.logs.set(logCtxGoexit)
-	err, perr := call(w, siteSubmitCtx, callErr, t.parent)
-	w.logs.clear(logCtxGoexit)
-	switch {
-	case perr != nil:
-		t.job.settle(perr, outcomeSkipped)
-		w.logs.perr = perr
-		w.logs.set(logCtxPanic)
-	case err != nil:
-		t.job.settle(err, outcomeSkipped)
-	default:
-		w.next = stepRun
-	}
-}
-
-// runTask runs w.t's fn (user code).
-func (w *worker[K]) runTask() {
-	s, t := w.s, w.t
-	if s.opts.slowTask > 0 || s.hist != nil || s.runHist != nil {
-		w.began = time.Now()
-		if s.hist != nil {
-			wait := time.Duration(w.began.Sub(s.epoch).Nanoseconds() - t.at)
-			s.hist[t.prio].record(wait)
-			s.waitHist[t.prio].Observe(wait)
-		}
-	}
-	w.tn.n++ // counted before fn runs: a Goexit still uses up the turn
-	w.next = stepAfter
-	t.job.settle(ErrGoexit, outcomePanicked) // staged for a Goexit in fn
-	w.logs.set(logGoexit)
-	_, perr := call(w, siteFn, execJob, t)
-	w.logs.clear(logGoexit)
-	if perr != nil {
-		t.job.settle(perr, outcomePanicked)
-		w.logs.perr = perr
-		w.logs.set(logPanic)
-	}
-}
-
-func execJob(t *task) struct{} { t.job.exec(t); return struct{}{} }
-
-// after is the bookkeeping once fn returned or called Goexit: the task's
-// slot, taken back if an Await still has it lent, and its run time.
-func (w *worker[K]) after() {
-	s, t := w.s, w.t
-	w.next = stepReport
-	if ls := t.lentSlot(); ls != nil {
-		s.settle(ls)
-	}
-	if w.began.IsZero() {
-		return
-	}
-	d := time.Since(w.began)
-	w.began = time.Time{}
-	if s.runHist != nil {
-		s.runHist[t.prio].Observe(d)
-	}
-	if s.opts.slowTask > 0 && d > s.opts.slowTask {
-		s.slowTasks.Add(1)
-		w.logs.dur, w.logs.prio = d, t.prio
-		w.logs.set(logSlow)
-	}
-}
-
-// report hands w.t's failure, if it is a posted task's, to the error
-// handler (user code); without one, to the log.
-func (w *worker[K]) report() {
-	w.next = stepLog
-	w.reportTask(w.t)
-}
-
-// reportTask reports t's failure, if it is a posted task with one. A
-// handler's Goexit is staged as a log, and the caller's next step stands.
-func (w *worker[K]) reportTask(t *task) {
-	p, ok := t.job.(*posted[K])
-	if !ok || p.err == nil {
-		return
-	}
-	s := w.s
-	w.logs.key = p.key
-	if s.errHandler == nil {
-		if t.outcome != outcomePanicked { // a panic or Goexit is logged with its own record
-			w.logs.failed = p.err
-			w.logs.set(logPostFailed)
-		}
-		return
-	}
-	w.logs.set(logHandlerGoexit) // staged
-	_, perr := callback(w, siteHandler, callHandler[K], handlerCall[K]{fn: s.errHandler, key: p.key, err: p.err})
-	w.logs.clear(logHandlerGoexit)
-	if perr != nil {
-		w.logs.handlerPanic = perr
-		w.logs.set(logHandlerPanic)
-	}
-}
-
-type handlerCall[K comparable] struct {
-	fn  func(K, error)
-	key K
-	err error
-}
-
-func callHandler[K comparable](c handlerCall[K]) struct{} { c.fn(c.key, c.err); return struct{}{} }
-
 // advance finishes w.t, if any, and takes the session's next task, in one
 // lock section. When the turn is over and work remains it goes on to
 // yield; when the session's queues are empty it retires it, and then goes
@@ -393,12 +276,12 @@ func (w *worker[K]) advance() {
 		sh.running--
 		sh.count(done)
 	}
-	w.done, w.t = done, nil
+	w.finished, w.t = done, nil
 	switch {
 	case turnOver && sess.len() > 0:
 		sess.cur = nil
 		w.then = stepYield
-	case sh.takeNext(sess, s.opts.highBurst) != nil:
+	case sh.pickNext(sess, s.opts.highBurst) != nil:
 		w.t, w.then = sess.cur, stepStart
 	default:
 		if done != nil {
@@ -412,7 +295,7 @@ func (w *worker[K]) advance() {
 			if w.ret.then = sh.pending.pop(); w.ret.then == nil {
 				sh.workers-- // the goroutine is about to move on or exit
 			} else {
-				w.t = sh.takeNext(w.ret.then, s.opts.highBurst) // nil only if a forced Shutdown emptied it
+				w.t = sh.pickNext(w.ret.then, s.opts.highBurst) // nil only if a forced Shutdown emptied it
 			}
 		}
 		w.then = stepIdle
@@ -425,7 +308,7 @@ func (w *worker[K]) advance() {
 // the sessions its session's retirement left, then ends the task's ctx,
 // which may run the submit ctx's code.
 func (w *worker[K]) resolve() {
-	done := w.done
+	done := w.finished
 	w.next = w.then
 	if done == nil {
 		w.s.finish(&w.ret)
@@ -436,7 +319,7 @@ func (w *worker[K]) resolve() {
 	} else {
 		resolve(done.job)
 	}
-	w.done, w.waiter, w.publish = nil, nil, false
+	w.finished, w.waiter, w.publish = nil, nil, false
 	w.s.finish(&w.ret) // after the last future of the session resolved
 	if done.hasCtxState() {
 		callback(w, siteCtxStop, endCtx, done)
@@ -473,171 +356,10 @@ func (w *worker[K]) idle() {
 		w.next = stepTurn // w.t, if set, is its first task
 		return
 	}
-	if sess := w.s.nextReady(); sess != nil {
+	if sess := w.s.passSlot(); sess != nil {
 		w.sess, w.next = sess, stepTurn
 		return
 	}
 	w.slot = false
 	w.next = stepExit
 }
-
-// startReporter starts a reporter for dropped, tasks a forced Shutdown or
-// Discard resolved without running; their failures are reported on it, and
-// each drain in drains (with its shard) waits for it. Its live token is
-// taken here.
-func (s *Scheduler[K]) startReporter(dropped []*task, drains []*drain, dshards []*shard[K]) {
-	s.takeToken()
-	w := s.worker(stepReporter)
-	w.dropped = append(w.dropped, dropped...)
-	w.drains = append(w.drains, drains...)
-	w.dshards = append(w.dshards, dshards...)
-	go w.run()
-}
-
-// reportDropped reports the failure of the next of w.dropped, then, once
-// all are reported, settles the drains that waited for the reporter.
-func (w *worker[K]) reportDropped() {
-	if w.i < len(w.dropped) {
-		t := w.dropped[w.i]
-		w.i++
-		w.next, w.logs.after = stepLog, stepReporter // a Goexit goes on with the next
-		w.reportTask(t)
-		return
-	}
-	for i, d := range w.drains {
-		sh := w.dshards[i]
-		sh.mu.Lock()
-		ended := d.settle()
-		sh.mu.Unlock()
-		ended.end()
-	}
-	w.next = stepExit
-}
-
-// The records a worker writes, staged as bits in logs.pending and written
-// by writeLogs one at a time (each bit cleared before its record is
-// written, so that a Goexit in the logger drops that record only).
-type logKind uint16
-
-const (
-	logPanic         logKind = 1 << iota // fn panicked
-	logGoexit                            // fn called runtime.Goexit
-	logCtxPanic                          // the submit ctx's Err panicked
-	logCtxGoexit                         // the submit ctx's Err called runtime.Goexit
-	logPostFailed                        // a posted task failed and there is no error handler
-	logHandlerPanic                      // the error handler panicked
-	logHandlerGoexit                     // the error handler called runtime.Goexit
-	logSlow                              // the task ran longer than WithSlowTask
-	logWeight                            // WithWeight's function failed (once per scheduler)
-)
-
-type logs[K comparable] struct {
-	pending      logKind
-	key          K    // the session the records are about
-	after        step // where writeLogs goes on
-	perr         *PanicError
-	handlerPanic *PanicError
-	failed       error
-	prio         Priority // of the slow task
-	dur          time.Duration
-	weightWhy    string
-}
-
-func (l *logs[K]) set(k logKind)   { l.pending |= k }
-func (l *logs[K]) clear(k logKind) { l.pending &^= k }
-
-// writeLogs writes the staged records, then goes on to logs.after.
-func (w *worker[K]) writeLogs() {
-	for w.logs.pending != 0 {
-		k := w.logs.pending & -w.logs.pending // the lowest bit
-		w.logs.pending &^= k
-		w.writeLog(k)
-	}
-	w.next, w.logs = w.logs.after, logs[K]{}
-}
-
-func (w *worker[K]) writeLog(k logKind) {
-	s, key := w.s, w.logs.key
-	switch k {
-	case logPanic:
-		w.log(slog.LevelError, "seqsched: task panicked", key, slog.Any("panic", w.logs.perr.Value),
-			slog.String("stack", string(w.logs.perr.Stack)))
-	case logGoexit:
-		w.log(slog.LevelError, "seqsched: task called runtime.Goexit", key)
-	case logCtxPanic:
-		w.log(slog.LevelError, "seqsched: a submit ctx's Err panicked; the task did not run", key,
-			slog.Any("panic", w.logs.perr.Value), slog.String("stack", string(w.logs.perr.Stack)))
-	case logCtxGoexit:
-		w.log(slog.LevelError, "seqsched: a submit ctx's Err called runtime.Goexit; the task did not run", key)
-	case logPostFailed:
-		level := postLevel(w.logs.failed)
-		w.log(level, "seqsched: posted task failed", key, slog.Any("error", w.logs.failed))
-	case logHandlerPanic:
-		w.log(slog.LevelError, "seqsched: WithErrorHandler panicked", key,
-			slog.Any("panic", w.logs.handlerPanic.Value), slog.String("stack", string(w.logs.handlerPanic.Stack)))
-	case logHandlerGoexit:
-		w.log(slog.LevelError, "seqsched: WithErrorHandler called runtime.Goexit", key)
-	case logSlow:
-		w.log(slog.LevelWarn, "seqsched: slow task", key, slog.String("priority", w.logs.prio.String()),
-			slog.Duration("duration", w.logs.dur))
-	case logWeight:
-		if s.weightLogged.CompareAndSwap(false, true) {
-			w.log(slog.LevelError, "seqsched: WithWeight: "+w.logs.weightWhy+"; using weight 1 (logged once)", key)
-		}
-	}
-}
-
-// postLevel is the level of the record about a posted task's failure when
-// there is no error handler: a task that did not run because the ctx its
-// submitter passed ended, or because it was discarded, is what a server
-// expects when a client goes away (Debug); one a forced Shutdown dropped
-// is Warn; anything else, fn's own error, is Error.
-func postLevel(err error) slog.Level {
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrDiscarded):
-		return slog.LevelDebug
-	case errors.Is(err, ErrClosed):
-		return slog.LevelWarn
-	}
-	return slog.LevelError
-}
-
-// log writes one record about session key through the logger (user code).
-func (w *worker[K]) log(level slog.Level, msg string, key K, attrs ...slog.Attr) {
-	callback(w, siteLogger, callLog, logCall{l: w.s.opts.logger, level: level, msg: msg, attrs: append(attrs, slog.Any("session", key))})
-}
-
-type logCall struct {
-	l     *slog.Logger
-	level slog.Level
-	msg   string
-	attrs []slog.Attr
-}
-
-func callLog(c logCall) struct{} {
-	ctx := context.Background()
-	if c.l.Enabled(ctx, c.level) {
-		c.l.LogAttrs(ctx, c.level, c.msg, c.attrs...)
-	}
-	return struct{}{}
-}
-
-// call runs f(a), user code at st, on w's goroutine (see callsite.go).
-func call[K comparable, A, R any](w *worker[K], st site, f func(A) R, a A) (R, *PanicError) {
-	w.site = st
-	r, perr := try(f, a)
-	w.site = siteNone
-	return r, perr
-}
-
-// callback is call for user code other than fn and the submit ctx's Err:
-// while it runs, Await looks for its caller's worker (see callsite.go).
-func callback[K comparable, A, R any](w *worker[K], st site, f func(A) R, a A) (R, *PanicError) {
-	w.s.callbacks.Add(1)
-	r, perr := call(w, st, f, a)
-	w.s.callbacks.Add(-1)
-	return r, perr
-}
-
-// isCallback reports whether code at st counts in Scheduler.callbacks.
-func (st site) isCallback() bool { return st >= siteWeight }

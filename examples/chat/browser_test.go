@@ -1,18 +1,22 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seqsched/seqsched/examples/chat/internal/hub"
 )
 
 var hhmm = regexp.MustCompile(`^\d\d:\d\d$`)
@@ -22,12 +26,29 @@ var hhmm = regexp.MustCompile(`^\d\d:\d\d$`)
 // phone-sized one: they see each other join and leave with the member
 // count, their own messages set apart, every message with its time; a burst
 // that the rate limit refuses in part shows every refused message to its
-// sender as not delivered, text kept, with Retry; on shutdown both are
-// told at once and their controls are disabled, and Reconnect brings them
-// back. CHAT_SCREENSHOTS=dir saves what the tabs looked like.
+// sender as not delivered, text kept, with Retry; a kicked tab gets its
+// kick message and nothing queued after it, and can reconnect; on shutdown
+// both are told at once and their controls are disabled, and Reconnect
+// brings them back. CHAT_SCREENSHOTS=dir saves what the tabs looked like.
 func TestTwoBrowserTabsChat(t *testing.T) {
 	path := browser(t)
-	srv := startServer(t, "0")
+	// The desk tab (client 1) can be held in the middle of one message,
+	// "held back", so that more queue up behind it.
+	const desk1 = hub.ClientID(1)
+	held, open := make(chan struct{}), make(chan struct{})
+	var holdOnce, releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(open) }) }
+	srv := startServer(t, "0", func(cfg *hub.Config) {
+		cfg.BeforeWrite = func(id hub.ClientID, data []byte) {
+			if id == desk1 && bytes.Contains(data, []byte(`"text":"held back"`)) {
+				holdOnce.Do(func() {
+					close(held)
+					<-open
+				})
+			}
+		}
+	})
+	t.Cleanup(release) // before the server stops, should the test fail while it holds
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*bound)
 	defer cancel()
@@ -170,6 +191,48 @@ func TestTwoBrowserTabsChat(t *testing.T) {
 	desk.screenshot("desktop")
 	phone.screenshot("phone")
 
+	// Kick: while the desk tab is held in the middle of a message, more
+	// chat and a (High) notice queue up behind it; then it is kicked. It
+	// gets the message being written, the notice, its kick message, and
+	// nothing after it: the chat queued for it is discarded. The phone
+	// gets everything, and sees it leave.
+	deskSeen, phoneChats := len(desk.log()), len(phone.items())
+	srv.room.Broadcast("server", "held back")
+	select {
+	case <-held:
+	case <-time.After(bound):
+		t.Fatal("the desk tab's message was never written")
+	}
+	for i := range 3 {
+		srv.room.Broadcast("server", fmt.Sprintf("queued %d", i))
+	}
+	srv.room.Notice("a notice before the kick")
+	require.NoError(t, srv.room.Kick(desk1, "spamming"))
+	srv.room.Notice("a notice after the kick") // to the phone only: the desk has left the room
+	release()
+	desk.until(`document.getElementById("status").dataset.state === "closed"`)
+	assert.Equal(t, []string{"chat: held back", "notice: a notice before the kick", "kick: You were removed: spamming"},
+		desk.log()[deskSeen:], "what the kicked tab got")
+	assert.Equal(t, "Disconnected: kicked: spamming.", desk.text("closed-reason"))
+	enabled, reconnect = desk.controls()
+	assert.False(t, enabled, "controls disabled once kicked")
+	assert.True(t, reconnect, "Reconnect offered")
+	phone.until(`document.getElementById("members").textContent === "1 online"`)
+	phone.until(`[...document.querySelectorAll("#log li.event")].some(li => li.lastChild.textContent === "a notice after the kick")`)
+	phone.until(`document.querySelectorAll("#log li.chat").length === ` + strconv.Itoa(phoneChats+4))
+	var phoneGot []string
+	for _, it := range phone.items()[phoneChats:] {
+		phoneGot = append(phoneGot, it.Text)
+	}
+	assert.Equal(t, []string{"held back", "queued 0", "queued 1", "queued 2"}, phoneGot)
+	assert.Subset(t, phone.events(), []string{"a notice before the kick", "guest-1 left", "a notice after the kick"})
+	desk.screenshot("desktop-kicked")
+	// A kicked client may come back, as a new one.
+	desk.do(chromedp.Click(chromedp.ID("reconnect")))
+	desk.until(`document.getElementById("status").dataset.state === "open"`)
+	assert.Equal(t, "connected as guest-3", desk.text("status"))
+	phone.until(`document.getElementById("members").textContent === "2 online"`)
+
 	// Shutdown: both are told why, at once, and can only reconnect.
 	stopping := time.Now()
 	stopped := make(chan time.Duration, 1)
@@ -198,7 +261,7 @@ func TestTwoBrowserTabsChat(t *testing.T) {
 
 	// Reconnect, to the server started again on the same address.
 	port := srv.url[strings.LastIndexByte(strings.TrimSuffix(srv.url, "/"), ':')+1 : len(srv.url)-1]
-	again := startServer(t, port)
+	again := startServer(t, port, nil)
 	require.Equal(t, srv.url, again.url)
 	desk.do(chromedp.Click(chromedp.ID("reconnect")))
 	desk.until(`document.getElementById("status").dataset.state === "open"`)

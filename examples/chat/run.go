@@ -53,8 +53,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // hooks let tests watch and pace serve.
 type hooks struct {
-	ready     chan<- string // if not nil, receives the URL once the server listens
-	httpGrace time.Duration // see httpGrace
+	ready     chan<- string     // if not nil, receives the URL once the server listens
+	httpGrace time.Duration     // see httpGrace
+	config    func(*hub.Config) // if not nil, may change the room's configuration
+	room      func(*hub.Server) // if not nil, is given the room before the server listens
 }
 
 // serve is run with hooks.
@@ -83,12 +85,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks
 	if *verbose {
 		level = slog.LevelInfo
 	}
-	room, err := hub.New(hub.Config{
+	cfg := hub.Config{
 		MaxQueue: *maxQueue,
 		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
-	})
+	}
+	if h.config != nil {
+		h.config(&cfg)
+	}
+	room, err := hub.New(cfg)
 	if err != nil {
 		return err
+	}
+	if h.room != nil {
+		h.room(room)
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
 	if err != nil {

@@ -31,24 +31,28 @@ const bound = 60 * time.Second
 // its URL.
 func server(t *testing.T) string {
 	t.Helper()
-	return startServer(t, "0").url
+	return startServer(t, "0", nil).url
 }
 
 // testServer is the program running in the test.
 type testServer struct {
 	url  string
+	room *hub.Server
 	stop func() // cancels the run and checks its outcome; runs once, at the latest when the test ends
 }
 
-// startServer runs the program on 127.0.0.1:port ("0": any free port).
-func startServer(t *testing.T, port string) *testServer {
+// startServer runs the program on 127.0.0.1:port ("0": any free port),
+// with the room's configuration changed by config if it is not nil.
+func startServer(t *testing.T, port string, config func(*hub.Config)) *testServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	served := make(chan error, 1)
 	var out bytes.Buffer
+	var room *hub.Server
+	h := hooks{ready: ready, httpGrace: httpGrace, config: config, room: func(r *hub.Server) { room = r }}
 	go func() {
-		served <- serve(ctx, []string{"-port", port}, &out, io.Discard, hooks{ready: ready, httpGrace: httpGrace})
+		served <- serve(ctx, []string{"-port", port}, &out, io.Discard, h)
 	}() // waited for in stop
 	var url string
 	select {
@@ -67,7 +71,7 @@ func startServer(t *testing.T, port string) *testServer {
 	}
 	t.Cleanup(stop)
 	require.True(t, strings.HasPrefix(url, "http://127.0.0.1:"), url)
-	return &testServer{url: url, stop: stop}
+	return &testServer{url: url, room: room, stop: stop}
 }
 
 func TestServeChatsAndShutsDownCleanly(t *testing.T) {

@@ -80,6 +80,16 @@ func (u ui) events() []string {
 	return eval[[]string](u, `[...document.querySelectorAll("#log li.event")].map(li => li.lastChild.textContent)`)
 }
 
+// log returns the log's lines, top to bottom, without their time: "chat:
+// " and a message's text, or an event's kind (welcome, join, leave, notice,
+// warn, kick), ": " and its text.
+func (u ui) log() []string {
+	u.t.Helper()
+	return eval[[]string](u, `[...document.querySelectorAll("#log li")].map(li => li.classList.contains("chat") ?
+		"chat: " + li.querySelector(".body").textContent :
+		li.classList[1] + ": " + li.lastChild.textContent)`)
+}
+
 // say types text and presses Enter.
 func (u ui) say(text string) {
 	u.t.Helper()

@@ -16,67 +16,87 @@ import (
 )
 
 // client is one connection. Everything written to conn is a task on the
-// client's session, so writes never overlap and keep their order.
+// client's session, posted through its handle h, so writes never overlap
+// and keep their order.
 type client struct {
 	id      ClientID
 	name    string
 	conn    *websocket.Conn
 	s       *Server
+	h       *seqsched.Session[ClientID]
 	limiter *rate.Limiter
 
-	once    sync.Once
-	evicted chan struct{} // closed by evict
-	code    websocket.StatusCode
-	reason  string
-	drain   bool // flush the queue before closing
+	// ctx is the connection's: every message for the client is posted with
+	// it, and cancel ends it once the client is gone, so that what is still
+	// queued for it is dropped unsent (and logged at Debug, not as a
+	// failure). It lives as long as the connection, as a request's ctx
+	// lives as long as the request.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	once   sync.Once
+	ended  chan struct{} // closed by end: the handler closes the connection
+	code   websocket.StatusCode
+	reason string
+	drain  bool // deliver what is queued before closing (shutdown)
 }
 
-// send queues data for the client. It never blocks.
+// send queues data for the client. It never blocks. It fails with
+// seqsched.ErrQueueFull for a client too slow to keep up, and with an error
+// wrapping seqsched.ErrSessionClosing for one on its way out.
 func (c *client) send(data []byte, prio seqsched.Priority) error {
-	_, err := c.s.sched.Go(context.Background(), c.id, func(ctx context.Context) error {
+	return c.h.Post(c.ctx, func(ctx context.Context) error {
 		return c.write(ctx, data)
 	}, prio)
-	return err
 }
 
-// errEvicted fails the writes queued for a client that was evicted without
-// a drain: it gets nothing more after its kick message.
-var errEvicted = errors.New("hub: client evicted")
-
-// write sends one message, bounded by the write timeout.
+// write sends one message, bounded by the write timeout. ctx is the task's:
+// it ends when the client is gone or its session discarded, and the write
+// with it.
 func (c *client) write(ctx context.Context, data []byte) error {
-	select {
-	case <-c.evicted:
-		if !c.drain {
-			return errEvicted
-		}
-	default:
+	if c.s.cfg.BeforeWrite != nil {
+		c.s.cfg.BeforeWrite(c.id, data)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.s.cfg.WriteTimeout)
 	defer cancel()
 	return c.conn.Write(ctx, websocket.MessageText, data)
 }
 
-// evict takes the client out of the room at once (no more broadcasts),
-// tells the others it left (unless the room is shutting down), and tells
-// its handler to close the connection with code and reason, after flushing
-// its queue if drain is set. Only the first call counts.
-func (c *client) evict(code websocket.StatusCode, reason string, drain bool) {
+// drop disconnects a client that has left the room (Kick, or too slow)
+// without sending it what is queued. A High task does it, so that it comes
+// right after the message being written, if any (cutting that short would
+// close the connection without a reason): it writes last, if set, then
+// discards the rest of the queue, so that nothing queued reaches the
+// client after last, and has the handler close the connection with code
+// and reason. If even the High queue is full, the handler discards the
+// queue and closes at once.
+func (c *client) drop(last []byte, code websocket.StatusCode, reason string) {
+	err := c.h.Post(c.ctx, func(ctx context.Context) error {
+		var err error
+		if last != nil {
+			err = c.write(ctx, last)
+		}
+		// Called from the session's own task, Discard cannot wait for
+		// that task to return and says so, having done the discarding:
+		// every task still queued resolves unrun, and new ones are refused.
+		if derr := c.h.Discard(ctx); !errors.Is(derr, seqsched.ErrWouldDeadlock) {
+			err = errors.Join(err, derr)
+		}
+		c.end(code, reason, false)
+		return err
+	}, seqsched.High)
+	if err != nil { // ErrQueueFull, or the client is leaving already
+		c.end(code, reason, false)
+	}
+}
+
+// end tells the client's handler to close the connection with code and
+// reason: after delivering what is queued if drain is set, else after
+// discarding it. Only the first call counts.
+func (c *client) end(code websocket.StatusCode, reason string, drain bool) {
 	c.once.Do(func() {
-		s := c.s
-		var slow []*client
-		s.mu.Lock()
-		delete(s.clients, c.id)
-		if !s.closed {
-			slow = s.broadcastLocked(Message{Type: KindLeave, Name: c.name, Members: len(s.clients)}, nil)
-		}
-		s.mu.Unlock()
 		c.code, c.reason, c.drain = code, reason, drain
-		close(c.evicted)
-		if s.onEvict != nil {
-			s.onEvict(c.id)
-		}
-		s.evictSlow(slow)
+		close(c.ended)
 	})
 }
 
@@ -86,7 +106,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // Accept has answered the request
 	}
-	c := s.join(conn)
+	c := s.join(r.Context(), conn)
 	if c == nil {
 		_ = conn.Close(websocket.StatusGoingAway, reasonShutdown)
 		return
@@ -100,23 +120,24 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	var why string
 	select {
 	case err := <-readErr:
-		// The client left (or broke the protocol). Nothing queued can
-		// reach it any more: Remove's drain runs the writes, which fail
-		// at once, and forgets the session.
-		c.evict(websocket.StatusNormalClosure, "", false)
+		// The client left (or broke the protocol): nothing queued can
+		// reach it any more. Its queued messages are dropped unsent and
+		// a write in progress stops; closing the handle then forgets
+		// the session.
 		why = "disconnected: " + closeText(err)
+		c.cancel()
 		_ = conn.CloseNow()
-		s.remove(c)
-	case <-c.evicted:
+		s.leave(c)
+		s.release(c)
+	case <-c.ended:
 		why = c.reason
 		if c.drain {
-			s.remove(c) // flush first: the client gets everything queued, then the close
-			_ = conn.Close(c.code, c.reason)
+			s.release(c) // shutdown: the client gets everything queued, then the close
 		} else {
-			_ = conn.Close(c.code, c.reason) // close first: what is queued would only delay it
-			s.remove(c)
+			s.discard(c) // kicked or too slow: nothing more, then the close
 		}
-		_ = conn.CloseNow()
+		_ = conn.Close(c.code, c.reason)
+		c.cancel()
 		<-readErr
 	}
 	s.cfg.Logger.Info("client left", "client", c.id, "reason", why)
@@ -125,43 +146,64 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// join registers a new client, queues its welcome and tells the others,
-// or returns nil once Shutdown has begun. The welcome is the first message
-// on the client's session, and the join takes its place in the room's one
-// order: a client sees every chat message said after its join, and none
-// said before.
-func (s *Server) join(conn *websocket.Conn) *client {
+// join registers a new client, opens its session, queues its welcome and
+// tells the others, or returns nil once Shutdown has begun. The welcome is
+// the first message on the client's session, and the join takes its place
+// in the room's one order: a client sees every chat message said after its
+// join, and none said before. ctx is the connection's.
+func (s *Server) join(ctx context.Context, conn *websocket.Conn) *client {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil
 	}
 	s.nextID++
+	h, err := s.sched.Open(s.nextID)
+	if err != nil { // the scheduler shuts down only after s.closed is set
+		s.mu.Unlock()
+		s.cfg.Logger.Error("cannot open a session", "client", s.nextID, "err", err)
+		return nil
+	}
 	c := &client{
 		id:      s.nextID,
 		name:    fmt.Sprintf("guest-%d", s.nextID),
 		conn:    conn,
 		s:       s,
+		h:       h,
 		limiter: rate.NewLimiter(s.cfg.RateLimit, s.cfg.Burst),
-		evicted: make(chan struct{}),
+		ended:   make(chan struct{}),
 	}
+	c.ctx, c.cancel = context.WithCancel(ctx)
 	s.clients[c.id] = c
 	s.handlers.Add(1)
 	_ = c.send(encode(Message{Type: KindWelcome, ID: c.id, Name: c.name, Members: len(s.clients)}), seqsched.Normal) // its first task: cannot be full
 	slow := s.broadcastLocked(Message{Type: KindJoin, Name: c.name, Members: len(s.clients)}, c)
 	s.mu.Unlock()
-	s.evictSlow(slow)
+	s.dropSlow(slow)
 	return c
 }
 
-// remove drains the client's session (drain-then-remove) within the drain
-// timeout. If that runs out, the session still finishes draining on its
-// own: its writes are bounded by the write timeout.
-func (s *Server) remove(c *client) {
+// release closes the client's handle, its only one: the session drains
+// (the messages still queued are written, or dropped unsent once the
+// client is gone) and is forgotten, within the drain timeout. If that runs
+// out, the session still finishes on its own: its writes are bounded by
+// the write timeout.
+func (s *Server) release(c *client) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
-	if err := s.sched.Remove(ctx, c.id); err != nil {
+	if err := c.h.Close(ctx); err != nil {
 		s.cfg.Logger.Warn("drain cut short", "client", c.id, "err", err)
+	}
+}
+
+// discard ends the client's session without writing what is queued. Its
+// last task (see drop) has usually done so already, which closed the
+// handle; otherwise a write in progress is cut short.
+func (s *Server) discard(c *client) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
+	defer cancel()
+	if err := c.h.Discard(ctx); err != nil && !errors.Is(err, seqsched.ErrSessionClosing) {
+		s.cfg.Logger.Warn("discard cut short", "client", c.id, "err", err)
 	}
 }
 

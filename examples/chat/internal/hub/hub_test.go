@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"golang.org/x/time/rate"
+
+	"github.com/seqsched/seqsched"
 )
 
 // 50 clients each send 4 messages at once (so 50 read loops broadcast
@@ -111,6 +115,120 @@ func TestKickOvertakesQueuedChatAndCloses(t *testing.T) {
 	assert.ErrorIs(t, r.Kick(p.id, "again"), ErrNoClient)
 }
 
+// A kicked client gets its kick message right after the message being
+// written to it, and nothing after it: the chat queued for it before the
+// kick (which the High kick overtook) and whatever is queued on its session
+// after the kick are discarded unrun, every one of them counted; then its
+// connection closes with the reason. A High notice queued before the kick
+// still comes first.
+func TestKickedClientGetsNothingQueuedAfterTheKick(t *testing.T) {
+	r := newRoom(t, Config{})
+	p, other := r.dial(t), r.dial(t)
+	assert.Equal(t, Message{Type: KindJoin, At: testAt, Name: "guest-2", Members: 2}, p.readAny())
+	r.mu.Lock()
+	c := r.clients[p.id]
+	r.mu.Unlock()
+	release := r.gate(t, p.id) // the message being written
+	before := r.sched.Stats()
+	for i := range 5 {
+		r.Broadcast("bob", fmt.Sprint(i))
+	}
+	r.Notice("before the kick")
+	require.NoError(t, r.Kick(p.id, "spamming"))
+	// Queued on its session after the kick, in both lanes: each would
+	// write to the client if it ran.
+	var ran atomic.Int32
+	late := func(ctx context.Context) error {
+		ran.Add(1)
+		return c.write(ctx, encode(Message{Type: KindChat, Text: "late"}))
+	}
+	lateHigh, err := r.sched.Go(context.Background(), p.id, late, seqsched.High)
+	require.NoError(t, err)
+	lateNormal, err := r.sched.Go(context.Background(), p.id, late)
+	require.NoError(t, err)
+	release()
+
+	assert.Equal(t, Message{Type: KindNotice, At: testAt, Text: "before the kick"}, p.readAny())
+	assert.Equal(t, Message{Type: KindKick, Text: "spamming"}, p.readAny())
+	m, err := p.next()
+	assert.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err), "after the kick: %+v, %v", m, err)
+	assert.ErrorContains(t, err, "kicked: spamming")
+	assert.Equal(t, "kicked: spamming", <-r.left)
+
+	for _, f := range []*seqsched.Future[struct{}]{lateHigh, lateNormal} {
+		_, err := f.Await(context.Background())
+		assert.ErrorIs(t, err, seqsched.ErrDiscarded)
+	}
+	assert.Zero(t, ran.Load(), "a task queued after the kick ran")
+	after := r.sched.Stats()
+	assert.Equal(t, uint64(5+1), after.Normal.Outcomes.Discarded-before.Normal.Outcomes.Discarded, "5 chats, 1 late")
+	assert.Equal(t, uint64(1), after.High.Outcomes.Discarded-before.High.Outcomes.Discarded, "1 late")
+	_, err = r.sched.Go(context.Background(), p.id, late)
+	require.NoError(t, err, "the key is fresh again")
+
+	// The other client got everything (its notice may overtake its chat).
+	var got []string
+	for range 5 + 1 {
+		got = append(got, other.read().Text)
+	}
+	assert.Equal(t, []string{"0", "1", "2", "3", "4"}, slices.DeleteFunc(slices.Clone(got), func(s string) bool { return s == "before the kick" }))
+	assert.Contains(t, got, "before the kick")
+}
+
+// A client whose High queue is full as well cannot be sent a kick message:
+// it is kicked at once, the message being written cut short (its ctx
+// canceled with seqsched.ErrDiscarded as the cause), nothing queued sent,
+// and its connection closed with the reason.
+func TestKickWithFullQueuesClosesAtOnce(t *testing.T) {
+	const maxQueue = 2
+	r := newRoom(t, Config{MaxQueue: maxQueue})
+	p := r.dial(t)
+	before := r.sched.Stats()
+	started, cause := make(chan struct{}), make(chan error, 1)
+	_, err := r.sched.Go(context.Background(), p.id, func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done() // a write that never ends on its own
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	require.NoError(t, err)
+	<-started
+	for i := range maxQueue {
+		r.Broadcast("bob", fmt.Sprint(i))
+		r.Notice(fmt.Sprint(i))
+	}
+	require.NoError(t, r.Kick(p.id, "spamming"))
+
+	assert.ErrorIs(t, <-cause, seqsched.ErrDiscarded)
+	m, err := p.next()
+	assert.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err), "got %+v, %v", m, err)
+	assert.ErrorContains(t, err, "kicked: spamming")
+	assert.Equal(t, "kicked: spamming", <-r.left)
+	after := r.sched.Stats()
+	assert.Equal(t, uint64(maxQueue), after.Normal.Outcomes.Discarded-before.Normal.Outcomes.Discarded)
+	assert.Equal(t, uint64(maxQueue), after.High.Outcomes.Discarded-before.High.Outcomes.Discarded)
+}
+
+// Messages still queued for a client when it disconnects are dropped
+// unsent: they were posted with the connection's ctx, which ends with it.
+func TestDisconnectDropsQueuedMessagesUnsent(t *testing.T) {
+	r := newRoom(t, Config{})
+	p := r.dial(t)
+	release := r.gate(t, p.id)
+	before := r.sched.Stats() // the welcome has been written
+	for i := range 5 {
+		r.Broadcast("bob", fmt.Sprint(i))
+	}
+	require.NoError(t, p.conn.Close(websocket.StatusNormalClosure, "bye"))
+	assert.Equal(t, p.id, <-r.leftRoom) // its ctx has ended
+	release()
+	assert.Equal(t, "disconnected: closed by client (1000 bye)", <-r.left)
+	after := r.sched.Stats()
+	assert.Equal(t, uint64(5), after.Normal.Outcomes.Skipped-before.Normal.Outcomes.Skipped)
+	assert.Equal(t, before.Normal.Outcomes.Succeeded+1, after.Normal.Outcomes.Succeeded, "only the gate ran")
+	assert.Equal(t, 0, after.Sessions)
+}
+
 // Beyond its rate limit a client's message is not broadcast: its sender
 // gets a refusal naming the message (its ref) and why, so that nothing it
 // sent is lost without a word.
@@ -178,10 +296,15 @@ func TestJoinAndLeaveAreAnnouncedWithMemberCount(t *testing.T) {
 	assert.Equal(t, Message{Type: KindJoin, At: testAt, Name: "guest-3", Members: 2}, first.readAny())
 	require.NoError(t, r.Kick(third.id, "spam"))
 	assert.Equal(t, Message{Type: KindLeave, At: testAt, Name: "guest-3", Members: 1}, first.readAny())
-	require.NoError(t, r.Shutdown(context.Background()))
+	assert.Equal(t, Message{Type: KindKick, Text: "spam"}, third.read())
+	_, err = third.next()
+	assert.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err), "close: %v", err)
+	shut := make(chan error, 1)
+	go func() { shut <- r.Shutdown(context.Background()) }() // waited for below
 	assert.Equal(t, Message{Type: KindNotice, At: testAt, Text: "server shutting down"}, first.readAny())
-	_, err = first.next()
+	_, err = first.next() // answers the close, so that Shutdown need not wait for it
 	assert.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err), "close: %v", err)
+	require.NoError(t, <-shut)
 }
 
 // A client that stops reading fills its queue and is disconnected with a
@@ -189,9 +312,7 @@ func TestJoinAndLeaveAreAnnouncedWithMemberCount(t *testing.T) {
 func TestSlowClientIsDisconnectedWhileOthersContinue(t *testing.T) {
 	const maxQueue = 8
 	r := newRoom(t, Config{MaxQueue: maxQueue, WriteTimeout: bound})
-	evicted := make(chan ClientID, 10) // room for every client: Shutdown evicts them all
-	r.onEvict = func(id ClientID) { evicted <- id }
-	slow := r.dial(t) // never reads until it is evicted
+	slow := r.dial(t) // never reads until it is taken out of the room
 	fast := []*peer{r.dial(t), r.dial(t), r.dial(t)}
 
 	// Broadcast big messages until the slow client's socket buffers and
@@ -205,7 +326,7 @@ func TestSlowClientIsDisconnectedWhileOthersContinue(t *testing.T) {
 			require.Equal(t, sent, p.read().Seq)
 		}
 		select {
-		case id := <-evicted:
+		case id := <-r.leftRoom:
 			require.Equal(t, slow.id, id)
 			done = true
 		default:

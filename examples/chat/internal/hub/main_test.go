@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -32,8 +33,9 @@ var testAt = testNow.UnixMilli()
 // room is a Server listening on 127.0.0.1 (httptest binds loopback).
 type room struct {
 	*Server
-	url  string // ws://127.0.0.1:port/ws
-	left chan string
+	url      string        // ws://127.0.0.1:port/ws
+	left     chan string   // why, for each connection handler about to return (Config.OnLeave)
+	leftRoom chan ClientID // each client taken out of the room (Server.onLeftRoom)
 }
 
 // newRoom starts a server; it is shut down when the test ends.
@@ -45,10 +47,14 @@ func newRoom(t testing.TB, cfg Config) *room {
 	if cfg.Now == nil {
 		cfg.Now = func() time.Time { return testNow }
 	}
-	r := &room{left: make(chan string, 100)}
+	if cfg.Logger == nil { // what the room and the scheduler report goes with the test's output
+		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	r := &room{left: make(chan string, 100), leftRoom: make(chan ClientID, 100)}
 	cfg.OnLeave = func(_ ClientID, why string) { r.left <- why }
 	s, err := New(cfg)
 	require.NoError(t, err)
+	s.onLeftRoom = func(id ClientID) { r.leftRoom <- id }
 	r.Server = s
 	ts := httptest.NewServer(s.Handler())
 	r.url = "ws" + strings.TrimPrefix(ts.URL, "http") + "/ws"

@@ -3,9 +3,16 @@
 // that client's session, so each client receives messages one at a time and
 // in the order they were sent, however many goroutines broadcast at once;
 // control messages (notices, rate-limit warnings, kicks) use the High lane
-// and reach the client before chat still queued for it. A client too slow to
-// keep up fills its queue (WithMaxQueue) and is disconnected with a clear
-// close reason, without slowing anyone else.
+// and reach the client before chat still queued for it.
+//
+// Each connection holds a handle on its session (Scheduler.Open) and posts
+// its messages with Session.Post, passing the connection's ctx: once the
+// client is gone, what is still queued for it is dropped unsent. A kicked
+// client gets its kick message right after the message being written, and
+// nothing after it: the kick's task discards the rest of the queue
+// (Session.Discard). A client too slow to keep up fills its queue
+// (WithMaxQueue) and is dropped the same way, with a clear close reason,
+// without slowing anyone else.
 package hub
 
 import (
@@ -38,12 +45,19 @@ type Config struct {
 	// RateLimit means 5 per second with a burst of 10; rate.Inf, none.
 	RateLimit rate.Limit
 	Burst     int
-	Logger    *slog.Logger // nil discards
+	// Logger receives the room's log and the scheduler's: a client's join
+	// and leave (Info), a message not delivered (Debug; Error if its task
+	// panicked). Nil means slog.Default().
+	Logger *slog.Logger
 	// Now stamps the room's messages (time.Now); tests set a fixed clock.
 	Now func() time.Time
 	// OnLeave, if set, is called when a client's connection handler is
 	// about to return, with the reason it left.
 	OnLeave func(id ClientID, reason string)
+	// BeforeWrite, if set, is called on the client's session before each
+	// message is written to it; tests use it to hold a client's messages
+	// back while more queue up.
+	BeforeWrite func(id ClientID, data []byte)
 }
 
 func (c Config) withDefaults() Config {
@@ -60,7 +74,7 @@ func (c Config) withDefaults() Config {
 		c.RateLimit, c.Burst = 5, 10
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -81,7 +95,7 @@ type Server struct {
 	sched *seqsched.Scheduler[ClientID]
 
 	// mu guards the fields below. Broadcast holds it while it queues a
-	// message for every client (Submit never blocks), so that all clients
+	// message for every client (Post never blocks), so that all clients
 	// see the room's messages in one and the same order.
 	mu      sync.Mutex
 	clients map[ClientID]*client
@@ -91,17 +105,36 @@ type Server struct {
 
 	handlers sync.WaitGroup // connection handlers running
 
-	onEvict func(ClientID) // tests: called when a client is taken out of the room
+	onLeftRoom func(ClientID) // tests: called when a client has been taken out of the room
 }
 
 // New returns a Server.
 func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
-	sched, err := seqsched.New[ClientID](seqsched.WithMaxQueue(cfg.MaxQueue), seqsched.WithLogger(cfg.Logger))
+	s := &Server{cfg: cfg, clients: make(map[ClientID]*client)}
+	sched, err := seqsched.New[ClientID](
+		seqsched.WithMaxQueue(cfg.MaxQueue),
+		seqsched.WithLogger(cfg.Logger),
+		seqsched.WithErrorHandler(s.undelivered))
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, sched: sched, clients: make(map[ClientID]*client)}, nil
+	s.sched = sched
+	return s, nil
+}
+
+// undelivered logs a message that did not reach client id (a failed Post).
+// A write fails when the connection broke, and a message is dropped unsent
+// when its client left, was kicked or was too slow: the client's handler
+// sees and logs that once, so each message is only worth a Debug line. A
+// panic is a bug, and an Error.
+func (s *Server) undelivered(id ClientID, err error) {
+	level := slog.LevelDebug
+	var perr *seqsched.PanicError
+	if errors.As(err, &perr) || errors.Is(err, seqsched.ErrGoexit) {
+		level = slog.LevelError
+	}
+	s.cfg.Logger.Log(context.Background(), level, "message not delivered", "client", id, "err", err)
 }
 
 //go:embed static
@@ -133,7 +166,7 @@ func (s *Server) say(name, text, ref string) uint64 {
 	seq := s.seq
 	slow := s.broadcastLocked(Message{Type: KindChat, Seq: seq, From: name, Ref: ref, Text: text}, nil)
 	s.mu.Unlock()
-	s.evictSlow(slow)
+	s.dropSlow(slow)
 	return seq
 }
 
@@ -154,13 +187,38 @@ func (s *Server) broadcastLocked(m Message, except *client) (slow []*client) {
 	return slow
 }
 
-// evictSlow disconnects clients whose queue was full. s.mu is not held.
-func (s *Server) evictSlow(slow []*client) {
+// dropSlow disconnects clients whose queue was full, without sending them
+// what is queued. s.mu is not held.
+func (s *Server) dropSlow(slow []*client) {
 	for _, c := range slow {
+		if !s.leave(c) {
+			continue // already on its way out
+		}
 		s.cfg.Logger.Info("disconnecting slow client", "client", c.id, "queue", s.cfg.MaxQueue)
-		c.evict(websocket.StatusPolicyViolation,
-			fmt.Sprintf("%s (%d messages waiting)", reasonSlow, s.cfg.MaxQueue), false)
+		c.drop(nil, websocket.StatusPolicyViolation, fmt.Sprintf("%s (%d messages waiting)", reasonSlow, s.cfg.MaxQueue))
 	}
+}
+
+// leave takes c out of the room, so that nothing more is broadcast to it,
+// and tells the others (unless the room is shutting down). It reports
+// whether this call took it out: only the first does.
+func (s *Server) leave(c *client) bool {
+	s.mu.Lock()
+	if s.clients[c.id] != c {
+		s.mu.Unlock()
+		return false
+	}
+	delete(s.clients, c.id)
+	var slow []*client
+	if !s.closed {
+		slow = s.broadcastLocked(Message{Type: KindLeave, Name: c.name, Members: len(s.clients)}, nil)
+	}
+	s.mu.Unlock()
+	if s.onLeftRoom != nil {
+		s.onLeftRoom(c.id)
+	}
+	s.dropSlow(slow)
+	return true
 }
 
 // Notice sends a server notice to every client, ahead of the chat queued
@@ -177,21 +235,19 @@ func (s *Server) Notice(text string) {
 // ErrNoClient is returned by Kick for an unknown client.
 var ErrNoClient = errors.New("hub: no such client")
 
-// Kick disconnects client id: it gets a kick message ahead of the chat
-// queued for it, then the connection closes with reason.
+// Kick disconnects client id: it leaves the room at once, gets a kick
+// message right after the message being written to it (if any), and
+// nothing after it: the chat still queued for it is dropped. Then its
+// connection closes with reason. Kick does not wait for any of this.
 func (s *Server) Kick(id ClientID, reason string) error {
 	s.mu.Lock()
 	c := s.clients[id]
 	s.mu.Unlock()
-	if c == nil {
+	if c == nil || !s.leave(c) {
 		return ErrNoClient
 	}
-	_, err := s.sched.Go(context.Background(), id, func(ctx context.Context) error {
-		werr := c.write(ctx, encode(Message{Type: KindKick, Text: reason}))
-		c.evict(websocket.StatusPolicyViolation, "kicked: "+reason, false)
-		return werr
-	}, seqsched.High)
-	return err
+	c.drop(encode(Message{Type: KindKick, Text: reason}), websocket.StatusPolicyViolation, "kicked: "+reason)
+	return nil
 }
 
 // Clients returns how many clients are connected.
@@ -203,9 +259,10 @@ func (s *Server) Clients() int {
 
 // Shutdown disconnects every client gracefully: each gets a notice, then
 // everything already queued for it, then a close frame (going away). New
-// connections are refused, and no leave is announced from now on. It returns when every connection handler has
-// returned; if ctx ends first, it drops the connections without further
-// ado, waits for the handlers, and returns ctx's error.
+// connections are refused, and no leave is announced from now on. It
+// returns when every connection handler has returned; if ctx ends first,
+// it drops the connections without further ado, waits for the handlers,
+// and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
@@ -217,7 +274,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	notice := encode(Message{Type: KindNotice, At: s.cfg.Now().UnixMilli(), Text: reasonShutdown})
 	for _, c := range clients {
 		_ = c.send(notice, seqsched.High)
-		c.evict(websocket.StatusGoingAway, reasonShutdown, true)
+		s.leave(c) // the room is closed: no leave is announced
+		c.end(websocket.StatusGoingAway, reasonShutdown, true)
 	}
 
 	done := make(chan struct{})
@@ -231,6 +289,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 		for _, c := range clients {
+			c.cancel() // what is queued is dropped, and a write in progress stops
 			_ = c.conn.CloseNow()
 		}
 		<-done
