@@ -12,7 +12,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/seqsched/seqsched/examples/chat/internal/hub"
+	"github.com/seqsched/seqsched/prom"
 )
 
 // usageError is an error in the command line: run returns exit code 2 for
@@ -109,7 +113,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks
 		h.ready <- url
 	}
 
-	srv := &http.Server{Handler: room.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	metrics, err := prom.NewCollector(room) // the room's scheduler, read at each scrape
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics)
+	mux := http.NewServeMux()
+	mux.Handle("/", room.Handler())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }() // ends at srv.Shutdown below
 

@@ -234,3 +234,38 @@ func TestRunExitsOneOnError(t *testing.T) {
 	assert.Equal(t, 1, run(context.Background(), []string{"-port", port}, &out, &errOut))
 	assert.Regexp(t, `^chat: listen tcp 127\.0\.0\.1:\d+: bind: address already in use\n$`, errOut.String())
 }
+
+// /metrics serves the room's scheduler's figures in Prometheus's text
+// format, next to the page; the exact counts are prom's tests' business.
+func TestMetricsServedNextToThePage(t *testing.T) {
+	url := server(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http")+"ws", nil)
+	require.NoError(t, err)
+	defer conn.CloseNow()
+	require.NoError(t, conn.Write(ctx, websocket.MessageText, []byte(`{"text":"hi","ref":"m1"}`)))
+	for range 2 { // the welcome and the message: tasks of the room's scheduler
+		_, _, err := conn.Read(ctx)
+		require.NoError(t, err)
+	}
+
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: bound}
+	resp, err := client.Get(url + "metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	assert.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain"), resp.Header.Get("Content-Type"))
+	for _, line := range []string{
+		`seqsched_task_wait_seconds_bucket{priority="normal",le="1e-06"} `,
+		`seqsched_task_wait_seconds_bucket{priority="high",le="+Inf"} `,
+		`seqsched_task_run_seconds_count{priority="normal"} `,
+		`seqsched_tasks_total{outcome="succeeded",priority="normal"} `,
+		`seqsched_queued{priority="high"} `,
+		"seqsched_sessions ",
+	} {
+		assert.Contains(t, string(body), "\n"+line)
+	}
+}

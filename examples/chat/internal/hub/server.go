@@ -113,6 +113,7 @@ func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, clients: make(map[ClientID]*client)}
 	sched, err := seqsched.New[ClientID](
+		seqsched.WithWaitHistogram(), seqsched.WithRunHistogram(), // for /metrics
 		seqsched.WithMaxQueue(cfg.MaxQueue),
 		seqsched.WithLogger(cfg.Logger),
 		seqsched.WithErrorHandler(s.undelivered))
@@ -122,6 +123,9 @@ func New(cfg Config) (*Server, error) {
 	s.sched = sched
 	return s, nil
 }
+
+// Stats returns the room's scheduler's figures: what /metrics exports.
+func (s *Server) Stats() seqsched.Stats { return s.sched.Stats() }
 
 // undelivered logs a message that did not reach client id (a failed Post).
 // A write fails when the connection broke, and a message is dropped unsent
