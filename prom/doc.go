@@ -51,6 +51,6 @@
 //	                             error, with the stack        registry's goroutine
 //	                                                          goes on
 //
-// Stats may re-enter anything, this collector's registry included, except
-// a Gather of that registry waiting for itself.
+// Stats may call anything, the scheduler included: Collect holds nothing
+// while it runs, and a Stats that never returns holds up only its scrape.
 package prom

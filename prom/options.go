@@ -21,8 +21,8 @@ type Option interface {
 
 // WithNamespace puts ns and an underscore before every metric's name:
 // WithNamespace("chat") reports chat_seqsched_tasks_total. ns must be a
-// Prometheus name without colons: [a-zA-Z_][a-zA-Z0-9_]*. The last
-// WithNamespace given counts.
+// Prometheus name without colons: [a-zA-Z_][a-zA-Z0-9_]*, or "" for none
+// (the default). The last WithNamespace given counts.
 func WithNamespace(ns string) Option { return namespaceOption(ns) }
 
 // WithConstLabels adds labels, with fixed values, to every metric: a way
