@@ -146,3 +146,71 @@ func ExampleWithDeadLetter() {
 	// b: ["fine"]
 	// retries: 2 dead-lettered: 1
 }
+
+// exampleOpts are the client options of the examples' consumers.
+func exampleOpts(c *kfake.Cluster, group string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SeedBrokers(c.ListenAddrs()...),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	}
+}
+
+// With no room for metadata, the commit is the bare watermark: a new owner
+// replays every record above it, done or not. Set WithMaxMetadataBytes to
+// the brokers' offset.metadata.max.bytes when it is below 4,096.
+func ExampleWithMaxMetadataBytes() {
+	c, err := exampleCluster("stuck", "0", "a", "1", "b", "2")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	handled := make(chan int64, 3)
+	first, err := kafka.NewConsumer(exampleOpts(c, "metadata"), func(ctx context.Context, r *kgo.Record) error {
+		if r.Offset == 0 {
+			<-ctx.Done() // stuck until Close gives up
+			return ctx.Err()
+		}
+		handled <- r.Offset
+		return nil
+	}, kafka.WithMaxMetadataBytes(0))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- first.Run(context.Background()) }()
+	<-handled
+	<-handled
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	fmt.Println("first close:", first.Close(ctx), "run:", <-ran)
+
+	var mu sync.Mutex
+	var replayed []int64
+	second, err := kafka.NewConsumer(exampleOpts(c, "metadata"), func(ctx context.Context, r *kgo.Record) error {
+		mu.Lock()
+		replayed = append(replayed, r.Offset)
+		mu.Unlock()
+		handled <- r.Offset
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	go func() { ran <- second.Run(context.Background()) }()
+	for range 3 {
+		<-handled
+	}
+	fmt.Println("second close:", second.Close(context.Background()), "run:", <-ran)
+	slices.Sort(replayed)
+	fmt.Println("replayed:", replayed)
+	// Output:
+	// first close: context deadline exceeded run: <nil>
+	// second close: <nil> run: <nil>
+	// replayed: [0 1 2]
+}
