@@ -88,6 +88,7 @@ func (c *Consumer) commit(ps []*partition) error {
 	}
 	switch {
 	case failed != nil:
+		c.commitErrors.Add(1)
 		return failed
 	case sent:
 		c.commits.Add(1)

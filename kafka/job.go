@@ -34,6 +34,7 @@ type job struct {
 	p       *partition
 	r       *kgo.Record
 	sk      sessionKey
+	taken   time.Duration // when the poll loop took the record (Consumer.clock), for the queue time
 	step    step          // what the job does next
 	attempt int           // attempts made (a failed backoff counts one, see backoff)
 	err     error         // the last attempt's error
@@ -243,8 +244,15 @@ func (j *job) logArgs() []any {
 // callHandler calls the handler for j's attempt, storing its outcome in
 // j.err, and counts the call for Stats.
 func (c *Consumer) callHandler(ctx context.Context, j *job) {
+	start := c.clock()
+	if j.attempt == 1 {
+		c.queueTime.Observe(start - j.taken)
+	}
 	j.p.counts.inFlight.Add(1)
-	defer j.p.counts.inFlight.Add(-1) // also when the handler calls Goexit
+	defer func() { // also when the handler calls Goexit
+		j.p.counts.inFlight.Add(-1)
+		c.handlerTime.Observe(c.clock() - start)
+	}()
 	call(siteHandler, &j.err, func() error {
 		return c.handler(j.callCtx(ctx), j.r)
 	})

@@ -38,6 +38,7 @@ type partition struct {
 	win       window
 	open      int                // records taken and not settled (done or given back); revocation drains to 0
 	keys      map[sessionKey]int // sessions with records taken and not settled, and how many
+	hwm       int64              // the partition's high watermark at the last fetch; -1 before one
 
 	committed     int64  // last offset committed (or found committed at assignment); -1 none
 	committedMeta string // metadata of that commit
@@ -48,7 +49,8 @@ type partition struct {
 }
 
 // partCounters are one (topic, partition)'s counters, kept over the
-// consumer's life (every assignment of it adds to the same ones).
+// consumer's life (every assignment of it adds to the same ones), so that
+// they only grow, as a metrics system expects of counters.
 type partCounters struct {
 	processed, retries, deadLettered, skipped atomic.Uint64
 	inFlight                                  atomic.Int64
@@ -63,6 +65,7 @@ func newPartition(parent context.Context, k tp, gen uint64, counts *partCounters
 		polled:    -1,
 		win:       newWindow(high, low),
 		keys:      make(map[sessionKey]int),
+		hwm:       -1,
 		committed: -1,
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/seqsched/seqsched"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -89,9 +90,10 @@ func (c *Consumer) wakePoll() {
 
 // dispatch takes the records of fetches.
 func (c *Consumer) dispatch(fetches kgo.Fetches) {
+	now := c.clock() // one clock read per poll: the records' queue time starts here
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if len(fp.Records) > 0 {
-			c.take(c.partitionFor(tp{fp.Topic, fp.Partition}), fp.Records)
+			c.take(c.partitionFor(tp{fp.Topic, fp.Partition}), fp.Records, fp.HighWatermark, now)
 		}
 	})
 }
@@ -110,18 +112,19 @@ func (c *Consumer) partitionFor(k tp) *partition {
 
 // take queues rs, fetched from p, in p's window and submits what fits
 // (admitLocked).
-func (c *Consumer) take(p *partition, rs []*kgo.Record) {
+func (c *Consumer) take(p *partition, rs []*kgo.Record, hwm int64, now time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.revoking || p.dead {
 		return // not ours any more; the next owner reads them again
 	}
+	p.hwm = hwm
 	for _, r := range rs {
 		if r.Offset < p.polled {
 			continue // a redelivery
 		}
 		p.polled = r.Offset + 1
-		p.win.wait(&job{c: c, p: p, r: r})
+		p.win.wait(&job{c: c, p: p, r: r, taken: now})
 	}
 	c.admitLocked(p)
 }
