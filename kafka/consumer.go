@@ -17,9 +17,10 @@ import (
 // Handler handles one record. It runs on a goroutine of the consumer, never
 // at the same time as another record of the same key (see the package doc),
 // with a ctx that is canceled when the record's partition is lost, when a
-// revocation's drain timeout passes, or when Close gives up. A nil error
-// means the record is done; an error, a panic or runtime.Goexit is a failed
-// attempt.
+// revocation's drain timeout passes, or when Close gives up; Attempt(ctx)
+// tells the attempt. A nil error means the record is done; an error, a
+// panic or runtime.Goexit is a failed attempt, retried unless the error is
+// terminal (see Terminal).
 type Handler func(ctx context.Context, r *kgo.Record) error
 
 // Consumer consumes a Kafka consumer group's topics with records of

@@ -73,6 +73,16 @@ func (x *callCtx) Value(k any) any {
 	return x.Context.Value(k)
 }
 
+// Attempt returns the attempt number (1 for the first) of the handler call
+// whose ctx is ctx, or one derived from it. In a DeadLetterFunc it is the
+// number of attempts made. It returns 0 for any other ctx.
+func Attempt(ctx context.Context) int {
+	if x, ok := ctx.Value(callKey{}).(*callCtx); ok {
+		return x.attempt
+	}
+	return 0
+}
+
 // fromCallback reports whether ctx is (derived from) the ctx of one of c's
 // own calls of user code.
 func (c *Consumer) fromCallback(ctx context.Context) bool {

@@ -37,6 +37,11 @@ var (
 	// called runtime.Goexit: a failed call, like a panic.
 	ErrGoexit = errors.New("seqsched/kafka: runtime.Goexit called")
 
+	// ErrTerminal marks a handler's error as not worth retrying: a record
+	// whose attempt fails with an error that wraps it (see Terminal) goes
+	// to the dead-letter step at once, whatever attempts are left.
+	ErrTerminal = errors.New("seqsched/kafka: terminal error")
+
 	// ErrWouldDeadlock is returned by Close when it is called from one of
 	// the consumer's own callbacks with the ctx that callback was given (or
 	// one derived from it): Close cannot wait for the callback that calls
@@ -62,7 +67,7 @@ func (e *OptionError) Unwrap() error { return ErrInvalidOption }
 // PanicError is the error of a call whose user function panicked. A
 // handler's panic fails its attempt, which is retried
 // and, after the last one, dead-lettered with this error; a backoff's panic
-// fails the attempt it was computing the wait for (see WithRetries).
+// fails the attempt it was computing the wait for (see WithBackoff).
 type PanicError struct {
 	Func  string // what panicked: "handler", "backoff" or "dead-letter function"
 	Value any    // the value passed to panic
@@ -86,6 +91,22 @@ type goexitError struct{ fn string }
 
 func (e *goexitError) Error() string        { return "seqsched/kafka: " + e.fn + " called runtime.Goexit" }
 func (e *goexitError) Is(target error) bool { return target == ErrGoexit }
+
+// Terminal returns err marked as not worth retrying: a handler that returns
+// it sends its record to the dead-letter step at once. The result prints as
+// err, unwraps to err, and wraps ErrTerminal; Terminal(nil) is nil.
+func Terminal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &terminalError{err}
+}
+
+type terminalError struct{ err error }
+
+func (e *terminalError) Error() string        { return e.err.Error() }
+func (e *terminalError) Unwrap() error        { return e.err }
+func (e *terminalError) Is(target error) bool { return target == ErrTerminal }
 
 // CommitError reports partitions whose offsets a commit did not write. Close
 // returns one when its final commit failed: those partitions' records done

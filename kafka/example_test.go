@@ -157,6 +157,55 @@ func exampleOpts(c *kfake.Cluster, group string) []kgo.Opt {
 	}
 }
 
+// The wait before a retry can depend on the record and the error; an
+// error marked Terminal is not retried.
+func ExampleWithBackoff() {
+	c, err := exampleCluster("a", "flaky", "a", "bad")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	done := make(chan struct{}, 2)
+	cons, err := kafka.NewConsumer(exampleOpts(c, "backoff"), func(ctx context.Context, r *kgo.Record) error {
+		switch {
+		case string(r.Value) == "bad":
+			return kafka.Terminal(errors.New("bad input"))
+		case kafka.Attempt(ctx) < 3:
+			return errors.New("busy")
+		}
+		fmt.Printf("%s handled at attempt %d\n", r.Value, kafka.Attempt(ctx))
+		done <- struct{}{}
+		return nil
+	},
+		kafka.WithRetries(5, nil),
+		kafka.WithBackoff(func(ctx context.Context, r *kgo.Record, attempt int, err error) time.Duration {
+			fmt.Printf("%s failed attempt %d: %v\n", r.Value, attempt, err)
+			return time.Duration(attempt) * time.Millisecond
+		}),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+			fmt.Printf("%s dead-lettered after %d attempt: %v\n", r.Value, kafka.Attempt(ctx), err)
+			done <- struct{}{}
+			return nil
+		}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- cons.Run(context.Background()) }()
+	<-done
+	<-done
+	fmt.Println("close:", cons.Close(context.Background()), "run:", <-ran)
+	// Output:
+	// flaky failed attempt 1: busy
+	// flaky failed attempt 2: busy
+	// flaky handled at attempt 3
+	// bad dead-lettered after 1 attempt: bad input
+	// close: <nil> run: <nil>
+}
+
 // With no room for metadata, the commit is the bare watermark: a new owner
 // replays every record above it, done or not. Set WithMaxMetadataBytes to
 // the brokers' offset.metadata.max.bytes when it is below 4,096.

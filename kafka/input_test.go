@@ -40,6 +40,7 @@ func TestNewConsumerRejectsBadInput(t *testing.T) {
 		kafka.WithCommitTimeout(0),
 		kafka.WithLogger(nil),
 		kafka.WithMaxMetadataBytes(-1),
+		kafka.WithBackoff(nil),
 		nil,
 	}
 	for _, o := range bad {

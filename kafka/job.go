@@ -129,7 +129,7 @@ func (j *job) failed(ctx context.Context) {
 	switch {
 	case ctx.Err() != nil:
 		j.step = stepGiveBack
-	case j.attempt >= j.c.cfg.attempts:
+	case j.attempt >= j.c.cfg.attempts || errors.Is(j.err, ErrTerminal):
 		j.step = stepDeadLetter
 	default:
 		j.step = stepBackoff

@@ -10,16 +10,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// DeadLetterFunc receives a record whose attempts all failed, with the last
-// attempt's error. Once it returns nil the record counts as done and its
-// offset can be committed. When it returns an error (or panics) it is
-// called again after a backoff (see WithRetries), until it succeeds or the
-// partition is revoked or the
+// DeadLetterFunc receives a record whose attempts all failed (or whose
+// attempt failed with a terminal error, see Terminal), with the last
+// attempt's error; Attempt(ctx) tells how many attempts were made. Once it
+// returns nil the record counts as done and its offset can be committed.
+// When it returns an error (or panics) it is called again after a backoff
+// (see WithBackoff), until it succeeds or the partition is revoked or the
 // consumer closed: a record is never committed past unless it was handled
 // or dead-lettered. It runs on the record's key, so the key's later records
 // wait for it. If it calls runtime.Goexit the record is dropped, logged at
 // Error.
 type DeadLetterFunc func(ctx context.Context, r *kgo.Record, err error) error
+
+// BackoffFunc returns how long to wait before attempt+1 of record r, whose
+// attempt (1 for the first) failed with err. A negative or zero wait retries
+// at once. ctx is the record's, as the handler's; it marks the call as the
+// consumer's own (see Close).
+type BackoffFunc func(ctx context.Context, r *kgo.Record, attempt int, err error) time.Duration
 
 // An Option configures a Consumer at NewConsumer.
 // Options print as the call that made them.
@@ -33,7 +40,7 @@ type config struct {
 	bufferHigh     int
 	bufferLow      int
 	attempts       int
-	backoff        func(ctx context.Context, r *kgo.Record, attempt int, err error) time.Duration
+	backoff        BackoffFunc
 	deadLetter     DeadLetterFunc // nil: log at Error and drop
 	priorityHeader string
 	unorderedNoKey bool
@@ -115,14 +122,12 @@ func WithMaxBuffered(high, low int) Option {
 
 // WithRetries sets how many times a record is attempted before it goes to
 // the dead-letter step, and the wait before each retry: backoff(n) is
-// the wait after the n-th failed attempt (nil keeps DefaultBackoff), and
-// after the dead-letter function's k-th failure backoff(attempts+k).
-// attempts must be >= 1; the default is 3. A record waiting out its backoff
-// blocks only its own key and holds no concurrency slot. A backoff that
-// panics or calls runtime.Goexit fails the attempt it was computing the
-// wait for, with a *PanicError or an error wrapping ErrGoexit (after the
-// last attempt, the record goes to the dead-letter step); before a
-// dead-letter retry it counts as DefaultBackoff.
+// the wait after the n-th failed attempt (nil keeps DefaultBackoff; see
+// WithBackoff for a wait that depends on the record and the error, and for
+// the wait between calls of a failing dead-letter function and what a
+// backoff that panics means; the last of the two options given wins).
+// attempts must be >= 1; the default is 3. A record waiting out its
+// backoff blocks only its own key and holds no concurrency slot.
 func WithRetries(attempts int, backoff func(attempt int) time.Duration) Option {
 	name := fmt.Sprintf("WithRetries(%d, backoff)", attempts)
 	if backoff == nil {
@@ -137,6 +142,30 @@ func WithRetries(attempts int, backoff func(attempt int) time.Duration) Option {
 		if backoff != nil {
 			c.backoff = func(_ context.Context, _ *kgo.Record, attempt int, _ error) time.Duration { return backoff(attempt) }
 		}
+	}}
+}
+
+// WithBackoff sets the wait before each retry from the record, the attempt
+// that failed and its error (it replaces WithRetries' backoff; the last of
+// the two options given wins). It is called on the record's key, with no
+// lock held, after each failed attempt but the last, and after each failure
+// of the dead-letter function (then with attempt = attempts + failures so
+// far and the dead-letter function's error). A backoff that panics or calls
+// runtime.Goexit fails the attempt it was computing the wait for, with a
+// *PanicError or an error wrapping ErrGoexit (after the last attempt, the
+// record goes to the dead-letter step); before a dead-letter retry it
+// counts as DefaultBackoff. fn must not be nil.
+func WithBackoff(fn BackoffFunc) Option {
+	name := "WithBackoff(fn)"
+	if fn == nil {
+		name = "WithBackoff(nil)"
+	}
+	return optFunc{name, func(c *config) {
+		if fn == nil {
+			bad(c, name, "must not be nil")
+			return
+		}
+		c.backoff = fn
 	}}
 }
 
