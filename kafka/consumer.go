@@ -59,6 +59,10 @@ type Consumer struct {
 	fetchPaused map[tp]bool   // partitions the client has paused at our request
 	wake        chan struct{} // wakes a poll loop waiting for a partition that can take records
 
+	pauseMu sync.Mutex
+	resumed chan struct{} // while paused: closed by Resume
+	paused  atomic.Bool
+
 	runMu      sync.Mutex
 	running    bool
 	stopPoll   context.CancelFunc // ends the poll of a Run in progress

@@ -22,8 +22,8 @@ import (
 // TestEveryCallSiteSurvivesItsUserCode: return an error (or, for
 // functions without one, return normally), panic, call runtime.Goexit,
 // block until its ctx ends (or, for the logger, until the test ends), or
-// call back into the consumer (Close with its own ctx, Stats) and then
-// fail.
+// call back into the consumer (Close with its own ctx, Pause, Resume,
+// Stats) and then fail.
 type injection int
 
 const (
@@ -71,7 +71,9 @@ func (in *injector) do(ctx context.Context, blockUntilRelease bool) (error, bool
 		return ctx.Err(), true
 	case injectCallBack:
 		c := in.cons.Load()
+		c.Pause()
 		_ = c.Stats()
+		c.Resume()
 		in.closeErr <- c.Close(ctx)
 	}
 	return errors.New("injected"), true

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -203,6 +204,42 @@ func ExampleWithBackoff() {
 	// flaky failed attempt 2: busy
 	// flaky handled at attempt 3
 	// bad dead-lettered after 1 attempt: bad input
+	// close: <nil> run: <nil>
+}
+
+// Pause stops taking records, for example while the database the handler
+// writes to is down, and keeps the consumer in its group; Resume goes on.
+func ExampleConsumer_Pause() {
+	c, err := exampleCluster("a", "1", "b", "2")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	var handled atomic.Int32
+	done := make(chan struct{}, 2)
+	cons, err := kafka.NewConsumer(exampleOpts(c, "pause"), func(ctx context.Context, r *kgo.Record) error {
+		handled.Add(1)
+		done <- struct{}{}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cons.Pause() // before Run: nothing is taken until Resume
+	ran := make(chan error, 1)
+	go func() { ran <- cons.Run(context.Background()) }()
+	fmt.Println("paused:", cons.Stats().Paused, "handled:", handled.Load())
+	cons.Resume()
+	<-done
+	<-done
+	fmt.Println("paused:", cons.Stats().Paused, "handled:", handled.Load())
+	fmt.Println("close:", cons.Close(context.Background()), "run:", <-ran)
+	// Output:
+	// paused: true handled: 0
+	// paused: false handled: 2
 	// close: <nil> run: <nil>
 }
 

@@ -133,6 +133,7 @@ func TestBackpressurePausesAtTheHighMarkAndResumes(t *testing.T) {
 	require.LessOrEqual(t, s.Buffered, 12, "buffered at the high mark")
 	require.Equal(t, s.Buffered, s.Partitions[0].Buffered)
 	require.Equal(t, 4, s.InFlight)
+	require.False(t, s.Paused, "the consumer itself is not paused")
 	go func() { // drain the gate's log of entries while records flow
 		for range g.entered {
 		}

@@ -20,15 +20,15 @@ import (
 // goroutine runs its deferred calls first: takeOver then runs the steps
 // left from where the job stands, before the key's next record may start.
 //
-//	handle ──► done
-//	  ▲  │
-//	  │  ▼
+//	gate ──► handle ──► done
+//	  ▲        │
+//	  │        ▼
 //	wait ◄─ backoff ◄── failed ──► deadLetter ──► done
 //	                      │          │    ▲
 //	                      │          ▼    │
 //	                      │       dlFailed ──► dlBackoff ──► dlWait
 //	                      ▼
-//	                  giveBack (ctx ended; also from the waits)
+//	                  giveBack (ctx ended; also from gate and the waits)
 type job struct {
 	c       *Consumer
 	p       *partition
@@ -48,10 +48,11 @@ type job struct {
 type step uint8
 
 const (
-	stepHandle     step = iota // call the handler: the next attempt
+	stepGate       step = iota // wait out a Pause, then handle
+	stepHandle                 // call the handler: the next attempt
 	stepFailed                 // attempt failed with err: retry, dead-letter or give back
 	stepBackoff                // ask the backoff for the wait before the next attempt
-	stepWait                   // wait, then handle
+	stepWait                   // wait, then gate
 	stepDeadLetter             // call the dead-letter function with err
 	stepDLFailed               // it failed with dlErr
 	stepDLBackoff              // ask the backoff for the wait before calling it again
@@ -85,6 +86,8 @@ func (j *job) takeOver(ctx context.Context) {
 func (j *job) steps(ctx context.Context) {
 	for !j.settled {
 		switch j.step {
+		case stepGate:
+			j.gate(ctx)
 		case stepHandle:
 			j.handle(ctx)
 		case stepFailed:
@@ -92,7 +95,7 @@ func (j *job) steps(ctx context.Context) {
 		case stepBackoff:
 			j.backoff(ctx)
 		case stepWait:
-			j.sleep(ctx, stepHandle)
+			j.sleep(ctx, stepGate)
 		case stepDeadLetter:
 			j.deadLetter(ctx)
 		case stepDLFailed:
@@ -111,10 +114,18 @@ func (j *job) steps(ctx context.Context) {
 	}
 }
 
+// gate holds the record while the consumer is paused (see Consumer.Pause).
+func (j *job) gate(ctx context.Context) {
+	j.step = stepHandle
+	if !j.c.waitResumed(ctx, j.p) {
+		j.step = stepGiveBack
+	}
+}
+
 // handle makes the next attempt.
 func (j *job) handle(ctx context.Context) {
 	// No ctx check here: a task whose ctx ended does not start, and every
-	// step that waits (sleep) gives the record back when it ends.
+	// step that waits (gate, sleep) gives the record back when it ends.
 	j.attempt++
 	j.step = stepFailed // what a Goexit in the handler means; call sets err
 	j.c.callHandler(ctx, j)

@@ -29,6 +29,7 @@ type partition struct {
 	gen    uint64             // assignment number, part of every session key
 	ctx    context.Context    // canceled when the partition is lost, its drain times out, or Close gives up
 	cancel context.CancelFunc //
+	stop   chan struct{}      // closed when revocation begins: records waiting out a Pause give up
 	counts *partCounters      // this (topic, partition)'s counters over the consumer's life
 
 	mu        sync.Mutex
@@ -60,7 +61,7 @@ func newPartition(parent context.Context, k tp, gen uint64, counts *partCounters
 	ctx, cancel := context.WithCancel(parent)
 	return &partition{
 		topic: k.topic, part: k.part, gen: gen,
-		ctx: ctx, cancel: cancel, counts: counts,
+		ctx: ctx, cancel: cancel, stop: make(chan struct{}), counts: counts,
 		offs:      offsets{next: -1},
 		polled:    -1,
 		win:       newWindow(high, low),

@@ -14,7 +14,7 @@ import (
 // pollLoop fetches and dispatches records until ctx ends.
 func (c *Consumer) pollLoop(ctx context.Context) {
 	for ctx.Err() == nil {
-		if !c.readyToPoll(ctx) {
+		if !c.waitResumed(ctx, nil) || !c.readyToPoll(ctx) {
 			return
 		}
 		fetches := c.cl.PollRecords(ctx, c.chunk)
@@ -183,9 +183,9 @@ func (c *Consumer) priorityOf(r *kgo.Record) seqsched.Priority {
 }
 
 // syncFetch tells the client which of ks to fetch: an assigned partition
-// is paused while its window stopped it, and every other is resumed. The
-// wanted state is read afresh under fetchMu, so that
-// calls racing from the poll loop, jobs and rebalances leave the
+// is paused while its window stopped it or the consumer is paused, and
+// every other is resumed. The wanted state is read afresh under fetchMu, so that
+// calls racing from the poll loop, jobs, Pause and rebalances leave the
 // client as the last state says, whatever order they reach it in. Lock
 // order: fetchMu, then mu, then a partition's mu.
 func (c *Consumer) syncFetch(ks []tp) {
@@ -194,6 +194,7 @@ func (c *Consumer) syncFetch(ks []tp) {
 	}
 	c.fetchMu.Lock()
 	defer c.fetchMu.Unlock()
+	paused := c.paused.Load()
 	var pause, resume map[string][]int32
 	for _, k := range ks {
 		c.mu.Lock()
@@ -202,7 +203,7 @@ func (c *Consumer) syncFetch(ks []tp) {
 		want := false
 		if p != nil {
 			p.mu.Lock()
-			want = p.win.stopped && !p.dead
+			want = (paused || p.win.stopped) && !p.dead
 			p.mu.Unlock()
 		}
 		if want == c.fetchPaused[k] {
@@ -226,6 +227,63 @@ func (c *Consumer) syncFetch(ks []tp) {
 	if len(resume) > 0 {
 		c.cl.ResumeFetchPartitions(resume)
 	}
+}
+
+// Pause stops the consumer taking records, keeping its group membership:
+// it stops fetching, and records already fetched do not start (nor do
+// retries of records that failed) until Resume; handlers already running
+// finish, and commits go on. Use it when what the handlers feed is down.
+// A record waiting for Resume holds a concurrency slot; when its partition
+// is revoked, or the consumer closed, it is given back not done, for the
+// next owner. Stats reports the pause. Pause is safe to call at any time
+// and any number of times; it returns at once.
+func (c *Consumer) Pause() {
+	c.pauseMu.Lock()
+	if c.resumed == nil {
+		c.resumed = make(chan struct{})
+		c.paused.Store(true)
+	}
+	c.pauseMu.Unlock()
+	c.syncFetch(c.assigned())
+}
+
+// Resume undoes Pause: fetching goes on, and the records held start.
+// Resuming a consumer that is not paused does nothing.
+func (c *Consumer) Resume() {
+	c.pauseMu.Lock()
+	if c.resumed != nil {
+		close(c.resumed)
+		c.resumed = nil
+		c.paused.Store(false)
+	}
+	c.pauseMu.Unlock()
+	c.syncFetch(c.assigned())
+	c.wakePoll()
+}
+
+// waitResumed waits while the consumer is paused. It returns false when
+// ctx ended first, or p (when not nil) began its revocation.
+func (c *Consumer) waitResumed(ctx context.Context, p *partition) bool {
+	if !c.paused.Load() {
+		return true
+	}
+	c.pauseMu.Lock()
+	ch := c.resumed
+	c.pauseMu.Unlock()
+	if ch == nil {
+		return true
+	}
+	var stop chan struct{}
+	if p != nil {
+		stop = p.stop
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+	case <-stop:
+	}
+	return false
 }
 
 func (c *Consumer) assigned() []tp {

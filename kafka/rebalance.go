@@ -35,6 +35,9 @@ func (c *Consumer) onAssigned(_ context.Context, _ *kgo.Client, assigned map[str
 		}
 	}
 	c.mu.Unlock()
+	if c.paused.Load() {
+		c.syncFetch(ks)
+	}
 	c.wakePoll() // a new partition can take records
 }
 
@@ -128,7 +131,7 @@ func (c *Consumer) revoke(ctx context.Context, revoked map[string][]int32) error
 }
 
 // stopTaking marks the revoked partitions revoking (the poll loop takes no
-// more of their records) and
+// more of their records, and records waiting out a Pause give up) and
 // returns them.
 func (c *Consumer) stopTaking(revoked map[string][]int32) []*partition {
 	c.mu.Lock()
@@ -144,6 +147,7 @@ func (c *Consumer) stopTaking(revoked map[string][]int32) []*partition {
 			if !p.dead && !p.revoking {
 				p.revoking = true
 				p.win.forget()
+				close(p.stop)
 				if p.open > 0 {
 					p.drained = make(chan struct{})
 				}

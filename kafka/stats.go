@@ -13,6 +13,7 @@ import (
 // Recording them costs a few atomic adds and two clock reads per handler
 // call, nothing more.
 type Stats struct {
+	Paused       bool   // Pause was called and Resume not since
 	Buffered     int    // records fetched and not done, all partitions (the sum of Partitions' Buffered)
 	InFlight     int    // of Buffered, records in a handler call now
 	Processed    uint64 // records handled successfully
@@ -38,7 +39,7 @@ type Stats struct {
 type PartitionStats struct {
 	Topic     string
 	Partition int32
-	Paused    bool  // taking no records: its buffer is full (see WithMaxBuffered)
+	Paused    bool  // taking no records: its buffer is full (see WithMaxBuffered), or the consumer is paused
 	Committed int64 // last offset committed (or found committed at assignment); -1 none
 	Watermark int64 // offset a commit would carry now: every record below it is done; -1 before the first fetch
 
@@ -63,6 +64,7 @@ type PartitionStats struct {
 // also after Close; it never waits for a handler.
 func (c *Consumer) Stats() Stats {
 	s := Stats{
+		Paused:       c.paused.Load(),
 		Commits:      c.commits.Load(),
 		CommitErrors: c.commitErrors.Load(),
 		HandlerTime:  c.handlerTime.Snapshot(),
@@ -92,7 +94,7 @@ func (c *Consumer) Stats() Stats {
 			Skipped:      n.skipped.Load(),
 		}
 		p.mu.Lock()
-		st.Paused = p.win.stopped || p.win.behind()
+		st.Paused = s.Paused || p.win.stopped || p.win.behind()
 		st.Committed = p.committed
 		st.Watermark = p.watermark()
 		st.HighWatermark = p.hwm

@@ -64,6 +64,7 @@ func TestStatsCountsAKnownWorkload(t *testing.T) {
 	s := cons.Stats()
 	require.NoError(t, m.close(t, 10*time.Second))
 
+	require.False(t, s.Paused)
 	require.Equal(t, 0, s.Buffered)
 	require.Equal(t, 0, s.InFlight)
 	require.Equal(t, uint64(7), s.Processed)
