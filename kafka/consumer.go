@@ -26,19 +26,21 @@ type Handler func(ctx context.Context, r *kgo.Record) error
 // Consumer consumes a Kafka consumer group's topics with records of
 // different keys handled in parallel and records of one key in order.
 //
-// Create one with NewConsumer, start it with Run,
+// Create one with NewConsumer (or NewBatchConsumer), start it with Run,
 // stop it with Close. The Consumer owns its kgo.Client: it creates it from
 // the options given to NewConsumer and closes it in Close. All methods are
 // safe for concurrent use, also from the consumer's own callbacks (see
 // Close for the one rule there).
 type Consumer struct {
-	cl      *kgo.Client
-	handler Handler
-	cfg     *config
-	chunk   int // the most records one poll takes (see window)
+	cl           *kgo.Client
+	handler      Handler      // NewConsumer
+	batchHandler BatchHandler // NewBatchConsumer
+	cfg          *config
+	chunk        int // the most records one poll takes (see window)
 
-	sched  *seqsched.Scheduler[sessionKey] // runs the records, one session per key
-	timers *seqsched.Scheduler[sessionKey] // runs backoff waits, unbounded
+	sched   *seqsched.Scheduler[sessionKey] // runs the records, one session per key
+	batches *seqsched.Scheduler[sessionKey] // runs the batches, one session each (NewBatchConsumer)
+	timers  *seqsched.Scheduler[sessionKey] // runs backoff and linger waits, unbounded
 
 	life       context.Context // parent of every partition's ctx; canceled when Close ends
 	cancelLife context.CancelFunc
@@ -88,7 +90,8 @@ type tp struct {
 
 // sessionKey names a seqsched session: one per key of a partition's
 // assignment. kind tells keyed records, unkeyed ones ordered per partition,
-// and unkeyed unordered ones (a session per offset).
+// unkeyed unordered ones (a session per offset), and batches (a session
+// per batch, offset holding its number).
 type sessionKey struct {
 	topic  string
 	part   int32
@@ -102,6 +105,7 @@ const (
 	kindKeyed uint8 = iota
 	kindNoKey
 	kindUnordered
+	kindBatch
 )
 
 // NewConsumer creates the consumer and its kgo.Client from clientOpts,
@@ -125,20 +129,45 @@ func NewConsumer(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, er
 	if err != nil {
 		return nil, err
 	}
-	return newConsumer(clientOpts, cfg, h)
+	if cfg.batchSet {
+		return nil, &OptionError{Option: fmt.Sprintf("WithBatch(%d, %v)", cfg.batchSize, cfg.batchLinger), Reason: "only with NewBatchConsumer"}
+	}
+	return newConsumer(clientOpts, cfg, h, nil)
 }
 
-func newConsumer(clientOpts []kgo.Opt, cfg *config, h Handler) (*Consumer, error) {
+// NewBatchConsumer is NewConsumer for a handler that takes records in
+// batches, such as a bulk insert: every guarantee of the package holds, and
+// a batch holds at most one record per key (the key's next record waits for
+// the batch), so records of one key are still handled one at a time, in
+// offset order. A batch holds records of one partition, up to WithBatch's
+// size, and is handed to h once full or after WithBatch's linger;
+// WithMaxConcurrency bounds the batch calls at once. Each record's outcome
+// is h's error, or its entry in a *BatchError; a record that failed is
+// retried alone, in a batch of one, after its backoff, and is dead-lettered
+// alone. Stats counts a batch as one handler call.
+func NewBatchConsumer(clientOpts []kgo.Opt, h BatchHandler, opts ...Option) (*Consumer, error) {
+	if h == nil {
+		return nil, ErrNilHandler
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newConsumer(clientOpts, cfg, nil, h)
+}
+
+func newConsumer(clientOpts []kgo.Opt, cfg *config, h Handler, bh BatchHandler) (*Consumer, error) {
 	c := &Consumer{
-		handler:     h,
-		cfg:         cfg,
-		chunk:       pollChunk(cfg.bufferHigh, cfg.bufferLow),
-		parts:       make(map[tp]*partition),
-		counts:      make(map[tp]*partCounters),
-		fetchPaused: make(map[tp]bool),
-		wake:        make(chan struct{}, 1),
-		epoch:       time.Now(),
-		closedDown:  make(chan struct{}),
+		handler:      h,
+		batchHandler: bh,
+		cfg:          cfg,
+		chunk:        pollChunk(cfg.bufferHigh, cfg.bufferLow),
+		parts:        make(map[tp]*partition),
+		counts:       make(map[tp]*partCounters),
+		fetchPaused:  make(map[tp]bool),
+		wake:         make(chan struct{}, 1),
+		epoch:        time.Now(),
+		closedDown:   make(chan struct{}),
 	}
 	c.metaLimit.Store(int64(cfg.maxMetadata))
 	c.life, c.cancelLife = context.WithCancel(context.Background())
@@ -173,6 +202,9 @@ func newConsumer(clientOpts []kgo.Opt, cfg *config, h Handler) (*Consumer, error
 	c.cl = cl
 	// Errors cannot happen: cfg.concurrency >= 1.
 	c.sched, _ = seqsched.New[sessionKey](seqsched.WithMaxConcurrency(cfg.concurrency))
+	if bh != nil {
+		c.batches, _ = seqsched.New[sessionKey](seqsched.WithMaxConcurrency(cfg.concurrency))
+	}
 	c.timers, _ = seqsched.New[sessionKey]()
 	return c, nil
 }

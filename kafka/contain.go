@@ -11,12 +11,13 @@ type site uint8
 
 const (
 	siteHandler site = iota
+	siteBatch
 	siteBackoff
 	siteDeadLetter
 	siteLogger
 )
 
-var siteNames = [...]string{"handler", "backoff", "dead-letter function", "logger"}
+var siteNames = [...]string{"handler", "batch handler", "backoff", "dead-letter function", "logger"}
 
 // goexitErrs holds each site's error for a call that called runtime.Goexit,
 // made once so that recording it allocates nothing.
@@ -37,8 +38,8 @@ var goexitErrs = func() (e [len(siteNames)]error) {
 // A Goexit cannot be stopped: once call's deferred function has stored the
 // outcome, the goroutine goes on unwinding, and the caller's code after
 // call never runs. Each caller therefore has a deferred takeover that
-// carries its work on from what *out and its own state say (job.takeOver),
-// or runs call on a goroutine of its own (log): see doc.go.
+// carries its work on from what *out and its own state say (job.takeOver,
+// batch.finish), or runs call on a goroutine of its own (log): see doc.go.
 func call(s site, out *error, f func() error) {
 	normal := false
 	defer func() {
@@ -74,8 +75,10 @@ func (x *callCtx) Value(k any) any {
 }
 
 // Attempt returns the attempt number (1 for the first) of the handler call
-// whose ctx is ctx, or one derived from it. In a DeadLetterFunc it is the
-// number of attempts made. It returns 0 for any other ctx.
+// whose ctx is ctx, or one derived from it: for a BatchHandler, that of
+// every record in the batch (a batch holds first attempts; a retry is a
+// batch of one). In a DeadLetterFunc it is the number of attempts made. It
+// returns 0 for any other ctx.
 func Attempt(ctx context.Context) int {
 	if x, ok := ctx.Value(callKey{}).(*callCtx); ok {
 		return x.attempt

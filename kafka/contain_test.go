@@ -106,6 +106,24 @@ func injectionSites() []site {
 		},
 		applied: []string{"target", "after", "other"},
 	}, {
+		name: "batch handler",
+		make: func(t *testing.T, opts []kgo.Opt, in *injector, st *store) (*kafka.Consumer, error) {
+			return kafka.NewBatchConsumer(opts, func(ctx context.Context, rs []*kgo.Record) error {
+				for _, r := range rs {
+					if string(r.Value) == "target" {
+						if err, ok := in.do(ctx, false); ok {
+							return err
+						}
+					}
+				}
+				for _, r := range rs {
+					apply(st, r)
+				}
+				return nil
+			}, fast, kafka.WithBatch(10, time.Millisecond))
+		},
+		applied: []string{"target", "after", "other"},
+	}, {
 		name: "backoff",
 		make: func(t *testing.T, opts []kgo.Opt, in *injector, st *store) (*kafka.Consumer, error) {
 			var failed atomic.Bool
@@ -203,8 +221,12 @@ func checkInjection(t *testing.T, s site, what injection) {
 	case what == injectGoexit && s.name == "dead-letter function":
 		want = []string{"after", "other"} // dropped, logged
 	case what == injectBlock:
-		// target is held, and after waits for it; other goes on.
+		// target is held, and after waits for it; other goes on, unless
+		// it shares target's batch.
 		want = []string{"other"}
+		if s.name == "batch handler" {
+			want = nil
+		}
 	}
 	for _, v := range want {
 		waitApplied(t, st, v)

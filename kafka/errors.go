@@ -16,7 +16,8 @@ var (
 	// returns for an out-of-range option.
 	ErrInvalidOption = errors.New("seqsched/kafka: invalid option")
 
-	// ErrNilHandler is returned by NewConsumer when the handler is nil.
+	// ErrNilHandler is returned by NewConsumer and NewBatchConsumer when
+	// the handler is nil.
 	ErrNilHandler = errors.New("seqsched/kafka: nil handler")
 
 	// ErrNoGroup is returned by NewConsumer when the client options name no
@@ -33,7 +34,7 @@ var (
 	ErrNilClient = errors.New("seqsched/kafka: nil client")
 
 	// ErrGoexit is wrapped by the error of a call whose user function (the
-	// handler, the backoff or the dead-letter function)
+	// handler, the batch handler, the backoff or the dead-letter function)
 	// called runtime.Goexit: a failed call, like a panic.
 	ErrGoexit = errors.New("seqsched/kafka: runtime.Goexit called")
 
@@ -65,11 +66,11 @@ func (e *OptionError) Error() string {
 func (e *OptionError) Unwrap() error { return ErrInvalidOption }
 
 // PanicError is the error of a call whose user function panicked. A
-// handler's panic fails its attempt, which is retried
+// handler's (or batch handler's) panic fails its attempt, which is retried
 // and, after the last one, dead-lettered with this error; a backoff's panic
 // fails the attempt it was computing the wait for (see WithBackoff).
 type PanicError struct {
-	Func  string // what panicked: "handler", "backoff" or "dead-letter function"
+	Func  string // what panicked: "handler", "batch handler", "backoff" or "dead-letter function"
 	Value any    // the value passed to panic
 	Stack []byte // the panicking goroutine's stack
 }
@@ -94,7 +95,9 @@ func (e *goexitError) Is(target error) bool { return target == ErrGoexit }
 
 // Terminal returns err marked as not worth retrying: a handler that returns
 // it sends its record to the dead-letter step at once. The result prints as
-// err, unwraps to err, and wraps ErrTerminal; Terminal(nil) is nil.
+// err, unwraps to err, and wraps ErrTerminal; Terminal(nil) is nil. A
+// BatchHandler marks one record so with BatchError.Errs[i] = Terminal(err),
+// or the whole batch by returning Terminal(err).
 func Terminal(err error) error {
 	if err == nil {
 		return nil
@@ -107,6 +110,39 @@ type terminalError struct{ err error }
 func (e *terminalError) Error() string        { return e.err.Error() }
 func (e *terminalError) Unwrap() error        { return e.err }
 func (e *terminalError) Is(target error) bool { return target == ErrTerminal }
+
+// BatchError is what a BatchHandler returns to report its records one by
+// one: Errs[i] is the outcome of the batch's record i, nil for done. Any
+// other error, or a BatchError whose Errs is not as long as the batch,
+// fails every record of the batch.
+type BatchError struct {
+	Errs []error
+}
+
+// Error returns "seqsched/kafka: <n> of <len> records failed, first: <err>".
+func (e *BatchError) Error() string {
+	n, first := 0, error(nil)
+	for _, err := range e.Errs {
+		if err != nil {
+			if n == 0 {
+				first = err
+			}
+			n++
+		}
+	}
+	return fmt.Sprintf("seqsched/kafka: %d of %d records failed, first: %v", n, len(e.Errs), first)
+}
+
+// Unwrap returns the records' errors that are not nil.
+func (e *BatchError) Unwrap() []error {
+	var out []error
+	for _, err := range e.Errs {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
 
 // CommitError reports partitions whose offsets a commit did not write. Close
 // returns one when its final commit failed: those partitions' records done

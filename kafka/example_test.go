@@ -158,6 +158,43 @@ func exampleOpts(c *kfake.Cluster, group string) []kgo.Opt {
 	}
 }
 
+// A batch holds at most one record per key: the key's next record waits
+// for the batch, so each key's records are still handled in order.
+func ExampleNewBatchConsumer() {
+	c, err := exampleCluster("alice", "+10", "bob", "+5", "alice", "-3", "carol", "+1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	done := make(chan struct{}, 4)
+	cons, err := kafka.NewBatchConsumer(exampleOpts(c, "batches"), func(ctx context.Context, rs []*kgo.Record) error {
+		rs = slices.SortedFunc(slices.Values(rs), func(a, b *kgo.Record) int { return int(a.Offset - b.Offset) })
+		fmt.Print("insert")
+		for _, r := range rs { // one bulk insert of the batch
+			fmt.Printf(" %s:%s", r.Key, r.Value)
+			done <- struct{}{}
+		}
+		fmt.Println()
+		return nil
+	}, kafka.WithBatch(100, 200*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- cons.Run(context.Background()) }()
+	for range 4 {
+		<-done
+	}
+	fmt.Println("close:", cons.Close(context.Background()), "run:", <-ran)
+	// Output:
+	// insert alice:+10 bob:+5 carol:+1
+	// insert alice:-3
+	// close: <nil> run: <nil>
+}
+
 // The wait before a retry can depend on the record and the error; an
 // error marked Terminal is not retried.
 func ExampleWithBackoff() {

@@ -41,6 +41,7 @@ func TestNewConsumerRejectsBadInput(t *testing.T) {
 		kafka.WithLogger(nil),
 		kafka.WithMaxMetadataBytes(-1),
 		kafka.WithBackoff(nil),
+		kafka.WithBatch(0, time.Millisecond),
 		nil,
 	}
 	for _, o := range bad {

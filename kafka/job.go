@@ -122,13 +122,21 @@ func (j *job) gate(ctx context.Context) {
 	}
 }
 
-// handle makes the next attempt.
+// handle makes the next attempt: the handler's call, or a batch's.
 func (j *job) handle(ctx context.Context) {
 	// No ctx check here: a task whose ctx ended does not start, and every
 	// step that waits (gate, sleep) gives the record back when it ends.
 	j.attempt++
 	j.step = stepFailed // what a Goexit in the handler means; call sets err
-	j.c.callHandler(ctx, j)
+	if j.c.batchHandler != nil {
+		var ok bool
+		if j.err, ok = j.c.batchAttempt(ctx, j); !ok {
+			j.step = stepGiveBack
+			return
+		}
+	} else {
+		j.c.callHandler(ctx, j)
+	}
 	if j.err == nil {
 		j.step = stepDone
 		j.p.counts.processed.Add(1)

@@ -154,6 +154,11 @@ func (c *Consumer) close(ctx context.Context) error {
 	if serr := c.sched.Shutdown(ctx); serr != nil {
 		err = serr
 	}
+	if c.batches != nil {
+		if berr := c.batches.Shutdown(ctx); berr != nil && err == nil {
+			err = berr
+		}
+	}
 	c.cancelLife()
 	_ = c.timers.Shutdown(context.Background()) // its tasks end with their ctx
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.commitTimeout)

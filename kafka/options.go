@@ -28,7 +28,7 @@ type DeadLetterFunc func(ctx context.Context, r *kgo.Record, err error) error
 // consumer's own (see Close).
 type BackoffFunc func(ctx context.Context, r *kgo.Record, attempt int, err error) time.Duration
 
-// An Option configures a Consumer at NewConsumer.
+// An Option configures a Consumer at NewConsumer or NewBatchConsumer.
 // Options print as the call that made them.
 type Option interface {
 	apply(*config)
@@ -48,6 +48,9 @@ type config struct {
 	commitInterval time.Duration
 	commitTimeout  time.Duration
 	maxMetadata    int
+	batchSize      int
+	batchLinger    time.Duration
+	batchSet       bool         // WithBatch was given
 	logger         *slog.Logger // nil: slog.Default() at each log
 	errs           []error
 }
@@ -61,6 +64,8 @@ const (
 	DefaultDrainTimeout   = 15 * time.Second
 	DefaultCommitInterval = time.Second
 	DefaultCommitTimeout  = 10 * time.Second
+	DefaultBatchSize      = 100
+	DefaultBatchLinger    = 5 * time.Millisecond
 )
 
 // DefaultBackoff waits 100ms before the second attempt and doubles each
@@ -86,7 +91,7 @@ func bad(c *config, opt, reason string) {
 }
 
 // WithMaxConcurrency bounds how many handler calls run at once, over all
-// keys and partitions. n must be >= 1; the default
+// keys and partitions (a batch is one call). n must be >= 1; the default
 // is 64.
 func WithMaxConcurrency(n int) Option {
 	name := fmt.Sprintf("WithMaxConcurrency(%d)", n)
@@ -272,6 +277,25 @@ func WithMaxMetadataBytes(n int) Option {
 	}}
 }
 
+// WithBatch sets how NewBatchConsumer groups records: a batch takes at
+// most size records, at most one per key, and is handed to the handler
+// once it is full or linger after its first record joined, whichever comes
+// first (with linger 0, as soon as a concurrency slot is free). Batches
+// run at the same time only as far as a partition's buffer holds them:
+// keep WithMaxBuffered's high mark at about twice WithMaxConcurrency times
+// size. size must be >= 1 and linger >= 0; the defaults are 100 and 5ms.
+// NewConsumer rejects it.
+func WithBatch(size int, linger time.Duration) Option {
+	name := fmt.Sprintf("WithBatch(%d, %v)", size, linger)
+	return optFunc{name, func(c *config) {
+		if size < 1 || linger < 0 {
+			bad(c, name, "must be size >= 1, linger >= 0")
+			return
+		}
+		c.batchSize, c.batchLinger, c.batchSet = size, linger, true
+	}}
+}
+
 // WithLogger sets where the consumer logs: fetch and commit errors (Warn),
 // ignored commit metadata (Warn), records dropped by the default
 // dead-letter step, dead-letter functions that fail, and user functions
@@ -308,6 +332,8 @@ func newConfig(opts []Option) (*config, error) {
 		commitInterval: DefaultCommitInterval,
 		commitTimeout:  DefaultCommitTimeout,
 		maxMetadata:    MaxMetadataBytes,
+		batchSize:      DefaultBatchSize,
+		batchLinger:    DefaultBatchLinger,
 	}
 	for _, o := range opts {
 		if o == nil {

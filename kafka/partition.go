@@ -39,6 +39,8 @@ type partition struct {
 	win       window
 	open      int                // records taken and not settled (done or given back); revocation drains to 0
 	keys      map[sessionKey]int // sessions with records taken and not settled, and how many
+	batch     *batch             // the batch records join (NewBatchConsumer)
+	batchSeq  uint64             // batches made, for their session keys
 	hwm       int64              // the partition's high watermark at the last fetch; -1 before one
 
 	committed     int64  // last offset committed (or found committed at assignment); -1 none

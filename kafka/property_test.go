@@ -22,7 +22,7 @@ import (
 
 // TestPropertyNoCommitPassesAnIncompleteOffset runs a group on random
 // data with random latencies and failures, adds, kills and fences members
-// at random points, and checks that every record was applied at least once,
+// at random points (some members taking records in batches), and checks that every record was applied at least once,
 // that each key's first applications are in offset order, and that no
 // commit the broker received ever passed an offset that was not applied
 // (or listed one in its metadata that was not).
@@ -120,6 +120,8 @@ func runProperty(t *testing.T, seed uint64) {
 		killed atomic.Bool
 	}
 	var attempts sync.Map // "member/partition/offset" -> *atomic.Int32
+	// Members of odd id take records in batches (NewBatchConsumer), so
+	// the group mixes both kinds.
 	newMember := func(id int) *memberState {
 		ms := &memberState{dialer: &killableDialer{}}
 		lat := rand.New(rand.NewPCG(seed, uint64(id)))
@@ -146,6 +148,18 @@ func runProperty(t *testing.T, seed uint64) {
 			work()
 			return one(r)
 		}
+		bh := func(ctx context.Context, rs []*kgo.Record) error {
+			if ms.killed.Load() {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			work() // one bulk call for the batch
+			errs := make([]error, len(rs))
+			for i, r := range rs {
+				errs[i] = one(r)
+			}
+			return &kafka.BatchError{Errs: errs}
+		}
 		dlq := func(ctx context.Context, r *kgo.Record, err error) error {
 			if ms.killed.Load() {
 				<-ctx.Done()
@@ -165,7 +179,14 @@ func runProperty(t *testing.T, seed uint64) {
 			kafka.WithCommitTimeout(300 * time.Millisecond),
 			kafka.WithDrainTimeout(2 * time.Second),
 		}
-		cons, err := kafka.NewConsumer(groupOpts(c, kgo.Dialer(ms.dialer.dial)), h, opts...)
+		copts := groupOpts(c, kgo.Dialer(ms.dialer.dial))
+		var cons *kafka.Consumer
+		var err error
+		if id%2 == 1 {
+			cons, err = kafka.NewBatchConsumer(copts, bh, append(opts, kafka.WithBatch(16, time.Millisecond))...)
+		} else {
+			cons, err = kafka.NewConsumer(copts, h, opts...)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

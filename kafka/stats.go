@@ -15,7 +15,7 @@ import (
 type Stats struct {
 	Paused       bool   // Pause was called and Resume not since
 	Buffered     int    // records fetched and not done, all partitions (the sum of Partitions' Buffered)
-	InFlight     int    // of Buffered, records in a handler call now
+	InFlight     int    // of Buffered, records in a handler call now (a batch counts its records)
 	Processed    uint64 // records handled successfully
 	Retries      uint64 // failed attempts that were retried
 	DeadLettered uint64 // records that went through the dead-letter step
@@ -23,12 +23,12 @@ type Stats struct {
 	Commits      uint64 // offset commits that succeeded
 	CommitErrors uint64 // offset commits that failed (some partition not committed)
 
-	// HandlerTime counts the duration of each handler call, in
-	// seqsched.HistogramBounds' buckets.
+	// HandlerTime counts the duration of each handler call (each batch
+	// call, with NewBatchConsumer), in seqsched.HistogramBounds' buckets.
 	HandlerTime seqsched.Histogram
 	// QueueTime counts, for each record, the time from its fetch to the
 	// start of its first handler call: waiting for its key's earlier
-	// records, for a concurrency slot.
+	// records, for a concurrency slot, for its batch to be handed over.
 	QueueTime seqsched.Histogram
 
 	Partitions []PartitionStats // assigned partitions, by topic and partition
