@@ -56,7 +56,7 @@ func TestBatchHoldsAtMostOneRecordPerKey(t *testing.T) {
 			st.apply(r)
 		}
 		return nil
-	}, kafka.WithBatch(10, 50*time.Millisecond))
+	}, kafka.WithBatch(10, 300*time.Millisecond)) // time enough for a, b and c to join
 	require.NoError(t, err)
 	m := startMember(t, cons)
 	<-st.at(6)

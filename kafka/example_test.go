@@ -178,7 +178,7 @@ func ExampleNewBatchConsumer() {
 		}
 		fmt.Println()
 		return nil
-	}, kafka.WithBatch(100, 200*time.Millisecond))
+	}, kafka.WithBatch(100, 300*time.Millisecond))
 	if err != nil {
 		fmt.Println(err)
 		return
