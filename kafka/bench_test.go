@@ -238,3 +238,70 @@ func BenchmarkLagMemory(b *testing.B) {
 		})
 	}
 }
+
+// bulkDB stands for a database behind a pool of 8 connections where a
+// write costs a 1ms round trip plus 20µs per row: the kind of handler
+// batches are for.
+type bulkDB struct{ pool chan struct{} }
+
+func newBulkDB() *bulkDB { return &bulkDB{pool: make(chan struct{}, 8)} }
+
+func (db *bulkDB) insert(rows int) {
+	db.pool <- struct{}{}
+	time.Sleep(time.Millisecond + time.Duration(rows)*20*time.Microsecond) // the write, not synchronisation
+	<-db.pool
+}
+
+// BenchmarkBulkInsert consumes 20,000 records of 1,000 keys into bulkDB,
+// one row per handler call (kafka.NewConsumer) or one bulk insert per
+// batch of up to 100 (kafka.NewBatchConsumer), both at concurrency 8 (the
+// pool's size; more only queues on the pool).
+func BenchmarkBulkInsert(b *testing.B) {
+	const n = 20000
+	for _, mode := range []string{"per-record", "batch=100"} {
+		b.Run(mode, func(b *testing.B) {
+			c := benchCluster(b, n, 1000)
+			var processing time.Duration
+			for b.Loop() {
+				db := newBulkDB()
+				var done, first atomic.Int64
+				all := make(chan struct{})
+				count := func(k int) {
+					first.CompareAndSwap(0, time.Now().UnixNano())
+					if done.Add(int64(k)) == n {
+						processing += time.Since(time.Unix(0, first.Load()))
+						close(all)
+					}
+				}
+				group := fmt.Sprint("bench-", benchGroup.Add(1))
+				opts := groupOpts(c, kgo.ConsumerGroup(group))
+				var cons *kafka.Consumer
+				var err error
+				if mode == "per-record" {
+					cons, err = kafka.NewConsumer(opts, func(_ context.Context, r *kgo.Record) error {
+						db.insert(1)
+						count(1)
+						return nil
+					}, kafka.WithMaxConcurrency(8))
+				} else {
+					cons, err = kafka.NewBatchConsumer(opts, func(_ context.Context, rs []*kgo.Record) error {
+						db.insert(len(rs))
+						count(len(rs))
+						return nil
+					}, kafka.WithMaxConcurrency(8), kafka.WithBatch(100, 5*time.Millisecond), kafka.WithMaxBuffered(2000, 1000))
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				m := startMember(b, cons)
+				<-all
+				if err := m.close(b, 10*time.Second); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRate(b, n)
+			// Without the group join: from the first write's end to the last's.
+			b.ReportMetric(float64(n)*float64(b.N)/processing.Seconds(), "records/s-processing")
+		})
+	}
+}

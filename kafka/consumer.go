@@ -2,10 +2,10 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,41 +17,53 @@ import (
 // Handler handles one record. It runs on a goroutine of the consumer, never
 // at the same time as another record of the same key (see the package doc),
 // with a ctx that is canceled when the record's partition is lost, when a
-// revocation's drain timeout passes, or when Close gives up. A nil error
-// means the record is done; an error or a panic is a failed attempt.
+// revocation's drain timeout passes, or when Close gives up; Attempt(ctx)
+// tells the attempt. A nil error means the record is done; an error, a
+// panic or runtime.Goexit is a failed attempt, retried unless the error is
+// terminal (see Terminal).
 type Handler func(ctx context.Context, r *kgo.Record) error
 
 // Consumer consumes a Kafka consumer group's topics with records of
 // different keys handled in parallel and records of one key in order.
 //
-// Create one with NewConsumer, start it with Run, stop it with Close. The
-// Consumer owns its kgo.Client: it creates it from the options given to
-// NewConsumer and closes it in Close. All methods are safe for concurrent
-// use.
+// Create one with NewConsumer (or NewBatchConsumer), start it with Run,
+// stop it with Close. The Consumer owns its kgo.Client: it creates it from
+// the options given to NewConsumer and closes it in Close. All methods are
+// safe for concurrent use, also from the consumer's own callbacks (see
+// Close for the one rule there).
 type Consumer struct {
-	cl      *kgo.Client
-	handler Handler
-	cfg     *config
-	log     *slog.Logger
+	cl           *kgo.Client
+	handler      Handler      // NewConsumer
+	batchHandler BatchHandler // NewBatchConsumer
+	cfg          *config
+	chunk        int // the most records one poll takes (see window)
 
-	sched  *seqsched.Scheduler[sessionKey] // runs the records, one session per key
-	timers *seqsched.Scheduler[sessionKey] // runs retry backoffs, unbounded
+	sched   *seqsched.Scheduler[sessionKey] // runs the records, one session per key
+	batches *seqsched.Scheduler[sessionKey] // runs the batches, one session each (NewBatchConsumer)
+	timers  *seqsched.Scheduler[sessionKey] // runs backoff and linger waits, unbounded
 
-	life       context.Context // parent of every partition's ctx; canceled when Close gives up
+	life       context.Context // parent of every partition's ctx; canceled when Close ends
 	cancelLife context.CancelFunc
 
-	mu       sync.Mutex
-	parts    map[tp]*partition
-	gen      uint64
-	buffered int           // records fetched and not done, over all live partitions
-	paused   map[tp]bool   // partitions this consumer paused
-	wake     chan struct{} // signaled when buffered falls to the low mark
-	waiting  bool          // the poll loop waits on wake
+	mu     sync.Mutex
+	parts  map[tp]*partition    // assigned partitions
+	counts map[tp]*partCounters // every partition ever assigned, for Stats
+	gen    uint64
 
 	// commitMu serializes commits with revocations, so that a partition is
 	// committed only while this member owns it (see commit). Lock order:
-	// commitMu before mu; neither is held while a handler runs.
-	commitMu sync.Mutex
+	// commitMu, mu, a partition's mu; fetchMu, mu, a partition's mu.
+	// None is held while user code runs.
+	commitMu  sync.Mutex
+	metaLimit atomic.Int64 // the metadata bound, halved when a broker refuses
+
+	fetchMu     sync.Mutex
+	fetchPaused map[tp]bool   // partitions the client has paused at our request
+	wake        chan struct{} // wakes a poll loop waiting for a partition that can take records
+
+	pauseMu sync.Mutex
+	resumed chan struct{} // while paused: closed by Resume
+	paused  atomic.Bool
 
 	runMu      sync.Mutex
 	running    bool
@@ -61,12 +73,15 @@ type Consumer struct {
 	closeOnce  sync.Once
 	closedDown chan struct{} // closed when Close's work is done
 
-	processed    atomic.Uint64
-	retries      atomic.Uint64
-	deadLettered atomic.Uint64
-	skippedTotal atomic.Uint64
-	commits      atomic.Uint64
+	commits, commitErrors  atomic.Uint64
+	handlerTime, queueTime seqsched.HistogramRecorder
+	epoch                  time.Time // see clock
 }
+
+// clock returns the time since the consumer was made: a monotonic clock
+// read only, half the cost of time.Now, whose wall clock the durations in
+// Stats do not need.
+func (c *Consumer) clock() time.Duration { return time.Since(c.epoch) }
 
 type tp struct {
 	topic string
@@ -75,7 +90,8 @@ type tp struct {
 
 // sessionKey names a seqsched session: one per key of a partition's
 // assignment. kind tells keyed records, unkeyed ones ordered per partition,
-// and unkeyed unordered ones (a session per offset).
+// unkeyed unordered ones (a session per offset), and batches (a session
+// per batch, offset holding its number).
 type sessionKey struct {
 	topic  string
 	part   int32
@@ -89,13 +105,15 @@ const (
 	kindKeyed uint8 = iota
 	kindNoKey
 	kindUnordered
+	kindBatch
 )
 
 // NewConsumer creates the consumer and its kgo.Client from clientOpts,
 // which must name a consumer group (kgo.ConsumerGroup) and the topics
 // (kgo.ConsumeTopics or kgo.ConsumeRegex). The consumer adds the options it
 // relies on after clientOpts, overriding any given for the same purpose:
-// kgo.DisableAutoCommit, kgo.BlockRebalanceOnPoll, kgo.OnPartitionsAssigned,
+// kgo.DisableAutoCommit (so kgo.AutoCommitMarks and kgo.GreedyAutoCommit
+// are dropped), kgo.BlockRebalanceOnPoll, kgo.OnPartitionsAssigned,
 // kgo.OnPartitionsRevoked, kgo.OnPartitionsLost and kgo.OnOffsetsFetched.
 //
 // It returns ErrNilHandler for a nil h, ErrNoGroup when clientOpts lack a
@@ -111,20 +129,50 @@ func NewConsumer(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, er
 	if err != nil {
 		return nil, err
 	}
+	if cfg.batchSet {
+		return nil, &OptionError{Option: fmt.Sprintf("WithBatch(%d, %v)", cfg.batchSize, cfg.batchLinger), Reason: "only with NewBatchConsumer"}
+	}
+	return newConsumer(clientOpts, cfg, h, nil)
+}
+
+// NewBatchConsumer is NewConsumer for a handler that takes records in
+// batches, such as a bulk insert: every guarantee of the package holds, and
+// a batch holds at most one record per key (the key's next record waits for
+// the batch), so records of one key are still handled one at a time, in
+// offset order. A batch holds records of one partition, up to WithBatch's
+// size, and is handed to h once full or after WithBatch's linger;
+// WithMaxConcurrency bounds the batch calls at once. Each record's outcome
+// is h's error, or its entry in a *BatchError; a record that failed is
+// retried alone, in a batch of one, after its backoff, and is dead-lettered
+// alone. Stats counts a batch as one handler call.
+func NewBatchConsumer(clientOpts []kgo.Opt, h BatchHandler, opts ...Option) (*Consumer, error) {
+	if h == nil {
+		return nil, ErrNilHandler
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newConsumer(clientOpts, cfg, nil, h)
+}
+
+func newConsumer(clientOpts []kgo.Opt, cfg *config, h Handler, bh BatchHandler) (*Consumer, error) {
 	c := &Consumer{
-		handler:    h,
-		cfg:        cfg,
-		log:        cfg.logger,
-		parts:      make(map[tp]*partition),
-		paused:     make(map[tp]bool),
-		wake:       make(chan struct{}, 1),
-		closedDown: make(chan struct{}),
+		handler:      h,
+		batchHandler: bh,
+		cfg:          cfg,
+		chunk:        pollChunk(cfg.bufferHigh, cfg.bufferLow),
+		parts:        make(map[tp]*partition),
+		counts:       make(map[tp]*partCounters),
+		fetchPaused:  make(map[tp]bool),
+		wake:         make(chan struct{}, 1),
+		epoch:        time.Now(),
+		closedDown:   make(chan struct{}),
 	}
-	if cfg.deadLetter == nil {
-		cfg.deadLetter = c.logDeadLetter
-	}
+	c.metaLimit.Store(int64(cfg.maxMetadata))
 	c.life, c.cancelLife = context.WithCancel(context.Background())
-	all := append(append([]kgo.Opt(nil), clientOpts...),
+	own := slices.DeleteFunc(slices.Clone(clientOpts), overridden)
+	all := append(own,
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(c.onAssigned),
@@ -137,7 +185,7 @@ func NewConsumer(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, er
 		c.cancelLife()
 		// kgo rejects our group options when clientOpts name no group:
 		// say that, rather than kgo's message about autocommit.
-		if probe, perr := kgo.NewClient(clientOpts...); perr == nil {
+		if probe, perr := kgo.NewClient(own...); perr == nil {
 			ok := hasGroupAndTopics(probe)
 			probe.Close()
 			if !ok {
@@ -152,14 +200,21 @@ func NewConsumer(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, er
 		return nil, ErrNoGroup
 	}
 	c.cl = cl
-	c.sched, err = seqsched.New[sessionKey](seqsched.WithMaxConcurrency(cfg.concurrency))
-	if err != nil { // cannot happen: cfg.concurrency >= 1
-		cl.Close()
-		c.cancelLife()
-		return nil, fmt.Errorf("seqsched/kafka: %w", err)
+	// Errors cannot happen: cfg.concurrency >= 1.
+	c.sched, _ = seqsched.New[sessionKey](seqsched.WithMaxConcurrency(cfg.concurrency))
+	if bh != nil {
+		c.batches, _ = seqsched.New[sessionKey](seqsched.WithMaxConcurrency(cfg.concurrency))
 	}
 	c.timers, _ = seqsched.New[sessionKey]()
 	return c, nil
+}
+
+// overridden reports whether o is a client option that kgo refuses beside
+// kgo.DisableAutoCommit (kgo.AutoCommitMarks, kgo.GreedyAutoCommit). kgo's
+// options are opaque, so ask kgo's own validation, which builds no client.
+func overridden(o kgo.Opt) bool {
+	err := kgo.ValidateOpts(o, kgo.ConsumerGroup("probe"), kgo.DisableAutoCommit())
+	return err != nil && strings.HasPrefix(err.Error(), "cannot both disable autocommitting")
 }
 
 func hasGroupAndTopics(cl *kgo.Client) bool {
@@ -171,119 +226,3 @@ func hasGroupAndTopics(cl *kgo.Client) bool {
 // Client returns the consumer's client, for example to produce with it (as
 // DeadLetterTopic does). Do not poll, commit, pause or close through it.
 func (c *Consumer) Client() *kgo.Client { return c.cl }
-
-// Run consumes until ctx ends or Close is called: it fetches records and
-// submits each to its key's session, pausing fetches while the buffer is
-// full, and commits done offsets every commit interval. It returns nil
-// after Close, ctx.Err() when ctx ended (the consumer then stays usable:
-// call Run again or Close), and ErrClosed when Close had begun before it was
-// called. Only one Run may be in progress at a time; a second returns an
-// error wrapping ErrInvalidOption.
-func (c *Consumer) Run(ctx context.Context) error {
-	if ctx == nil {
-		return ErrNilContext
-	}
-	c.runMu.Lock()
-	if c.closing.Load() {
-		c.runMu.Unlock()
-		return ErrClosed
-	}
-	if c.running {
-		c.runMu.Unlock()
-		return fmt.Errorf("seqsched/kafka: Run already in progress: %w", ErrInvalidOption)
-	}
-	pollCtx, stop := context.WithCancel(ctx)
-	c.running, c.stopPoll, c.runDone = true, stop, make(chan struct{})
-	done := c.runDone
-	c.runMu.Unlock()
-	defer func() {
-		stop()
-		c.runMu.Lock()
-		c.running = false
-		close(done)
-		c.runMu.Unlock()
-	}()
-
-	var wg sync.WaitGroup
-	wg.Go(func() { c.commitLoop(pollCtx) })
-	c.pollLoop(pollCtx)
-	stop()
-	wg.Wait()
-	if c.closing.Load() {
-		return nil
-	}
-	return ctx.Err()
-}
-
-// Close stops the consumer, like http.Server.Shutdown: it stops fetching,
-// waits for the records taken to finish, commits, leaves the group and
-// closes the client, then returns nil.
-//
-// If ctx ends first, Close gives up waiting: running handlers see their ctx
-// canceled, queued records never start, what is done is committed (within
-// the commit timeout), the group is left and the client closed, and Close
-// returns ctx.Err(). Records not done are read again by the partitions'
-// next owner. Close is safe to call more than once and concurrently; later
-// calls wait for the first to finish and return nil (or ctx.Err()).
-func (c *Consumer) Close(ctx context.Context) error {
-	if ctx == nil {
-		return ErrNilContext
-	}
-	first := false
-	var err error
-	c.closeOnce.Do(func() {
-		first = true
-		err = c.close(ctx)
-		close(c.closedDown)
-	})
-	if first {
-		return err
-	}
-	select {
-	case <-c.closedDown:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (c *Consumer) close(ctx context.Context) error {
-	c.runMu.Lock()
-	c.closing.Store(true)
-	stop, done := c.stopPoll, c.runDone
-	c.runMu.Unlock()
-	if done != nil {
-		stop()
-		<-done // the poll returns at once when its ctx ends
-	}
-
-	// Drain everything taken, as a revocation of every partition would,
-	// with ctx as the drain's bound.
-	c.mu.Lock()
-	all := make(map[string][]int32)
-	for k := range c.parts {
-		all[k.topic] = append(all[k.topic], k.part)
-	}
-	c.mu.Unlock()
-	c.revoke(ctx, all, time.Duration(1<<62))
-
-	var err error
-	if serr := c.sched.Shutdown(ctx); serr != nil {
-		c.cancelLife()
-		err = serr
-	}
-	c.cancelLife()
-	// Records cut short by a forced shutdown still run their handler's
-	// return path; timers end with their ctx.
-	_ = c.timers.Shutdown(context.Background())
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.commitTimeout)
-	defer cancel()
-	if lerr := c.cl.LeaveGroupContext(lctx); lerr != nil && err == nil && !errors.Is(lerr, context.DeadlineExceeded) {
-		c.log.Warn("seqsched/kafka: leave group", "err", lerr)
-	}
-	c.cl.Close()
-	if err == nil && ctx.Err() != nil {
-		err = ctx.Err()
-	}
-	return err
-}

@@ -20,6 +20,7 @@ type store struct {
 	applied map[int32]map[int64]int // partition -> offset -> times applied
 	order   map[string][]int64      // "partition/key" -> offsets in first-application order
 	total   int
+	vals    []string              // values of the records applied, in first-application order
 	reached map[int]chan struct{} // closed once total distinct applications reach the key
 }
 
@@ -39,6 +40,7 @@ func (s *store) apply(r *kgo.Record) {
 	}
 	k := fmt.Sprintf("%d/%s", r.Partition, r.Key)
 	s.order[k] = append(s.order[k], r.Offset)
+	s.vals = append(s.vals, string(r.Value))
 	s.total++
 	for n, ch := range s.reached {
 		if s.total >= n {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -145,4 +146,194 @@ func ExampleWithDeadLetter() {
 	// a: ["dead-lettered \"poison\": cannot parse" "after"]
 	// b: ["fine"]
 	// retries: 2 dead-lettered: 1
+}
+
+// exampleOpts are the client options of the examples' consumers.
+func exampleOpts(c *kfake.Cluster, group string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SeedBrokers(c.ListenAddrs()...),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	}
+}
+
+// A batch holds at most one record per key: the key's next record waits
+// for the batch, so each key's records are still handled in order.
+func ExampleNewBatchConsumer() {
+	c, err := exampleCluster("alice", "+10", "bob", "+5", "alice", "-3", "carol", "+1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	done := make(chan struct{}, 4)
+	cons, err := kafka.NewBatchConsumer(exampleOpts(c, "batches"), func(ctx context.Context, rs []*kgo.Record) error {
+		rs = slices.SortedFunc(slices.Values(rs), func(a, b *kgo.Record) int { return int(a.Offset - b.Offset) })
+		fmt.Print("insert")
+		for _, r := range rs { // one bulk insert of the batch
+			fmt.Printf(" %s:%s", r.Key, r.Value)
+			done <- struct{}{}
+		}
+		fmt.Println()
+		return nil
+	}, kafka.WithBatch(100, 300*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- cons.Run(context.Background()) }()
+	for range 4 {
+		<-done
+	}
+	fmt.Println("close:", cons.Close(context.Background()), "run:", <-ran)
+	// Output:
+	// insert alice:+10 bob:+5 carol:+1
+	// insert alice:-3
+	// close: <nil> run: <nil>
+}
+
+// The wait before a retry can depend on the record and the error; an
+// error marked Terminal is not retried.
+func ExampleWithBackoff() {
+	c, err := exampleCluster("a", "flaky", "a", "bad")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	done := make(chan struct{}, 2)
+	cons, err := kafka.NewConsumer(exampleOpts(c, "backoff"), func(ctx context.Context, r *kgo.Record) error {
+		switch {
+		case string(r.Value) == "bad":
+			return kafka.Terminal(errors.New("bad input"))
+		case kafka.Attempt(ctx) < 3:
+			return errors.New("busy")
+		}
+		fmt.Printf("%s handled at attempt %d\n", r.Value, kafka.Attempt(ctx))
+		done <- struct{}{}
+		return nil
+	},
+		kafka.WithRetries(5, nil),
+		kafka.WithBackoff(func(ctx context.Context, r *kgo.Record, attempt int, err error) time.Duration {
+			fmt.Printf("%s failed attempt %d: %v\n", r.Value, attempt, err)
+			return time.Duration(attempt) * time.Millisecond
+		}),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+			fmt.Printf("%s dead-lettered after %d attempt: %v\n", r.Value, kafka.Attempt(ctx), err)
+			done <- struct{}{}
+			return nil
+		}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- cons.Run(context.Background()) }()
+	<-done
+	<-done
+	fmt.Println("close:", cons.Close(context.Background()), "run:", <-ran)
+	// Output:
+	// flaky failed attempt 1: busy
+	// flaky failed attempt 2: busy
+	// flaky handled at attempt 3
+	// bad dead-lettered after 1 attempt: bad input
+	// close: <nil> run: <nil>
+}
+
+// Pause stops taking records, for example while the database the handler
+// writes to is down, and keeps the consumer in its group; Resume goes on.
+func ExampleConsumer_Pause() {
+	c, err := exampleCluster("a", "1", "b", "2")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	var handled atomic.Int32
+	done := make(chan struct{}, 2)
+	cons, err := kafka.NewConsumer(exampleOpts(c, "pause"), func(ctx context.Context, r *kgo.Record) error {
+		handled.Add(1)
+		done <- struct{}{}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cons.Pause() // before Run: nothing is taken until Resume
+	ran := make(chan error, 1)
+	go func() { ran <- cons.Run(context.Background()) }()
+	fmt.Println("paused:", cons.Stats().Paused, "handled:", handled.Load())
+	cons.Resume()
+	<-done
+	<-done
+	fmt.Println("paused:", cons.Stats().Paused, "handled:", handled.Load())
+	fmt.Println("close:", cons.Close(context.Background()), "run:", <-ran)
+	// Output:
+	// paused: true handled: 0
+	// paused: false handled: 2
+	// close: <nil> run: <nil>
+}
+
+// With no room for metadata, the commit is the bare watermark: a new owner
+// replays every record above it, done or not. Set WithMaxMetadataBytes to
+// the brokers' offset.metadata.max.bytes when it is below 4,096.
+func ExampleWithMaxMetadataBytes() {
+	c, err := exampleCluster("stuck", "0", "a", "1", "b", "2")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	handled := make(chan int64, 3)
+	first, err := kafka.NewConsumer(exampleOpts(c, "metadata"), func(ctx context.Context, r *kgo.Record) error {
+		if r.Offset == 0 {
+			<-ctx.Done() // stuck until Close gives up
+			return ctx.Err()
+		}
+		handled <- r.Offset
+		return nil
+	}, kafka.WithMaxMetadataBytes(0))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- first.Run(context.Background()) }()
+	<-handled
+	<-handled
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	fmt.Println("first close:", first.Close(ctx), "run:", <-ran)
+
+	var mu sync.Mutex
+	var replayed []int64
+	second, err := kafka.NewConsumer(exampleOpts(c, "metadata"), func(ctx context.Context, r *kgo.Record) error {
+		mu.Lock()
+		replayed = append(replayed, r.Offset)
+		mu.Unlock()
+		handled <- r.Offset
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	go func() { ran <- second.Run(context.Background()) }()
+	for range 3 {
+		<-handled
+	}
+	fmt.Println("second close:", second.Close(context.Background()), "run:", <-ran)
+	slices.Sort(replayed)
+	fmt.Println("replayed:", replayed)
+	// Output:
+	// first close: context deadline exceeded run: <nil>
+	// second close: <nil> run: <nil>
+	// replayed: [0 1 2]
 }

@@ -58,6 +58,12 @@ func groupOpts(c *kfake.Cluster, extra ...kgo.Opt) []kgo.Opt {
 		kgo.RebalanceTimeout(3 * time.Second),
 		kgo.HeartbeatInterval(100 * time.Millisecond),
 		kgo.FetchMaxWait(50 * time.Millisecond),
+		// kfake may leave a JoinGroup unanswered when a generation
+		// completes while a killed member was revoking (seen on main too:
+		// the member then sits in the join until kgo's read deadline,
+		// rebalance timeout + this overhead, 13 s by default, and its
+		// Close waits for it). A short overhead makes it rejoin sooner.
+		kgo.RequestTimeoutOverhead(2 * time.Second),
 	}, extra...)
 }
 

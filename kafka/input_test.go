@@ -39,6 +39,9 @@ func TestNewConsumerRejectsBadInput(t *testing.T) {
 		kafka.WithCommitInterval(-time.Second),
 		kafka.WithCommitTimeout(0),
 		kafka.WithLogger(nil),
+		kafka.WithMaxMetadataBytes(-1),
+		kafka.WithBackoff(nil),
+		kafka.WithBatch(0, time.Millisecond),
 		nil,
 	}
 	for _, o := range bad {
@@ -92,7 +95,7 @@ func TestPanickingHandlerIsAFailedAttempt(t *testing.T) {
 	<-st.at(3)
 	require.NoError(t, m.close(t, 10*time.Second))
 	err = <-dead
-	var pe *kafka.HandlerPanicError
+	var pe *kafka.PanicError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, "boom always", pe.Value)
 	require.Contains(t, string(pe.Stack), "panic")
@@ -145,14 +148,14 @@ func TestHandlerThatCallsGoexitIsAFailedAttempt(t *testing.T) {
 			return false
 		}
 		for _, ps := range s.Partitions {
-			if ps.Incomplete != 0 {
+			if ps.Buffered != 0 {
 				return false
 			}
 		}
 		return true
 	}, 10*time.Second, time.Millisecond, "a record whose handler called Goexit was left undone")
 	require.NoError(t, m.close(t, 10*time.Second))
-	require.ErrorIs(t, <-dead, kafka.ErrHandlerGoexit)
+	require.ErrorIs(t, <-dead, kafka.ErrGoexit)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, map[string]int{"once": 2, "always": 2, "fine": 1, "dlq-exits": 2}, attempts)

@@ -115,35 +115,3 @@ func TestMetadataCorruptIsRejected(t *testing.T) {
 		t.Fatalf("good = %q", good)
 	}
 }
-
-func TestPartitionWatermarkSkipsGapsAndWaitsForTheLowest(t *testing.T) {
-	p := newPartition(t.Context(), "t", 0, 1)
-	var seqs []uint64
-	for _, o := range []int64{5, 6, 9, 10, 11} { // 7 and 8 were never delivered
-		s, ok := p.track(o)
-		if !ok {
-			t.Fatalf("track(%d) refused", o)
-		}
-		seqs = append(seqs, s)
-	}
-	if _, ok := p.track(6); ok {
-		t.Fatal("track(6) again accepted; want a re-delivery refused")
-	}
-	p.complete(seqs[1]) // 6
-	p.complete(seqs[3]) // 10
-	if got := p.watermark(); got != 5 {
-		t.Fatalf("watermark = %d; want 5", got)
-	}
-	if got := p.doneAbove(); !slices.Equal(got, []OffsetRange{{6, 7}, {10, 11}}) {
-		t.Fatalf("doneAbove = %v", got)
-	}
-	p.complete(seqs[0]) // 5: 5, 6 done; 9 not
-	if got := p.watermark(); got != 9 {
-		t.Fatalf("watermark = %d; want 9", got)
-	}
-	p.complete(seqs[2])
-	p.complete(seqs[4])
-	if got := p.watermark(); got != 12 || p.pending != 0 {
-		t.Fatalf("watermark = %d, pending %d; want 12, 0", got, p.pending)
-	}
-}

@@ -10,80 +10,26 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Sentinel errors. Every error the package returns wraps one of these (or
-// is a context error returned unchanged), so callers can test with errors.Is.
-var (
-	// ErrInvalidOption is wrapped by the *OptionError that NewConsumer
-	// returns for an out-of-range option.
-	ErrInvalidOption = errors.New("seqsched/kafka: invalid option")
-
-	// ErrNilHandler is returned by NewConsumer when the handler is nil.
-	ErrNilHandler = errors.New("seqsched/kafka: nil handler")
-
-	// ErrNoGroup is returned by NewConsumer when the client options name no
-	// consumer group (kgo.ConsumerGroup) or no topics to consume.
-	ErrNoGroup = errors.New("seqsched/kafka: client options need kgo.ConsumerGroup and topics")
-
-	// ErrClosed is returned by Run after Close has begun.
-	ErrClosed = errors.New("seqsched/kafka: consumer closed")
-
-	// ErrNilContext is returned when a nil context.Context is passed.
-	ErrNilContext = errors.New("seqsched/kafka: nil context")
-
-	// ErrNilClient is returned by DeadLetterTopic when the client is nil.
-	ErrNilClient = errors.New("seqsched/kafka: nil client")
-
-	// ErrHandlerGoexit is the error of an attempt whose handler (or
-	// dead-letter function) called runtime.Goexit: a failed attempt, like
-	// a panic.
-	ErrHandlerGoexit = errors.New("seqsched/kafka: handler called runtime.Goexit")
-)
-
-// OptionError reports an option whose value is out of range. It wraps
-// ErrInvalidOption.
-type OptionError struct {
-	Option string // the option as written, e.g. "WithMaxConcurrency(-1)"
-	Reason string // what the value must be, e.g. "must be >= 1"
-}
-
-// Error returns "seqsched/kafka: <Option>: <Reason>: invalid option".
-func (e *OptionError) Error() string {
-	return "seqsched/kafka: " + e.Option + ": " + e.Reason + ": invalid option"
-}
-
-// Unwrap returns ErrInvalidOption.
-func (e *OptionError) Unwrap() error { return ErrInvalidOption }
-
-// HandlerPanicError is the error an attempt fails with when the handler
-// panicked. The attempt counts like any failed attempt: it is retried, and
-// after the last one the record is dead-lettered with this error.
-type HandlerPanicError struct {
-	Value any    // the value passed to panic
-	Stack []byte // the panicking goroutine's stack
-}
-
-// Error returns "seqsched/kafka: handler panicked: <Value>".
-func (e *HandlerPanicError) Error() string {
-	return fmt.Sprintf("seqsched/kafka: handler panicked: %v", e.Value)
-}
-
-// Unwrap returns Value when it is an error.
-func (e *HandlerPanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
-
-// DeadLetterFunc receives a record whose attempts all failed, with the last
-// attempt's error. Once it returns nil the record counts as done and its
-// offset can be committed. When it returns an error it is called again after
-// the backoff of the last attempt, until it succeeds or the partition is
-// revoked or the consumer closed: a record is never committed past unless it
-// was handled or dead-lettered. It runs on the record's key, so the key's
-// later records wait for it.
+// DeadLetterFunc receives a record whose attempts all failed (or whose
+// attempt failed with a terminal error, see Terminal), with the last
+// attempt's error; Attempt(ctx) tells how many attempts were made. Once it
+// returns nil the record counts as done and its offset can be committed.
+// When it returns an error (or panics) it is called again after a backoff
+// (see WithBackoff), until it succeeds or the partition is revoked or the
+// consumer closed: a record is never committed past unless it was handled
+// or dead-lettered. It runs on the record's key, so the key's later records
+// wait for it. If it calls runtime.Goexit the record is dropped, logged at
+// Error.
 type DeadLetterFunc func(ctx context.Context, r *kgo.Record, err error) error
 
-// An Option configures a Consumer at NewConsumer. Options are values: they
-// can be compared, and they print as the call that made them.
+// BackoffFunc returns how long to wait before attempt+1 of record r, whose
+// attempt (1 for the first) failed with err. A negative or zero wait retries
+// at once. ctx is the record's, as the handler's; it marks the call as the
+// consumer's own (see Close).
+type BackoffFunc func(ctx context.Context, r *kgo.Record, attempt int, err error) time.Duration
+
+// An Option configures a Consumer at NewConsumer or NewBatchConsumer.
+// Options print as the call that made them.
 type Option interface {
 	apply(*config)
 	String() string
@@ -94,26 +40,32 @@ type config struct {
 	bufferHigh     int
 	bufferLow      int
 	attempts       int
-	backoff        func(attempt int) time.Duration
-	deadLetter     DeadLetterFunc
+	backoff        BackoffFunc
+	deadLetter     DeadLetterFunc // nil: log at Error and drop
 	priorityHeader string
 	unorderedNoKey bool
 	drainTimeout   time.Duration
 	commitInterval time.Duration
 	commitTimeout  time.Duration
-	logger         *slog.Logger
+	maxMetadata    int
+	batchSize      int
+	batchLinger    time.Duration
+	batchSet       bool         // WithBatch was given
+	logger         *slog.Logger // nil: slog.Default() at each log
 	errs           []error
 }
 
 // Defaults of the consumer's options.
 const (
 	DefaultMaxConcurrency = 64
-	DefaultMaxBuffered    = 10000
+	DefaultMaxBuffered    = 1000 // per partition; the low mark is half
 	DefaultAttempts       = 3
 	DefaultPriorityHeader = "seqsched-priority"
 	DefaultDrainTimeout   = 15 * time.Second
 	DefaultCommitInterval = time.Second
 	DefaultCommitTimeout  = 10 * time.Second
+	DefaultBatchSize      = 100
+	DefaultBatchLinger    = 5 * time.Millisecond
 )
 
 // DefaultBackoff waits 100ms before the second attempt and doubles each
@@ -138,8 +90,9 @@ func bad(c *config, opt, reason string) {
 	c.errs = append(c.errs, &OptionError{Option: opt, Reason: reason})
 }
 
-// WithMaxConcurrency bounds how many records run the handler at once, over
-// all keys and partitions. n must be >= 1; the default is 64.
+// WithMaxConcurrency bounds how many handler calls run at once, over all
+// keys and partitions (a batch is one call). n must be >= 1; the default
+// is 64.
 func WithMaxConcurrency(n int) Option {
 	name := fmt.Sprintf("WithMaxConcurrency(%d)", n)
 	return optFunc{name, func(c *config) {
@@ -151,11 +104,16 @@ func WithMaxConcurrency(n int) Option {
 	}}
 }
 
-// WithMaxBuffered sets the backpressure marks: once high records are
-// fetched but not done, the consumer pauses fetching its partitions, and
-// resumes once at most low are left. It must be 0 <= low < high; the default
-// is 10,000 and 5,000. The member never holds more than high records (plus
-// what the client itself buffers, bounded by kgo's fetch size options).
+// WithMaxBuffered bounds each partition's records fetched and not done:
+// at most high are taken; what a poll brings beyond them (at most one
+// poll's worth: one poll takes at most max(1, (high-low)/2) records) waits,
+// and the partition takes no more until at most low are taken. Each
+// partition has its own bound, so one stuck on a key never stops the
+// others (a partition that is behind while others are not stops fetching,
+// with kgo's PauseFetchPartitions). The member thus holds at most
+// high + (high-low)/2 records per assigned partition, plus what the client
+// itself buffers (bounded by kgo's fetch size options). It must be
+// 0 <= low < high; the default is 1,000 and 500.
 func WithMaxBuffered(high, low int) Option {
 	name := fmt.Sprintf("WithMaxBuffered(%d, %d)", high, low)
 	return optFunc{name, func(c *config) {
@@ -168,12 +126,18 @@ func WithMaxBuffered(high, low int) Option {
 }
 
 // WithRetries sets how many times a record is attempted before it goes to
-// the dead-letter handler, and the wait before each retry: backoff(n) is
-// the wait after the n-th failed attempt (nil keeps DefaultBackoff).
-// attempts must be >= 1; the default is 3. A record waiting out its backoff
-// blocks only its own key and holds no concurrency slot.
+// the dead-letter step, and the wait before each retry: backoff(n) is
+// the wait after the n-th failed attempt (nil keeps DefaultBackoff; see
+// WithBackoff for a wait that depends on the record and the error, and for
+// the wait between calls of a failing dead-letter function and what a
+// backoff that panics means; the last of the two options given wins).
+// attempts must be >= 1; the default is 3. A record waiting out its
+// backoff blocks only its own key and holds no concurrency slot.
 func WithRetries(attempts int, backoff func(attempt int) time.Duration) Option {
 	name := fmt.Sprintf("WithRetries(%d, backoff)", attempts)
+	if backoff == nil {
+		name = fmt.Sprintf("WithRetries(%d, nil)", attempts)
+	}
 	return optFunc{name, func(c *config) {
 		if attempts < 1 {
 			bad(c, name, "attempts must be >= 1")
@@ -181,14 +145,39 @@ func WithRetries(attempts int, backoff func(attempt int) time.Duration) Option {
 		}
 		c.attempts = attempts
 		if backoff != nil {
-			c.backoff = backoff
+			c.backoff = func(_ context.Context, _ *kgo.Record, attempt int, _ error) time.Duration { return backoff(attempt) }
 		}
 	}}
 }
 
+// WithBackoff sets the wait before each retry from the record, the attempt
+// that failed and its error (it replaces WithRetries' backoff; the last of
+// the two options given wins). It is called on the record's key, with no
+// lock held, after each failed attempt but the last, and after each failure
+// of the dead-letter function (then with attempt = attempts + failures so
+// far and the dead-letter function's error). A backoff that panics or calls
+// runtime.Goexit fails the attempt it was computing the wait for, with a
+// *PanicError or an error wrapping ErrGoexit (after the last attempt, the
+// record goes to the dead-letter step); before a dead-letter retry it
+// counts as DefaultBackoff. fn must not be nil.
+func WithBackoff(fn BackoffFunc) Option {
+	name := "WithBackoff(fn)"
+	if fn == nil {
+		name = "WithBackoff(nil)"
+	}
+	return optFunc{name, func(c *config) {
+		if fn == nil {
+			bad(c, name, "must not be nil")
+			return
+		}
+		c.backoff = fn
+	}}
+}
+
 // WithDeadLetter sets what happens to a record whose attempts all failed.
-// The default logs it at Error and drops it. See DeadLetterTopic for a
-// handler that produces it to a dead-letter topic. fn must not be nil.
+// The default logs it at Error (to WithLogger's logger, else slog.Default)
+// and drops it. See DeadLetterTopic for a function that produces it to a
+// dead-letter topic. fn must not be nil.
 func WithDeadLetter(fn DeadLetterFunc) Option {
 	name := "WithDeadLetter(fn)"
 	if fn == nil {
@@ -268,9 +257,53 @@ func WithCommitTimeout(d time.Duration) Option {
 	}}
 }
 
-// WithLogger sets where the consumer logs: fetch and commit errors, ignored
-// commit metadata (Warn), dead-lettered records with the default handler
-// (Error). l must not be nil; without this option logs are discarded.
+// WithMaxMetadataBytes bounds the commit metadata that lists the done
+// ranges above each committed offset: set it to the brokers'
+// offset.metadata.max.bytes when that is below the default 4,096
+// (MaxMetadataBytes). What does not fit is left out, highest ranges first,
+// and replayed by the next owner. Should a broker refuse a commit's
+// metadata as too large anyway, the consumer halves its bound and commits
+// again at once, and keeps the smaller bound. n must be >= 0; 0 commits no
+// metadata (a new owner then replays everything above the committed
+// offset).
+func WithMaxMetadataBytes(n int) Option {
+	name := fmt.Sprintf("WithMaxMetadataBytes(%d)", n)
+	return optFunc{name, func(c *config) {
+		if n < 0 {
+			bad(c, name, "must be >= 0")
+			return
+		}
+		c.maxMetadata = n
+	}}
+}
+
+// WithBatch sets how NewBatchConsumer groups records: a batch takes at
+// most size records, at most one per key, and is handed to the handler
+// once it is full or linger after its first record joined, whichever comes
+// first (with linger 0, as soon as a concurrency slot is free). Batches
+// run at the same time only as far as a partition's buffer holds them:
+// keep WithMaxBuffered's high mark at about twice WithMaxConcurrency times
+// size. size must be >= 1 and linger >= 0; the defaults are 100 and 5ms.
+// NewConsumer rejects it.
+func WithBatch(size int, linger time.Duration) Option {
+	name := fmt.Sprintf("WithBatch(%d, %v)", size, linger)
+	return optFunc{name, func(c *config) {
+		if size < 1 || linger < 0 {
+			bad(c, name, "must be size >= 1, linger >= 0")
+			return
+		}
+		c.batchSize, c.batchLinger, c.batchSet = size, linger, true
+	}}
+}
+
+// WithLogger sets where the consumer logs: fetch and commit errors (Warn),
+// ignored commit metadata (Warn), records dropped by the default
+// dead-letter step, dead-letter functions that fail, and user functions
+// that call runtime.Goexit (Error). l must not be nil; without this option
+// the consumer logs to slog.Default() (as it is at each log). The logger
+// runs with no lock held and may panic (the line is lost), call
+// runtime.Goexit (see the package's design notes) or call back into the
+// consumer with the ctx it is given.
 func WithLogger(l *slog.Logger) Option {
 	name := "WithLogger(l)"
 	if l == nil {
@@ -287,16 +320,20 @@ func WithLogger(l *slog.Logger) Option {
 
 func newConfig(opts []Option) (*config, error) {
 	c := &config{
-		concurrency:    DefaultMaxConcurrency,
-		bufferHigh:     DefaultMaxBuffered,
-		bufferLow:      DefaultMaxBuffered / 2,
-		attempts:       DefaultAttempts,
-		backoff:        DefaultBackoff,
+		concurrency: DefaultMaxConcurrency,
+		bufferHigh:  DefaultMaxBuffered,
+		bufferLow:   DefaultMaxBuffered / 2,
+		attempts:    DefaultAttempts,
+		backoff: func(_ context.Context, _ *kgo.Record, attempt int, _ error) time.Duration {
+			return DefaultBackoff(attempt)
+		},
 		priorityHeader: DefaultPriorityHeader,
 		drainTimeout:   DefaultDrainTimeout,
 		commitInterval: DefaultCommitInterval,
 		commitTimeout:  DefaultCommitTimeout,
-		logger:         slog.New(slog.DiscardHandler),
+		maxMetadata:    MaxMetadataBytes,
+		batchSize:      DefaultBatchSize,
+		batchLinger:    DefaultBatchLinger,
 	}
 	for _, o := range opts {
 		if o == nil {

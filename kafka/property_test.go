@@ -12,14 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seqsched/seqsched/kafka"
 )
 
 // TestPropertyNoCommitPassesAnIncompleteOffset runs a group on random
-// data with random latencies and failures, adds and kills members at
-// random points, and checks that every record was applied at least once,
+// data with random latencies and failures, adds, kills and fences members
+// at random points (some members taking records in batches), and checks that every record was applied at least once,
 // that each key's first applications are in offset order, and that no
 // commit the broker received ever passed an offset that was not applied
 // (or listed one in its metadata that was not).
@@ -117,25 +120,45 @@ func runProperty(t *testing.T, seed uint64) {
 		killed atomic.Bool
 	}
 	var attempts sync.Map // "member/partition/offset" -> *atomic.Int32
+	// Members of odd id take records in batches (NewBatchConsumer), so
+	// the group mixes both kinds.
 	newMember := func(id int) *memberState {
 		ms := &memberState{dialer: &killableDialer{}}
 		lat := rand.New(rand.NewPCG(seed, uint64(id)))
 		var latMu sync.Mutex
-		h := func(ctx context.Context, r *kgo.Record) error {
-			if ms.killed.Load() { // a dead process does nothing more
-				<-ctx.Done()
-				return ctx.Err()
-			}
+		work := func() { // the handler's work, not synchronisation
 			latMu.Lock()
 			d := time.Duration(lat.IntN(2001)) * time.Microsecond
 			latMu.Unlock()
-			time.Sleep(d) // the handler's work, not synchronisation
+			time.Sleep(d)
+		}
+		one := func(r *kgo.Record) error {
 			v, _ := attempts.LoadOrStore(fmt.Sprint(id, "/", r.Partition, "/", r.Offset), new(atomic.Int32))
 			if fails(r, int(v.(*atomic.Int32).Add(1))) {
 				return errors.New("transient")
 			}
 			st.apply(r)
 			return nil
+		}
+		h := func(ctx context.Context, r *kgo.Record) error {
+			if ms.killed.Load() { // a dead process does nothing more
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			work()
+			return one(r)
+		}
+		bh := func(ctx context.Context, rs []*kgo.Record) error {
+			if ms.killed.Load() {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			work() // one bulk call for the batch
+			errs := make([]error, len(rs))
+			for i, r := range rs {
+				errs[i] = one(r)
+			}
+			return &kafka.BatchError{Errs: errs}
 		}
 		dlq := func(ctx context.Context, r *kgo.Record, err error) error {
 			if ms.killed.Load() {
@@ -145,15 +168,25 @@ func runProperty(t *testing.T, seed uint64) {
 			st.apply(r) // dead-lettered counts as done
 			return nil
 		}
-		cons, err := kafka.NewConsumer(groupOpts(c, kgo.Dialer(ms.dialer.dial)), h,
+		opts := []kafka.Option{
 			kafka.WithMaxConcurrency(8),
-			kafka.WithMaxBuffered(200, 100),
+			// Per partition: 4 partitions hold about what the 200 of the
+			// consumer-wide bound before v2 held.
+			kafka.WithMaxBuffered(50, 25),
 			kafka.WithRetries(3, func(int) time.Duration { return time.Millisecond }),
 			kafka.WithDeadLetter(dlq),
-			kafka.WithCommitInterval(20*time.Millisecond),
-			kafka.WithCommitTimeout(300*time.Millisecond),
-			kafka.WithDrainTimeout(2*time.Second),
-		)
+			kafka.WithCommitInterval(20 * time.Millisecond),
+			kafka.WithCommitTimeout(300 * time.Millisecond),
+			kafka.WithDrainTimeout(2 * time.Second),
+		}
+		copts := groupOpts(c, kgo.Dialer(ms.dialer.dial))
+		var cons *kafka.Consumer
+		var err error
+		if id%2 == 1 {
+			cons, err = kafka.NewBatchConsumer(copts, bh, append(opts, kafka.WithBatch(16, time.Millisecond))...)
+		} else {
+			cons, err = kafka.NewConsumer(copts, h, opts...)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,8 +196,8 @@ func runProperty(t *testing.T, seed uint64) {
 
 	live := []*memberState{newMember(0), newMember(1)}
 	nextID := 2
-	// Three events at random points of the run: add, kill, add.
-	points := []int{n/10 + rng.IntN(n/5), n/3 + rng.IntN(n/5), 2*n/3 + rng.IntN(n/5)}
+	// Four events at random points of the run: add, kill, fence, add.
+	points := []int{n/10 + rng.IntN(n/6), n/3 + rng.IntN(n/6), n/2 + rng.IntN(n/6), 3*n/4 + rng.IntN(n/6)}
 	var killedWG sync.WaitGroup
 	guard := time.After(20 * time.Second)
 	for i, at := range points {
@@ -173,17 +206,24 @@ func runProperty(t *testing.T, seed uint64) {
 		case <-guard:
 			t.Fatalf("only %d of %d records applied", st.count(), n)
 		}
-		if i == 1 {
+		switch i {
+		case 1: // kill: cut off the network at once, as a crash would
 			k := rng.IntN(len(live))
 			victim := live[k]
 			live = append(live[:k], live[k+1:]...)
 			victim.killed.Store(true)
 			victim.dialer.kill()
 			killedWG.Go(func() { victim.m.close(t, 300*time.Millisecond) })
-			continue
+		case 2: // fence: the coordinator forgets a member; it loses its partitions and rejoins
+			select {
+			case <-fence(c, live[rng.IntN(len(live))].m.c):
+			case <-guard:
+				t.Fatal("the member was not fenced")
+			}
+		default:
+			live = append(live, newMember(nextID))
+			nextID++
 		}
-		live = append(live, newMember(nextID))
-		nextID++
 	}
 	select {
 	case <-st.at(n):
@@ -221,4 +261,24 @@ func runProperty(t *testing.T, seed uint64) {
 		t.Fatalf("applied %d distinct records; want %d", got, n)
 	}
 	t.Logf("%d commits checked", len(w.all()))
+}
+
+// fence makes the coordinator answer cons's next heartbeat with
+// UNKNOWN_MEMBER_ID, as when it evicted the member: kgo reports its
+// partitions lost, and the member rejoins. The channel is closed once the
+// heartbeat was answered so.
+func fence(c *kfake.Cluster, cons *kafka.Consumer) <-chan struct{} {
+	done := make(chan struct{})
+	c.ControlKey(int16(kmsg.Heartbeat), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.HeartbeatRequest)
+		if member, _ := cons.Client().GroupMetadata(); member == "" || req.MemberID != member {
+			return nil, nil, false // someone else's: kept for the next
+		}
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.Version = req.Version
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		close(done)
+		return resp, nil, true
+	})
+	return done
 }

@@ -2,67 +2,112 @@ package kafka
 
 import (
 	"cmp"
-	"runtime/debug"
 	"slices"
+
+	"github.com/seqsched/seqsched"
 )
 
-// Stats is a snapshot of a consumer's state, from Consumer.Stats.
+// Stats is a snapshot of a consumer, from Consumer.Stats: plain data, for
+// an exporter to read at scrape time. The counters (uint64 fields and the
+// histograms) only grow over the consumer's life; the rest are gauges.
+// Recording them costs a few atomic adds and two clock reads per handler
+// call, nothing more.
 type Stats struct {
-	InFlight     int    // records whose handler (or backoff, or dead-letter handler) is running now
-	Queued       int    // records waiting for their key's turn or a concurrency slot
-	Buffered     int    // records fetched and not yet done: InFlight + Queued, roughly
+	Paused       bool   // Pause was called and Resume not since
+	Buffered     int    // records fetched and not done, all partitions (the sum of Partitions' Buffered)
+	InFlight     int    // of Buffered, records in a handler call now (a batch counts its records)
 	Processed    uint64 // records handled successfully
 	Retries      uint64 // failed attempts that were retried
-	DeadLettered uint64 // records handed to the dead-letter handler after their last attempt
+	DeadLettered uint64 // records that went through the dead-letter step
 	Skipped      uint64 // records skipped because the commit metadata said they were done
-	Commits      uint64 // successful offset commits
+	Commits      uint64 // offset commits that succeeded
+	CommitErrors uint64 // offset commits that failed (some partition not committed)
+
+	// HandlerTime counts the duration of each handler call (each batch
+	// call, with NewBatchConsumer), in seqsched.HistogramBounds' buckets.
+	HandlerTime seqsched.Histogram
+	// QueueTime counts, for each record, the time from its fetch to the
+	// start of its first handler call: waiting for its key's earlier
+	// records, for a concurrency slot, for its batch to be handed over.
+	QueueTime seqsched.Histogram
 
 	Partitions []PartitionStats // assigned partitions, by topic and partition
-	Paused     []PartitionStats // of Partitions, those paused by backpressure
 }
 
-// PartitionStats describes one assigned partition.
+// PartitionStats describes one assigned partition. Its counters cover
+// every assignment of the partition to this consumer.
 type PartitionStats struct {
-	Topic      string
-	Partition  int32
-	Committed  int64 // last offset this member committed (or found committed); -1 none
-	Watermark  int64 // offset that would be committed now: every record below it is done; -1 before the first fetch
-	Incomplete int   // records fetched and not done
+	Topic     string
+	Partition int32
+	Paused    bool  // taking no records: its buffer is full (see WithMaxBuffered), or the consumer is paused
+	Committed int64 // last offset committed (or found committed at assignment); -1 none
+	Watermark int64 // offset a commit would carry now: every record below it is done; -1 before the first fetch
+
+	// HighWatermark is the partition's end offset at the last fetch; -1
+	// before one. Lag is HighWatermark - Watermark (0 while either is
+	// unknown): the records not known to be done, those fetched and not
+	// done and those not fetched yet, as a restart now would see them
+	// (less what the commit metadata lists done).
+	HighWatermark int64
+	Lag           int64
+
+	Buffered     int    // records fetched and not done
+	InFlight     int    // of Buffered, records in a handler call now
+	Processed    uint64 // records handled successfully
+	Retries      uint64 // failed attempts that were retried
+	DeadLettered uint64 // records that went through the dead-letter step
+	Skipped      uint64 // records skipped because the commit metadata said they were done
 }
 
-// Stats returns a snapshot of the consumer's counters. It is exact when the
-// consumer is quiet and approximate while records move. Safe for
-// concurrent use, also after Close.
+// Stats returns a snapshot of the consumer. It is exact when the consumer
+// is quiet and approximate while records move. Safe for concurrent use,
+// also after Close; it never waits for a handler.
 func (c *Consumer) Stats() Stats {
-	ss := c.sched.Stats()
 	s := Stats{
-		InFlight:     ss.Running,
-		Queued:       ss.Queued,
-		Processed:    c.processed.Load(),
-		Retries:      c.retries.Load(),
-		DeadLettered: c.deadLettered.Load(),
-		Skipped:      c.skippedTotal.Load(),
+		Paused:       c.paused.Load(),
 		Commits:      c.commits.Load(),
+		CommitErrors: c.commitErrors.Load(),
+		HandlerTime:  c.handlerTime.Snapshot(),
+		QueueTime:    c.queueTime.Snapshot(),
 	}
 	c.mu.Lock()
-	s.Buffered = c.buffered
-	for k, p := range c.parts {
-		ps := PartitionStats{
-			Topic: p.topic, Partition: p.part,
-			Committed: p.committed, Watermark: p.watermark(), Incomplete: p.pending,
-		}
-		s.Partitions = append(s.Partitions, ps)
-		if c.paused[k] {
-			s.Paused = append(s.Paused, ps)
-		}
+	for _, n := range c.counts {
+		s.Processed += n.processed.Load()
+		s.Retries += n.retries.Load()
+		s.DeadLettered += n.deadLettered.Load()
+		s.Skipped += n.skipped.Load()
+		s.InFlight += int(n.inFlight.Load())
+	}
+	ps := make([]*partition, 0, len(c.parts))
+	for _, p := range c.parts {
+		ps = append(ps, p)
 	}
 	c.mu.Unlock()
-	byTP := func(a, b PartitionStats) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	for _, p := range ps {
+		n := p.counts
+		st := PartitionStats{
+			Topic: p.topic, Partition: p.part,
+			InFlight:     int(n.inFlight.Load()),
+			Processed:    n.processed.Load(),
+			Retries:      n.retries.Load(),
+			DeadLettered: n.deadLettered.Load(),
+			Skipped:      n.skipped.Load(),
+		}
+		p.mu.Lock()
+		st.Paused = s.Paused || p.win.stopped || p.win.behind()
+		st.Committed = p.committed
+		st.Watermark = p.watermark()
+		st.HighWatermark = p.hwm
+		st.Buffered = p.win.buffered()
+		p.mu.Unlock()
+		if st.HighWatermark >= 0 && st.Watermark >= 0 {
+			st.Lag = max(0, st.HighWatermark-st.Watermark)
+		}
+		s.Buffered += st.Buffered
+		s.Partitions = append(s.Partitions, st)
 	}
-	slices.SortFunc(s.Partitions, byTP)
-	slices.SortFunc(s.Paused, byTP)
+	slices.SortFunc(s.Partitions, func(a, b PartitionStats) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
 	return s
 }
-
-func stack() []byte { return debug.Stack() }

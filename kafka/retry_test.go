@@ -1,0 +1,121 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/seqsched/seqsched/kafka"
+)
+
+func TestTerminalErrorGoesToTheDeadLetterStepAtOnce(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "bad schema"), rec(0, "a", "fine")})
+	st := newStore()
+	var mu sync.Mutex
+	calls := map[string]int{}
+	dead := make(chan error, 1)
+	var deadAttempt int
+	cons, err := kafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+		mu.Lock()
+		calls[string(r.Value)]++
+		mu.Unlock()
+		if string(r.Value) == "bad schema" {
+			return kafka.Terminal(errors.New("cannot decode"))
+		}
+		st.apply(r)
+		return nil
+	}, kafka.WithRetries(5, func(int) time.Duration { return 0 }),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+			deadAttempt = kafka.Attempt(ctx)
+			dead <- err
+			return nil
+		}))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-st.at(1)
+	require.NoError(t, m.close(t, 10*time.Second))
+	err = <-dead
+	require.ErrorIs(t, err, kafka.ErrTerminal)
+	require.EqualError(t, err, "cannot decode", "Terminal keeps the error's text")
+	require.Equal(t, 1, deadAttempt, "dead-lettered after one attempt")
+	require.Equal(t, map[string]int{"bad schema": 1, "fine": 1}, calls)
+	require.Equal(t, uint64(0), cons.Stats().Retries)
+	require.NoError(t, kafka.Terminal(nil))
+}
+
+func TestHandlerCtxTellsTheAttempt(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "twice"), rec(0, "b", "poison")})
+	st := newStore()
+	var mu sync.Mutex
+	seen := map[string][]int{}
+	var deadAttempt int
+	cons, err := kafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+		n := kafka.Attempt(ctx)
+		mu.Lock()
+		seen[string(r.Value)] = append(seen[string(r.Value)], n)
+		mu.Unlock()
+		if string(r.Value) == "poison" || n < 3 {
+			return errors.New("not yet")
+		}
+		st.apply(r)
+		return nil
+	}, kafka.WithRetries(3, func(int) time.Duration { return 0 }),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+			deadAttempt = kafka.Attempt(ctx)
+			st.apply(r)
+			return nil
+		}))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-st.at(2)
+	require.NoError(t, m.close(t, 10*time.Second))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string][]int{"twice": {1, 2, 3}, "poison": {1, 2, 3}}, seen)
+	require.Equal(t, 3, deadAttempt)
+	require.Zero(t, kafka.Attempt(context.Background()))
+}
+
+func TestWithBackoffSeesTheRecordTheAttemptAndTheError(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "x")})
+	st := newStore()
+	var mu sync.Mutex
+	var calls []string
+	dlFails := 0
+	cons, err := kafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+		return fmt.Errorf("e%d", kafka.Attempt(ctx))
+	}, kafka.WithRetries(3, nil),
+		kafka.WithBackoff(func(ctx context.Context, r *kgo.Record, attempt int, err error) time.Duration {
+			mu.Lock()
+			calls = append(calls, fmt.Sprintf("%s/%d: attempt %d: %v", r.Topic, r.Offset, attempt, err))
+			mu.Unlock()
+			return time.Millisecond
+		}),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+			if dlFails++; dlFails == 1 {
+				return errors.New("dlq down")
+			}
+			st.apply(r)
+			return nil
+		}))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-st.at(1)
+	require.NoError(t, m.close(t, 10*time.Second))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{
+		"t/0: attempt 1: e1",
+		"t/0: attempt 2: e2",
+		"t/0: attempt 4: dlq down", // the dead-letter function's first failure: attempts + 1
+	}, calls)
+}
