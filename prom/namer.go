@@ -4,9 +4,9 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // A Namer makes metric descriptors as Options say: the name gets
 // WithNamespace's prefix and seqsched_, and the descriptor
-// WithConstLabels's labels. NewCollector names its metrics with one; so do
-// the collectors of the broker modules (promjetstream), which take this
-// package's Options, and so may a collector of your own.
+// WithConstLabels's labels. NewCollector names its metrics with one; so
+// do the collectors of the broker consumers (promjetstream, promkafka),
+// which take this package's Options, and so may a collector of your own.
 type Namer struct {
 	o options
 }
