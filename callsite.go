@@ -345,6 +345,20 @@ func (c caller[K]) runs(sess *session[K]) bool {
 	return false
 }
 
+// reports reports whether the caller is a reporter that d waits for: a
+// callback it runs (the error handler, the logger) cannot wait for d.
+func (c caller[K]) reports(d *drain) bool {
+	if c.w == nil {
+		return false
+	}
+	for _, x := range c.w.drains {
+		if x == d {
+			return true
+		}
+	}
+	return false
+}
+
 // slot is the lent-slot state of the caller's slot, if it holds one: a
 // task's (shared by the waits of every goroutine using its ctx), or the
 // worker's while it runs a callback.

@@ -104,7 +104,7 @@ func (s *Scheduler[K]) end(ctx context.Context, c caller[K], sh *shard[K], sess 
 	if unqueued {
 		s.retire(sh, sess, &r)
 	}
-	self := c.runs(sess)
+	self := c.runs(sess) || c.reports(d)
 	sh.mu.Unlock()
 	for i, t := range dropped {
 		t.job.wake(waiters[i])
