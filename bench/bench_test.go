@@ -20,7 +20,11 @@ import (
 const streamN = 1000
 
 func streamImpls() []bench.Maker {
-	return append(append([]bench.Maker{{Name: "floor-chan", New: bench.NewFloorChan}}, bench.Keyed()...), bench.V2()...)
+	floors := []bench.Maker{
+		{Name: "floor-chan", New: bench.NewFloorChan},
+		{Name: "floor-chan-alloc", New: bench.NewFloorChanAlloc},
+	}
+	return append(append(floors, bench.Keyed()...), bench.V2()...)
 }
 
 func roundtripImpls() []bench.Maker {
