@@ -13,8 +13,11 @@ import (
 // are named key=value so that benchstat can put implementations side by
 // side: benchstat -col /impl results.txt. Each reports, per task: ns/task,
 // tasks/s, allocs/task and B/task (all allocations of the process while the
-// loop ran, consumers included), and goroutines: how many the
-// implementation still holds once the work is done and it went idle.
+// loop ran, consumers included), cpu-ns/task (the CPU time of the whole
+// process, every goroutine and the GC, on Unix: steadier than ns/task on a
+// shared machine, where waiting for a core inflates wall time), and
+// goroutines: how many the implementation still holds once the work is
+// done and it went idle.
 
 // streamN is how many tasks one stream operation submits.
 const streamN = 1000
@@ -43,14 +46,19 @@ func measure(b *testing.B, impl bench.Impl, base, tasksPerOp int, op func()) {
 	b.ReportAllocs()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	cpu0, cpuOK := processCPU()
 	ops := 0
 	for b.Loop() {
 		op()
 		ops++
 	}
+	cpu1, _ := processCPU()
 	runtime.ReadMemStats(&m1)
 	tasks := float64(ops * tasksPerOp)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/tasks, "ns/task")
+	if cpuOK {
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/tasks, "cpu-ns/task")
+	}
 	b.ReportMetric(tasks/b.Elapsed().Seconds(), "tasks/s")
 	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/tasks, "allocs/task")
 	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/tasks, "B/task")
