@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqsched/seqsched"
 	"github.com/seqsched/seqsched/bench"
 )
 
@@ -83,6 +84,38 @@ func BenchmarkRoundTrip(b *testing.B) {
 			base := runtime.NumGoroutine()
 			impl := mk.New()
 			measure(b, impl, base, 1, func() { bench.RoundTrip(impl) })
+		})
+	}
+}
+
+// HistogramOptions are the scheduler's histogram options, each off and on:
+// what BenchmarkHistogram compares.
+func HistogramOptions() []struct {
+	Name string
+	Opts []seqsched.Option
+} {
+	return []struct {
+		Name string
+		Opts []seqsched.Option
+	}{
+		{"off", nil},
+		{"wait", []seqsched.Option{seqsched.WithWaitHistogram()}},
+		{"run", []seqsched.Option{seqsched.WithRunHistogram()}},
+		{"both", []seqsched.Option{seqsched.WithWaitHistogram(), seqsched.WithRunHistogram()}},
+	}
+}
+
+// BenchmarkHistogram is the stream workload through a handle's Post with
+// WithWaitHistogram and WithRunHistogram off and on: the difference in
+// ns/task is what recording costs per task. Run it with -count 1 in a
+// loop to interleave the variants (BENCHMARKS.md).
+func BenchmarkHistogram(b *testing.B) {
+	for _, h := range HistogramOptions() {
+		b.Run(fmt.Sprintf("n=%d/hist=%s", streamN, h.Name), func(b *testing.B) {
+			base := runtime.NumGoroutine()
+			impl := bench.NewSeqschedHandlePostWith(h.Opts...)
+			p, c := bench.NewProducer(impl), bench.NewCounter()
+			measure(b, impl, base, streamN, func() { bench.Stream(p, c, streamN) })
 		})
 	}
 }
