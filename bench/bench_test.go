@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqsched/seqsched"
 	"github.com/seqsched/seqsched/bench"
 )
 
@@ -13,14 +14,21 @@ import (
 // are named key=value so that benchstat can put implementations side by
 // side: benchstat -col /impl results.txt. Each reports, per task: ns/task,
 // tasks/s, allocs/task and B/task (all allocations of the process while the
-// loop ran, consumers included), and goroutines: how many the
-// implementation still holds once the work is done and it went idle.
+// loop ran, consumers included), cpu-ns/task (the CPU time of the whole
+// process, every goroutine and the GC, on Unix: steadier than ns/task on a
+// shared machine, where waiting for a core inflates wall time), and
+// goroutines: how many the implementation still holds once the work is
+// done and it went idle.
 
 // streamN is how many tasks one stream operation submits.
 const streamN = 1000
 
 func streamImpls() []bench.Maker {
-	return append(append([]bench.Maker{{Name: "floor-chan", New: bench.NewFloorChan}}, bench.Keyed()...), bench.V2()...)
+	floors := []bench.Maker{
+		{Name: "floor-chan", New: bench.NewFloorChan},
+		{Name: "floor-chan-alloc", New: bench.NewFloorChanAlloc},
+	}
+	return append(append(floors, bench.Keyed()...), bench.V2()...)
 }
 
 func roundtripImpls() []bench.Maker {
@@ -39,14 +47,19 @@ func measure(b *testing.B, impl bench.Impl, base, tasksPerOp int, op func()) {
 	b.ReportAllocs()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	cpu0, cpuOK := processCPU()
 	ops := 0
 	for b.Loop() {
 		op()
 		ops++
 	}
+	cpu1, _ := processCPU()
 	runtime.ReadMemStats(&m1)
 	tasks := float64(ops * tasksPerOp)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/tasks, "ns/task")
+	if cpuOK {
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/tasks, "cpu-ns/task")
+	}
 	b.ReportMetric(tasks/b.Elapsed().Seconds(), "tasks/s")
 	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/tasks, "allocs/task")
 	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/tasks, "B/task")
@@ -71,6 +84,38 @@ func BenchmarkRoundTrip(b *testing.B) {
 			base := runtime.NumGoroutine()
 			impl := mk.New()
 			measure(b, impl, base, 1, func() { bench.RoundTrip(impl) })
+		})
+	}
+}
+
+// HistogramOptions are the scheduler's histogram options, each off and on:
+// what BenchmarkHistogram compares.
+func HistogramOptions() []struct {
+	Name string
+	Opts []seqsched.Option
+} {
+	return []struct {
+		Name string
+		Opts []seqsched.Option
+	}{
+		{"off", nil},
+		{"wait", []seqsched.Option{seqsched.WithWaitHistogram()}},
+		{"run", []seqsched.Option{seqsched.WithRunHistogram()}},
+		{"both", []seqsched.Option{seqsched.WithWaitHistogram(), seqsched.WithRunHistogram()}},
+	}
+}
+
+// BenchmarkHistogram is the stream workload through a handle's Post with
+// WithWaitHistogram and WithRunHistogram off and on: the difference in
+// ns/task is what recording costs per task. Run it with -count 1 in a
+// loop to interleave the variants (BENCHMARKS.md).
+func BenchmarkHistogram(b *testing.B) {
+	for _, h := range HistogramOptions() {
+		b.Run(fmt.Sprintf("n=%d/hist=%s", streamN, h.Name), func(b *testing.B) {
+			base := runtime.NumGoroutine()
+			impl := bench.NewSeqschedHandlePostWith(h.Opts...)
+			p, c := bench.NewProducer(impl), bench.NewCounter()
+			measure(b, impl, base, streamN, func() { bench.Stream(p, c, streamN) })
 		})
 	}
 }

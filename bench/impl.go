@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/alitto/pond/v2"
 	"github.com/asynkron/protoactor-go/actor"
@@ -216,6 +217,60 @@ func (f *FloorChan) Priority() bool { return false }
 
 // Close stops the consumer.
 func (f *FloorChan) Close() { close(f.ch); f.wg.Wait() }
+
+// FloorChanAlloc is the floor for one allocation per task: FloorChan
+// carrying a pointer to a freshly allocated 128-byte node per task (the
+// size of a seqsched task) instead of the task itself. It is what a design
+// that must allocate per task (a ctx that stays done after its task, a
+// closure capturing a message) can hope for at best. Keys are ignored.
+type FloorChanAlloc struct {
+	ch   chan *floorNode
+	wg   sync.WaitGroup
+	done sync.WaitGroup
+}
+
+// floorNode is 128 bytes: the task and padding to seqsched's task size.
+type floorNode struct {
+	task Task
+	_    [120]byte
+}
+
+// floorNode is exactly 128 bytes (either array length is negative otherwise).
+var (
+	_ [unsafe.Sizeof(floorNode{}) - 128]struct{}
+	_ [128 - unsafe.Sizeof(floorNode{})]struct{}
+)
+
+// NewFloorChanAlloc starts the consumer.
+func NewFloorChanAlloc() Impl {
+	f := &FloorChanAlloc{ch: make(chan *floorNode, 1024)}
+	f.wg.Add(1)
+	go f.loop()
+	return f
+}
+
+func (f *FloorChanAlloc) loop() {
+	defer f.wg.Done()
+	for n := range f.ch {
+		_ = n.task(bg)
+	}
+}
+
+// Go allocates a node for task and hands it to the consumer.
+func (f *FloorChanAlloc) Go(_ int, task Task, _ bool) { f.ch <- &floorNode{task: task} }
+
+// Call hands task over in a node and waits for it.
+func (f *FloorChanAlloc) Call(_ int, task Task) {
+	f.done.Add(1)
+	f.ch <- &floorNode{task: func(ctx context.Context) error { err := task(ctx); f.done.Done(); return err }}
+	f.done.Wait()
+}
+
+// Priority is false: one FIFO.
+func (f *FloorChanAlloc) Priority() bool { return false }
+
+// Close stops the consumer.
+func (f *FloorChanAlloc) Close() { close(f.ch); f.wg.Wait() }
 
 // FloorGoroutine is the cheapest round trip: a goroutine spawned per task
 // and a WaitGroup. It does not order anything; it is a floor only.

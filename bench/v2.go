@@ -52,12 +52,16 @@ type seqHandle struct {
 // Session.Go and Await.
 func NewSeqschedHandlePost() Impl { return newSeqHandle(true) }
 
+// NewSeqschedHandlePostWith is NewSeqschedHandlePost on a scheduler made
+// with opts (to measure what an option costs per task).
+func NewSeqschedHandlePostWith(opts ...seqsched.Option) Impl { return newSeqHandle(true, opts...) }
+
 // NewSeqschedHandleGo streams with Session.Go, a future per task left
 // alone; Call is Session.Go and Await.
 func NewSeqschedHandleGo() Impl { return newSeqHandle(false) }
 
-func newSeqHandle(post bool) *seqHandle {
-	s, err := seqsched.New[int]()
+func newSeqHandle(post bool, opts ...seqsched.Option) *seqHandle {
+	s, err := seqsched.New[int](opts...)
 	if err != nil {
 		panic(err)
 	}
