@@ -61,7 +61,7 @@ import (
 // walk (about 0.3 to 1.5 µs), so Remove, Close, Discard and Shutdown do it
 // whenever they would wait, and Await, which request handlers call on their
 // hot path, only while some worker of the scheduler is in a callback other
-// than fn and the submit ctx's Err (s.callbacks): a task, and its submit
+// than fn and the submit ctx's Err (core.callbacks): a task, and its submit
 // ctx, are known to Await by the task's ctx.
 //
 // A worker's identity is its index in a process-wide registry, written on
@@ -294,9 +294,9 @@ func call[K comparable, A, R any](w *worker[K], st site, f func(A) R, a A) (R, *
 // callback is call for user code other than fn and the submit ctx's Err:
 // while it runs, Await looks for its caller's worker (see callsite.go).
 func callback[K comparable, A, R any](w *worker[K], st site, f func(A) R, a A) (R, *PanicError) {
-	w.s.callbacks.Add(1)
+	w.s.core.callbacks.Add(1)
 	r, perr := call(w, st, f, a)
-	w.s.callbacks.Add(-1)
+	w.s.core.callbacks.Add(-1)
 	return r, perr
 }
 
@@ -381,7 +381,7 @@ func (c caller[K]) slot() *lentSlot {
 // caller is a callback a worker runs for that session, or else the
 // callback's slot to lend (see owner).
 func (s *Scheduler[K]) fromCallback(l *lanes) (deadlock bool, ls *lentSlot) {
-	if s.callbacks.Load() == 0 {
+	if s.core.callbacks.Load() == 0 {
 		return false, nil
 	}
 	w := s.currentWorker()

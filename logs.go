@@ -29,7 +29,8 @@ const (
 
 type logs[K comparable] struct {
 	pending      logKind
-	key          K    // the session the records are about
+	key          K // the session the records are about, when keyed (a posted task's); else w.sess's
+	keyed        bool
 	after        step // where writeLogs goes on
 	perr         *PanicError
 	handlerPanic *PanicError
@@ -50,11 +51,19 @@ func (w *worker[K]) writeLogs() {
 		w.logs.pending &^= k
 		w.writeLog(k)
 	}
-	w.next, w.logs = w.logs.after, logs[K]{}
+	w.next = w.logs.after
+	w.logs.perr, w.logs.handlerPanic, w.logs.failed = nil, nil, nil // let go of them
+	if w.logs.keyed {
+		var zero K
+		w.logs.key, w.logs.keyed = zero, false
+	}
 }
 
 func (w *worker[K]) writeLog(k logKind) {
 	s, key := w.s, w.logs.key
+	if !w.logs.keyed && w.sess != nil {
+		key = w.sess.key // the session the worker runs, which the records are about
+	}
 	switch k {
 	case logPanic:
 		w.log(slog.LevelError, "seqsched: task panicked", key, slog.Any("panic", w.logs.perr.Value),

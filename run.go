@@ -1,6 +1,9 @@
 package seqsched
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // How a worker runs one task: it skips it or runs fn, settles its slot and
 // times, and reports a posted task's failure; and the reporter, a worker
@@ -10,7 +13,7 @@ import "time"
 // submit ctx ended (that ctx's Err is user code).
 func (w *worker[K]) start() {
 	t := w.t
-	w.next, w.logs.after, w.logs.key = stepReport, stepAdvance, w.sess.key
+	w.next, w.logs.after = stepReport, stepAdvance
 	if w.s.forced.Load() {
 		t.job.settle(ErrClosed, outcomeSkipped) // no task starts after Shutdown gave up
 		return
@@ -19,10 +22,15 @@ func (w *worker[K]) start() {
 		t.job.settle(ErrDiscarded, outcomeDiscarded) // taken off the queue just before Discard
 		return
 	}
-	t.job.settle(ErrGoexit, outcomeSkipped) // staged for a Goexit in Err
-	w.logs.set(logCtxGoexit)
-	err, perr := call(w, siteSubmitCtx, callErr, t.parent)
-	w.logs.clear(logCtxGoexit)
+	var err error
+	var perr *PanicError
+	if p := t.parent; p != context.Background() && p != context.TODO() { // package context's own: not user code
+		w.goexit = outcomeSkipped // staged: a Goexit in Err skips the task (see goroutine)
+		w.logs.set(logCtxGoexit)
+		err, perr = call(w, siteSubmitCtx, callErr, p)
+		w.logs.clear(logCtxGoexit)
+		w.goexit = outcomeNone
+	}
 	switch {
 	case perr != nil:
 		t.job.settle(perr, outcomeSkipped)
@@ -31,7 +39,7 @@ func (w *worker[K]) start() {
 	case err != nil:
 		t.job.settle(err, outcomeSkipped)
 	default:
-		w.next = stepRun
+		w.runTask() // the steps a Goexit would resume at, run in line
 	}
 }
 
@@ -48,15 +56,18 @@ func (w *worker[K]) runTask() {
 	}
 	w.tn.n++ // counted before fn runs: a Goexit still uses up the turn
 	w.next = stepAfter
-	t.job.settle(ErrGoexit, outcomePanicked) // staged for a Goexit in fn
+	w.goexit = outcomePanicked // staged: a Goexit in fn fails the task (see goroutine)
 	w.logs.set(logGoexit)
 	_, perr := call(w, siteFn, execJob, t)
 	w.logs.clear(logGoexit)
+	w.goexit = outcomeNone
 	if perr != nil {
 		t.job.settle(perr, outcomePanicked)
 		w.logs.perr = perr
 		w.logs.set(logPanic)
 	}
+	w.after()
+	w.report()
 }
 
 func execJob(t *task) struct{} { t.job.exec(t); return struct{}{} }
@@ -89,6 +100,9 @@ func (w *worker[K]) after() {
 func (w *worker[K]) report() {
 	w.next = stepLog
 	w.reportTask(w.t)
+	if w.logs.pending == 0 && w.next == stepLog {
+		w.next = w.logs.after // nothing to write: skip the step
+	}
 }
 
 // reportTask reports t's failure, if it is a posted task with one. A
@@ -99,7 +113,7 @@ func (w *worker[K]) reportTask(t *task) {
 		return
 	}
 	s := w.s
-	w.logs.key = p.key
+	w.logs.key, w.logs.keyed = p.key, true
 	if s.errHandler == nil {
 		if t.outcome != outcomePanicked { // a panic or Goexit is logged with its own record
 			w.logs.failed = p.err

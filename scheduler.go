@@ -95,7 +95,6 @@ type Scheduler[K comparable] struct {
 	closeOnce sync.Once
 	cancel    context.CancelFunc // cancels core.force: Shutdown gave up
 	core      core               // what tasks need of the scheduler
-	callbacks atomic.Int64       // callbacks other than fn running on workers (see callsite.go)
 
 	yields    atomic.Uint64
 	slowTasks atomic.Uint64
@@ -145,7 +144,15 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	if o.waitHistogram || o.runHistogram {
 		s.epoch = time.Now()
 	}
-	s.pool.New = func() any { return &session[K]{lanes: lanes{core: &s.core}} }
+	s.pool.New = func() any {
+		sess := &session[K]{lanes: lanes{core: &s.core}}
+		sess.launch = func() { s.launch(sess) }
+		return sess
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.starterFn = func() { s.runStarter(sh) }
+	}
 	s.workers.New = s.newWorker
 	return s, nil
 }

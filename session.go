@@ -138,6 +138,7 @@ type session[K comparable] struct {
 	handles            int  // open handles; a session with handles is never an idle record
 	handled            bool // a handle ever held it: never recycled, so that gone stays true
 	gone               bool
+	launch             func() // starts a worker on it (Scheduler.launch); made once
 }
 
 // drain is what Remove, Discard and the last Close wait on: done is closed

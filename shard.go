@@ -35,6 +35,7 @@ type shard[K comparable] struct {
 	pending      sessionFIFO[K]
 	workers      int
 	starterOnWay bool
+	starterFn    func() // runs a starter for this shard (Scheduler.runStarter); made once
 	_            [64]byte
 }
 

@@ -200,7 +200,7 @@ func (s *Scheduler[K]) lend(ls *lentSlot) bool {
 		// After a forced Shutdown the head still starts: it finds its
 		// queues emptied and retires, releasing its token.
 		if head := s.slots.handOn(); head != nil {
-			s.startWorker(head, nil) // head's live token moves to the worker
+			s.startWorker(head) // head's live token moves to the worker
 		}
 	}
 	return true
@@ -297,7 +297,7 @@ func (s *Scheduler[K]) requeue(sess *session[K]) {
 	}
 	s.slots.running++
 	s.slots.mu.Unlock()
-	s.startWorker(sess, nil)
+	s.startWorker(sess)
 }
 
 // abortSlots, for a forced Shutdown, empties the ready queue (returning the

@@ -218,7 +218,7 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) error {
 	sh.mu.Unlock()
 	switch {
 	case start:
-		s.startWorker(sess, t)
+		s.startWorker(sess)
 	case starter:
 		s.startStarter(sh)
 	}

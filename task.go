@@ -114,8 +114,9 @@ func (t *task) lentSlot() *lentSlot {
 
 // core is what a task needs of its scheduler, without the key type.
 type core struct {
-	force context.Context // canceled when Shutdown gives up
-	owner owner           // the scheduler, for Await
+	force     context.Context // canceled when Shutdown gives up
+	owner     owner           // the scheduler, for Await
+	callbacks atomic.Int64    // callbacks other than fn running on workers (see callsite.go)
 }
 
 // owner is the part of a Scheduler that Await needs: whether a callback
@@ -220,9 +221,13 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 	if ctx == nil {
 		return zero, ErrNilContext
 	}
-	rt, err := runningTask(ctx)
-	if err != nil {
-		return zero, err
+	root := ctx == context.Background() || ctx == context.TODO() // package context's own: no user code
+	var rt *task
+	if !root {
+		var err error
+		if rt, err = runningTask(ctx); err != nil {
+			return zero, err
+		}
 	}
 	if rt != nil {
 		if heldBehind(f.t.lanes, rt.lanes) {
@@ -234,8 +239,8 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 				defer o.reclaim(ls)
 			}
 		}
-	} else {
-		o := f.t.lanes.core.owner
+	} else if c := f.t.lanes.core; c.callbacks.Load() > 0 {
+		o := c.owner
 		deadlock, ls := o.fromCallback(f.t.lanes)
 		if deadlock {
 			return zero, ErrWouldDeadlock
@@ -243,6 +248,10 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 		if ls != nil && o.lend(ls) {
 			defer o.reclaim(ls)
 		}
+	}
+	if root {
+		f.wg.Wait()
+		return f.val, f.err
 	}
 	done, perr := ctxDone(ctx)
 	if perr != nil {

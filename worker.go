@@ -29,23 +29,20 @@ type worker[K comparable] struct {
 	next step
 	site site // the user code running now, or siteNone
 
-	sh       *shard[K]   // a starter's shard
-	sess     *session[K] // the session whose turn it runs
-	slot     bool        // it holds a slot (WithMaxConcurrency)
-	tn       turn
-	t        *task // the task in hand
-	finished *task // the task advance finished, to resolve
-	waiter   *waiter
-	publish  bool // finished was published under the lock (its session retired)
-	then     step // where resolve goes on
-	ret      retirement[K]
-	began    time.Time // when w.t's fn began; only with WithSlowTask or a histogram
-	logs     logs[K]   // records still to write, and what they say
-	lent     lentSlot
-	dropped  []*task // a reporter's tasks; i is the next to report
-	i        int
-	drains   []*drain // drains that wait for a reporter, with their shards
-	dshards  []*shard[K]
+	sh      *shard[K]   // a starter's shard
+	sess    *session[K] // the session whose turn it runs
+	slot    bool        // it holds a slot (WithMaxConcurrency)
+	tn      turn
+	t       *task // the task in hand
+	ret     retirement[K]
+	began   time.Time // when w.t's fn began; only with WithSlowTask or a histogram
+	logs    logs[K]   // records still to write, and what they say
+	goexit  outcome   // staged: w.t's outcome if the user code running now calls Goexit
+	lent    lentSlot
+	dropped []*task // a reporter's tasks; i is the next to report
+	i       int
+	drains  []*drain // drains that wait for a reporter, with their shards
+	dshards []*shard[K]
 }
 
 type step uint8
@@ -55,12 +52,10 @@ const (
 	stepStarter       // take the oldest session of w.sh's start queue
 	stepTurn          // begin a turn on w.sess: the WithWeight function
 	stepStart         // w.t in hand: skip it, or go on to run it
-	stepRun           // run w.t's fn
 	stepAfter         // settle w.t's slot and time after fn
 	stepReport        // hand w.t's failure to WithErrorHandler (or the log)
 	stepLog           // write the records staged in w.logs
 	stepAdvance       // finish w.t and take the next task, under the lock
-	stepResolve       // resolve the finished task and end its ctx
 	stepYield         // the turn is over and the session has work
 	stepIdle          // the session retired: move on or exit
 	stepReporter      // report w.dropped
@@ -82,12 +77,19 @@ func (s *Scheduler[K]) worker(next step) *worker[K] {
 }
 
 // startWorker starts a worker on sess, which holds a live token and, under
-// WithMaxConcurrency, a slot for it; first, if not nil, is its first task,
-// taken off its queue already (see activate).
-func (s *Scheduler[K]) startWorker(sess *session[K], first *task) {
+// WithMaxConcurrency, a slot for it; sess.cur, if set, is its first task,
+// taken off its queue already (see activate). The worker is taken from the
+// pool on its own goroutine, where it goes back: both on one P, the
+// pool's cheap path. sess.launch is made once, so `go` allocates nothing.
+func (s *Scheduler[K]) startWorker(sess *session[K]) {
+	go sess.launch()
+}
+
+// launch runs a worker on sess, on the calling goroutine (see startWorker).
+func (s *Scheduler[K]) launch(sess *session[K]) {
 	w := s.worker(stepTurn)
-	w.sess, w.t, w.slot = sess, first, s.opts.maxConcurrency > 0
-	go w.run()
+	w.sess, w.t, w.slot = sess, sess.cur, s.opts.maxConcurrency > 0
+	w.goroutine()
 }
 
 // goroutine runs w on the calling goroutine until it exits, under its
@@ -95,6 +97,10 @@ func (s *Scheduler[K]) startWorker(sess *session[K], first *task) {
 func (w *worker[K]) goroutine() {
 	if checkTokens && w.s.slack.Add(-1) < 0 {
 		tokenViolations.Add(1) // a worker started without a token
+	}
+	if w.goexit != outcomeNone { // this goroutine takes over after a Goexit
+		w.t.job.settle(ErrGoexit, w.goexit)
+		w.goexit = outcomeNone
 	}
 	normal := false
 	defer func() {
@@ -117,7 +123,7 @@ func (w *worker[K]) goroutine() {
 // task. No user code runs here.
 func (w *worker[K]) takeOver() {
 	if w.site.isCallback() {
-		w.s.callbacks.Add(-1)
+		w.s.core.callbacks.Add(-1)
 	}
 	w.site = siteNone
 	if checkTokens {
@@ -128,11 +134,15 @@ func (w *worker[K]) takeOver() {
 
 // reset clears w for the pool.
 func (w *worker[K]) reset() {
-	dropped, drains, dshards := w.dropped[:0], w.drains[:0], w.dshards[:0]
-	ret := w.ret
-	ret.reset()
-	*w = worker[K]{s: w.s, id: w.id, run: w.run, loopFn: w.loopFn, ret: ret,
-		dropped: dropped, drains: drains, dshards: dshards}
+	// Only what outlives a task or a session: the rest is set before use.
+	w.sh, w.sess, w.t, w.slot, w.i = nil, nil, nil, false, 0
+	if len(w.dropped) > 0 {
+		clear(w.dropped)
+		clear(w.drains)
+		clear(w.dshards)
+		w.dropped, w.drains, w.dshards = w.dropped[:0], w.drains[:0], w.dshards[:0]
+	}
+	w.ret.reset()
 }
 
 func (w *worker[K]) loop() {
@@ -146,8 +156,6 @@ func (w *worker[K]) loop() {
 			w.beginTurn()
 		case stepStart:
 			w.start()
-		case stepRun:
-			w.runTask()
 		case stepAfter:
 			w.after()
 		case stepReport:
@@ -156,8 +164,6 @@ func (w *worker[K]) loop() {
 			w.writeLogs()
 		case stepAdvance:
 			w.advance()
-		case stepResolve:
-			w.resolve()
 		case stepYield:
 			w.yield()
 		case stepIdle:
@@ -195,11 +201,16 @@ func (w *worker[K]) starter() {
 }
 
 // startStarter starts a starter for sh's start queue; its live token is
-// taken. Called with sh.mu held.
+// taken. sh.starterFn is made once, so `go` allocates nothing.
 func (s *Scheduler[K]) startStarter(sh *shard[K]) {
+	go sh.starterFn()
+}
+
+// runStarter runs a starter for sh on the calling goroutine.
+func (s *Scheduler[K]) runStarter(sh *shard[K]) {
 	w := s.worker(stepStarter)
 	w.sh = sh
-	go w.run()
+	w.goroutine()
 }
 
 // turn is the state of a session's turn.
@@ -225,7 +236,7 @@ func (w *worker[K]) beginTurn() {
 		w.next = after
 		return
 	}
-	w.next, w.logs.after, w.logs.key = stepLog, after, w.sess.key
+	w.next, w.logs.after = stepLog, after
 	w.logs.set(logWeight) // staged: a Goexit counts as weight 1, logged
 	w.logs.weightWhy = "called runtime.Goexit"
 	weight, perr := callback(w, siteWeight, callWeight[K], weightCall[K]{fn: s.weight, key: w.sess.key})
@@ -266,29 +277,31 @@ func (w *worker[K]) turnOver() bool {
 func (w *worker[K]) advance() {
 	s, sess := w.s, w.sess
 	sh := sess.sh
-	if w.t != nil {
-		w.t.job.release() // let go of what fn captured
+	done := w.t
+	if done != nil {
+		done.job.release() // let go of what fn captured
 	}
 	turnOver := w.turnOver()
+	var waiter *waiter
+	published := false
 	sh.mu.Lock()
-	done := w.t
 	if done != nil {
 		sh.running--
 		sh.count(done)
 	}
-	w.finished, w.t = done, nil
+	w.t = nil
 	switch {
 	case turnOver && sess.len() > 0:
 		sess.cur = nil
-		w.then = stepYield
+		w.next = stepYield
 	case sh.pickNext(sess, s.opts.highBurst) != nil:
-		w.t, w.then = sess.cur, stepStart
+		w.t, w.next = sess.cur, stepStart
 	default:
 		if done != nil {
 			// Published before the session can be seen idle or gone: a
 			// Remove that then returns nil finds every accepted future
 			// resolved. The waiters wake after the lock.
-			w.waiter, w.publish = done.job.publish(), true
+			waiter, published = done.job.publish(), true
 		}
 		s.retire(sh, sess, &w.ret) // a released successor is taken with its queues as they are
 		if w.ret.then == nil && s.opts.maxConcurrency == 0 {
@@ -298,30 +311,23 @@ func (w *worker[K]) advance() {
 				w.t = sh.pickNext(w.ret.then, s.opts.highBurst) // nil only if a forced Shutdown emptied it
 			}
 		}
-		w.then = stepIdle
+		w.next = stepIdle
 	}
 	sh.mu.Unlock()
-	w.next = stepResolve
-}
-
-// resolve resolves the task advance finished, ends the drains and recycles
-// the sessions its session's retirement left, then ends the task's ctx,
-// which may run the submit ctx's code.
-func (w *worker[K]) resolve() {
-	done := w.finished
-	w.next = w.then
 	if done == nil {
-		w.s.finish(&w.ret)
+		s.finish(&w.ret)
 		return
 	}
-	if w.publish {
-		done.job.wake(w.waiter)
+	if published {
+		done.job.wake(waiter)
 	} else {
 		resolve(done.job)
 	}
-	w.finished, w.waiter, w.publish = nil, nil, false
-	w.s.finish(&w.ret) // after the last future of the session resolved
+	s.finish(&w.ret) // after the last future of the session resolved
 	if done.hasCtxState() {
+		// Ending the task's ctx stops its watches, which may run the
+		// submit ctx's code: w.next is set already, where a Goexit there
+		// goes on.
 		callback(w, siteCtxStop, endCtx, done)
 	}
 }
