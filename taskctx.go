@@ -150,6 +150,7 @@ func (t *task) ctxState() *ctxState {
 		return c
 	}
 	c := &ctxState{guard: guard{p: t.parent}}
+	c.guard.c = c
 	c.done, c.stop = context.WithCancelCause(context.Background())
 	if !a.ctx.CompareAndSwap(nil, c) {
 		c.stop(nil)
@@ -157,7 +158,7 @@ func (t *task) ctxState() *ctxState {
 	}
 	var unwatch []func() bool
 	if c.guard.Done() != nil {
-		unwatch = append(unwatch, context.AfterFunc(&c.guard, func() { c.latch(c.guard.Err(), nil) }))
+		unwatch = append(unwatch, context.AfterFunc(&c.guard, c.watch))
 	}
 	unwatch = append(unwatch, context.AfterFunc(t.lanes.core.force, func() { c.latch(context.Canceled, nil) }))
 	c.mu.Lock()
@@ -174,6 +175,22 @@ func (t *task) ctxState() *ctxState {
 		c.latch(err, cause)
 	}
 	return c
+}
+
+// watch latches the end of the submitter's ctx; it runs on a goroutine of
+// package context once that ctx is done (siteCtxWatch). Its Err is user
+// code: a panic there reads as Canceled (see guard), and a runtime.Goexit
+// latches Canceled on the way out, so the task's ctx ends either way.
+func (c *ctxState) watch() {
+	read := false
+	defer func() {
+		if !read {
+			c.latch(context.Canceled, nil)
+		}
+	}()
+	err := c.guard.Err()
+	read = true
+	c.latch(err, nil)
 }
 
 // latch makes err (with cause, if not nil) the ctx's reason for being
@@ -246,6 +263,20 @@ func (t *task) discard() {
 type guard struct {
 	p      context.Context
 	broken atomic.Bool
+	c      *ctxState // whose watch this is: a Goexit in p's code latches its end
+}
+
+// exited runs, deferred, when p's code called runtime.Goexit on a goroutine
+// of package context (which then never delivers the end it was watching
+// for): the ctx counts as canceled, and the task's ctx ends now.
+func (g *guard) exited(normal *bool) {
+	if *normal {
+		return
+	}
+	g.broken.Store(true)
+	if g.c != nil {
+		g.c.latch(context.Canceled, nil)
+	}
 }
 
 func (g *guard) Deadline() (time.Time, bool) {
@@ -260,6 +291,14 @@ func (g *guard) Deadline() (time.Time, bool) {
 }
 
 func (g *guard) Done() <-chan struct{} {
+	normal := false
+	defer g.exited(&normal)
+	r := g.done()
+	normal = true
+	return r
+}
+
+func (g *guard) done() <-chan struct{} {
 	if g.broken.Load() {
 		return closedChan
 	}
@@ -272,6 +311,14 @@ func (g *guard) Done() <-chan struct{} {
 }
 
 func (g *guard) Err() error {
+	normal := false
+	defer g.exited(&normal)
+	r := g.err()
+	normal = true
+	return r
+}
+
+func (g *guard) err() error {
 	if g.broken.Load() {
 		return context.Canceled
 	}
@@ -287,6 +334,14 @@ func (g *guard) Err() error {
 }
 
 func (g *guard) Value(key any) any {
+	normal := false
+	defer g.exited(&normal)
+	r := g.value(key)
+	normal = true
+	return r
+}
+
+func (g *guard) value(key any) any {
 	if g.broken.Load() {
 		return nil
 	}
