@@ -95,7 +95,8 @@ func (s *Scheduler[K]) end(ctx context.Context, c caller[K], sh *shard[K], sess 
 		}
 	}
 	if len(reports) > 0 {
-		d.pending++ // the reporter settles it
+		d.pending++   // the reporter settles it
+		s.takeToken() // the reporter's, under the lock: Shutdown cannot return before it reports
 	}
 	// A discarded session waiting for a slot has nothing left to run: it
 	// retires now rather than when its turn in the ready queue comes.
@@ -199,6 +200,7 @@ func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 // and every session's queues, resolve what was dropped with ErrClosed, and
 // start a reporter for the posted tasks among them.
 func (s *Scheduler[K]) abort() {
+	s.takeToken() // a reporter's, taken before anything is dropped: given back if none is needed
 	s.forced.Store(true)
 	s.cancel()
 	// Sessions waiting for a slot have no worker: retire them here.
@@ -241,10 +243,13 @@ func (s *Scheduler[K]) abort() {
 		}
 		s.finish(&r)
 	}
+	n := int64(len(waiting)) // their tokens
 	if len(reports) > 0 {
-		s.startReporter(reports, nil, nil) // its token taken before the waiting sessions' go
+		s.startReporter(reports, nil, nil) // with the token taken at the start
+	} else {
+		n++
 	}
-	s.release(int64(len(waiting)))
+	s.release(n)
 }
 
 // wait blocks until done is closed (then returns *result) or ctx ends

@@ -138,12 +138,13 @@ type handlerCall[K comparable] struct {
 
 func callHandler[K comparable](c handlerCall[K]) struct{} { c.fn(c.key, c.err); return struct{}{} }
 
-// startReporter starts a reporter for dropped, tasks a forced Shutdown or
+// startReporter starts a reporter for dropped, with the live token the
+// caller took for it under the lock that made its work (see
+// Scheduler.live); tasks a forced Shutdown or
 // Discard resolved without running; their failures are reported on it, and
 // each drain in drains (with its shard) waits for it. Its live token is
 // taken here.
 func (s *Scheduler[K]) startReporter(dropped []*task, drains []*drain, dshards []*shard[K]) {
-	s.takeToken()
 	w := s.worker(stepReporter)
 	w.dropped = append(w.dropped, dropped...)
 	w.drains = append(w.drains, drains...)

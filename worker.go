@@ -288,6 +288,9 @@ func (w *worker[K]) advance() {
 	if done != nil {
 		sh.running--
 		sh.count(done)
+		if done.outcome == outcomeSkipped && sess.closing != nil && s.forced.Load() {
+			sess.closing.err = ErrClosed // Shutdown gave up: the drain is cut short
+		}
 	}
 	w.t = nil
 	switch {
