@@ -1292,14 +1292,26 @@ func (r *run) check() {
 	// Invariant 7, the part check can see: nothing accepted before a
 	// Discard by key that returned nil started after it returned, and
 	// nothing queued behind a task that Discard dropped ran.
+	// And a future of the key accepted before such a Discard that never
+	// ran, with no other reason to be skipped (a canceled or hostile
+	// submit ctx, a forced Shutdown), resolved with ErrDiscarded.
 	for _, ev := range r.ends {
 		if ev.kind != endDiscard || !ev.ok {
 			continue
 		}
 		for _, rc := range r.recs {
-			if rc.key == ev.key && rc.accepted && rc.submitted < ev.issue && rc.start > ev.ret {
+			if rc.key != ev.key || !rc.accepted || rc.submitted > ev.issue {
+				continue
+			}
+			if rc.start > ev.ret {
 				fail("task %d of key %d, accepted before Discard (issued at %d, returned nil at %d), started at %d",
 					rc.id, rc.key, ev.issue, ev.ret, rc.start)
+			}
+			if rc.starts == 0 && !rc.posted && !r.forced && rc.hctx == nil && (rc.canceled == nil || !rc.canceled()) &&
+				!discardedFutures[rc] && isClosed(rc.h.done()) {
+				_, err := rc.h.await(context.Background())
+				fail("task %d of key %d, accepted before Discard (issued at %d, returned nil at %d), never ran and resolved with %v; want ErrDiscarded",
+					rc.id, rc.key, ev.issue, ev.ret, err)
 			}
 		}
 	}
