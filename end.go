@@ -30,7 +30,8 @@ func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
 
 // Discard ends session key without running its backlog: at once, new tasks
 // are refused (a [*SessionError] wrapping [ErrSessionClosing]), every
-// queued task, High and Normal, resolves with [ErrDiscarded] without
+// queued task of the key, High and Normal (those of a closing session that
+// a newly opened one waits behind included), resolves with [ErrDiscarded] without
 // running (a posted task's failure is reported like any other), the
 // running task's ctx is canceled with ErrDiscarded as its cause, and the
 // session is forgotten once that task returns; every handle on it is
@@ -79,14 +80,21 @@ func (s *Scheduler[K]) end(ctx context.Context, c caller[K], sh *shard[K], sess 
 	var waiters []*waiter
 	var cur *task
 	if discard {
-		dropped = sh.discard(sess, nil)
+		// The key's whole backlog: sess's, and that of the closing
+		// sessions it is held back behind (see succeed).
+		for p := sess; p != nil; p = p.pred {
+			n := len(dropped)
+			dropped = sh.discard(p, dropped)
+			if len(dropped) > n && p.pred != nil {
+				sh.setRest(p, restPinned) // held back, with no work now
+			}
+			if p.cur != nil {
+				cur = p.cur
+			}
+		}
 		for _, t := range dropped {
 			waiters = append(waiters, t.job.publish()) // before the drain can end
 		}
-		if len(dropped) > 0 && sess.pred != nil {
-			sh.setRest(sess, restPinned) // held back, with no work now
-		}
-		cur = sess.cur
 	}
 	var reports []*task
 	for _, t := range dropped {

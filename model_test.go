@@ -5,11 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,15 +26,33 @@ import (
 // README.md's guarantees:
 //
 //  1. every accepted task resolves its future exactly once (ran once, or was
-//     skipped with its ctx's error or ErrClosed); a rejected Submit leaves no
-//     trace;
+//     skipped with its ctx's error, ErrDiscarded or ErrClosed), with what
+//     its fn did (returned, panicked, called runtime.Goexit); a rejected
+//     Submit leaves no trace and names a reason that holds;
 //  2. per session: no overlap, FIFO within a priority, High before Normal at
 //     every pick;
 //  3. with WithMaxConcurrency(n): never more than n tasks running, and a
-//     session with work waits at most one turn (yieldAfter tasks) of each
-//     other ready session;
+//     session with work waits at most one turn (yieldAfter tasks, times
+//     its weight) of each other ready session;
 //  4. once Shutdown has returned nil, no goroutine the scheduler started
-//     remains.
+//     remains, none ran without a live token, and no user code runs;
+//  5. every task's ctx keeps the context contract, while it runs and after;
+//  6. Stats are exact once the scheduler is quiet: submitted, completed,
+//     and each task's outcome (Succeeded, Failed, Panicked, Skipped,
+//     Discarded) by priority;
+//  7. Remove or Discard of a key that returns nil has resolved every task
+//     of the key accepted before it (none dropped with ErrClosed); nothing
+//     queued behind a task that Discard dropped runs, and nothing accepted
+//     before a Discard starts after it returned;
+//  8. the error handler is called exactly once per failed posted task (by
+//     key and class of error), whatever it does; without one, the log gets
+//     one record per failure, at the level its class calls for.
+//
+// Most plans carry a hostile layer (model_hostile_test.go): posted tasks,
+// counted handles, Discard, an error handler, a logger and a weight
+// function, hostile ctxs, and at every call site of user code an injector
+// that returns, panics, calls runtime.Goexit, blocks or calls back into
+// the scheduler.
 //
 // TestModel feeds the generator bytes drawn from seeded PCGs; FuzzModel lets
 // the fuzzer choose them. A seed replays the same plan exactly; the
@@ -43,6 +63,10 @@ var (
 		"TestModel: first seed (0: a random one, logged); with -sequences=1 it replays one plan")
 	modelSequences = flag.Int("sequences", 0,
 		"TestModel: plans to run (0: 3000, or 300 with -short)")
+	modelPlain = flag.Bool("plain", false,
+		"TestModel: run the plans without their hostile layer (as regression seeds run)")
+	modelMaxFailed = flag.Int("maxfailed", 10,
+		"TestModel: stop after this many failing plans (a hang costs its bound); 0: never")
 )
 
 // awaitUnderLimit lets tasks await other sessions' futures under
@@ -77,20 +101,59 @@ func TestModel(t *testing.T) {
 		base = rand.Uint64() >> 1
 		t.Logf("first seed %d (replay a failing plan with -run 'TestModel$' -seed=N -sequences=1)", base)
 	}
-	seeds := append([]uint64(nil), regressionSeeds...)
+	type planSeed struct {
+		seed  uint64
+		plain bool
+	}
+	var seeds []planSeed
+	for _, seed := range regressionSeeds {
+		seeds = append(seeds, planSeed{seed, true}) // the plans they were recorded with
+	}
 	for i := range uint64(n) {
-		seeds = append(seeds, base+i)
+		seeds = append(seeds, planSeed{base + i, *modelPlain})
 	}
 	// One subtest per plan, so that a data race the race detector reports
-	// is pinned to its seed too.
-	for _, seed := range seeds {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			if msgs := runModel(seedBytes(seed)); len(msgs) > 0 {
-				t.Fatalf("invariants violated (replay: go test -race -run 'TestModel$' -seed=%d -sequences=1 .):\n%s\nplan:\n%s",
-					seed, strings.Join(msgs, "\n"), genPlan(seedBytes(seed)))
+	// is pinned to its seed too. A hang costs its bound: past -maxfailed
+	// failing plans, the rest are not run.
+	failed := 0
+	for _, ps := range seeds {
+		if *modelMaxFailed > 0 && failed >= *modelMaxFailed {
+			t.Fatalf("stopped after %d failing plans", failed)
+		}
+		name, flags := fmt.Sprint(ps.seed), ""
+		if ps.plain {
+			name, flags = name+"-plain", " -plain"
+		}
+		t.Run(name, func(t *testing.T) {
+			p := genPlan(seedBytes(ps.seed))
+			if ps.plain {
+				p = p.plain()
+			}
+			if msgs := runModel(p); len(msgs) > 0 {
+				failed++
+				t.Fatalf("invariants violated (replay: go test -race -run 'TestModel$' -seed=%d -sequences=1%s .):\n%s\nplan:\n%s",
+					ps.seed, flags, strings.Join(msgs, "\n"), p)
 			}
 		})
 	}
+	t.Logf("actions taken by site: %s", reachReport())
+}
+
+// reachReport lists how often each action ran at each call site, and each
+// operation callbacks made, over every plan run so far.
+func reachReport() string {
+	var b strings.Builder
+	for s := range nSites {
+		fmt.Fprintf(&b, "\n  %-12v", hsite(s))
+		for k := range nAkinds {
+			fmt.Fprintf(&b, " %v=%d", []string{"return", "panic", "goexit", "block", "call"}[k], reached[s][k].Load())
+		}
+	}
+	b.WriteString("\n  callbacks:  ")
+	for op := range nCops {
+		fmt.Fprintf(&b, " %v=%d", cop(op), reachedOps[op].Load())
+	}
+	return b.String()
 }
 
 func FuzzModel(f *testing.F) {
@@ -98,8 +161,9 @@ func FuzzModel(f *testing.F) {
 		f.Add(seedBytes(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if msgs := runModel(data); len(msgs) > 0 {
-			t.Fatalf("invariants violated:\n%s\nplan:\n%s", strings.Join(msgs, "\n"), genPlan(data))
+		p := genPlan(data)
+		if msgs := runModel(p); len(msgs) > 0 {
+			t.Fatalf("invariants violated:\n%s\nplan:\n%s", strings.Join(msgs, "\n"), p)
 		}
 	})
 }
@@ -187,6 +251,13 @@ const (
 	opAwait                  // Await the last future of key with a canceled ctx
 	opShutdown               // arg 0: graceful, on a goroutine; 1: canceled ctx; 2: past deadline
 	nOps
+	// The hostile layer's own operations (genLayerOp); the base generator
+	// never draws them.
+	opOpen      // Open(key): one more counted handle
+	opClose     // Close handle number handle of key, on a goroutine
+	opDiscard   // Discard key, or through handle number handle (>= 0), on a goroutine
+	opQueued    // Queued by key and through each of key's handles
+	opBadHandle // every method of a nil and a zero *Session
 )
 
 type op struct {
@@ -197,41 +268,98 @@ type op struct {
 	prio       seqsched.Priority
 	cancelable bool
 	spec       taskSpec
+	// Set by the hostile layer only.
+	post     bool  // opSubmit: Post instead of Submit or Go
+	hostile  uint8 // opSubmit: 1: a hostile submit ctx per task; 2: one whose Done is closed while Err is nil
+	caller   bool  // opRemove, opClose, opDiscard: with a hostile ctx
+	canceled bool  // opClose, opDiscard: with a canceled ctx
+	handle   int   // opClose, opDiscard, the layer's opSubmit: which of key's handles (-1: by key)
+	extra    bool  // the op is the layer's own
 }
 
 func (o op) String() string {
+	var s string
 	switch o.kind {
 	case opSubmit:
-		return fmt.Sprintf("submit key=%d %v x%d %v cancelable=%v", o.key, o.prio, o.count, o.spec, o.cancelable)
+		s = fmt.Sprintf("submit key=%d %v x%d %v cancelable=%v", o.key, o.prio, o.count, o.spec, o.cancelable)
+		if o.post {
+			s = "post" + s[len("submit"):]
+		}
+		if o.hostile > 0 {
+			s += []string{"", " hostile-ctx", " hostile-ctx(Done closed, Err nil)"}[o.hostile]
+		}
+		if o.extra && o.handle >= 0 {
+			s += fmt.Sprintf(" through handle %d", o.handle)
+		}
+		return s
 	case opCancel:
 		return fmt.Sprintf("cancel ctx #%d", o.arg)
 	case opRelease:
 		return fmt.Sprintf("release gate %d", o.arg)
 	case opRemove:
-		return fmt.Sprintf("remove key=%d canceled=%v", o.key, o.arg == 1)
+		s = fmt.Sprintf("remove key=%d canceled=%v", o.key, o.arg == 1)
 	case opStats:
 		return "stats"
 	case opAwait:
 		return fmt.Sprintf("await last future of key=%d with a canceled ctx", o.key)
 	case opShutdown:
 		return fmt.Sprintf("shutdown mode=%d", o.arg)
+	case opOpen:
+		return fmt.Sprintf("open key=%d", o.key)
+	case opClose:
+		s = fmt.Sprintf("close handle %d of key=%d canceled=%v", o.handle, o.key, o.canceled)
+	case opDiscard:
+		s = fmt.Sprintf("discard key=%d canceled=%v", o.key, o.canceled)
+		if o.handle >= 0 {
+			s = fmt.Sprintf("discard through handle %d of key=%d canceled=%v", o.handle, o.key, o.canceled)
+		}
+	case opQueued:
+		return fmt.Sprintf("queued key=%d", o.key)
+	case opBadHandle:
+		return "nil and zero *Session"
+	default:
+		return "?"
 	}
-	return "?"
+	if o.caller {
+		s += " hostile-caller-ctx"
+	}
+	return s
 }
 
 type plan struct {
 	maxConc, yieldAfter, maxQueue, keys, gates int
 	ops                                        []op
+	layer                                      *layer // nil: a plain plan
 }
 
 func (p plan) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "WithMaxConcurrency(%d) WithYieldAfter(%d) WithMaxQueue(%d) keys=%d gates=%d%s\n",
 		p.maxConc, p.yieldAfter, p.maxQueue, p.keys, p.gates, p.shardsNote())
+	if p.layer != nil {
+		b.WriteString(p.layer.String())
+	}
 	for i, o := range p.ops {
 		fmt.Fprintf(&b, "%3d %v\n", i, o)
 	}
 	return b.String()
+}
+
+// plain returns p without its hostile layer: the plan the base generator
+// made.
+func (p plan) plain() plan {
+	if p.layer == nil {
+		return p
+	}
+	q := p
+	q.layer, q.ops = nil, nil
+	for _, o := range p.ops {
+		if !o.extra {
+			o.post, o.hostile, o.caller = false, 0, false
+			q.ops = append(q.ops, o)
+		}
+	}
+	return q
 }
 
 // oneShard reports whether the plan runs with every key on one shard (see
@@ -296,10 +424,15 @@ func genPlan(data []byte) plan {
 		}
 		p.ops = append(p.ops, o)
 	}
+	genLayer(data, &p)
 	return p
 }
 
-func genSpec(src *source, p plan, key int, outer bool) taskSpec {
+// chooser hands out a generator's choices: a source of bytes, or the
+// hostile layer's PCG.
+type chooser interface{ intn(n int) int }
+
+func genSpec(src chooser, p plan, key int, outer bool) taskSpec {
 	ts := taskSpec{b: behaviour(src.intn(int(nBehaviours) + 4))}
 	if ts.b > bFanAwait || (!outer && ts.b >= nBehaviours) {
 		ts.b = bOK
@@ -365,28 +498,57 @@ type rec struct {
 	id, key                 int
 	prio                    seqsched.Priority
 	spec                    taskSpec
-	nested                  bool
-	submitBefore, submitted int // before Submit was called, after it returned
+	nested                  bool // submitted by a task or a callback
+	posted                  bool // by Post: no future
+	submitBefore, submitted int  // before Submit was called, after it returned
 	// The key's epoch before Submit was called and after it returned: an
-	// Open after a Remove was issued may make a successor session, whose
-	// tasks run after the closing one's whatever their priority, so order
-	// is checked among tasks of one known epoch only.
+	// Open after the key's session began to end may make a successor
+	// session, whose tasks run after the closing one's whatever their
+	// priority, so order is checked among tasks of one known epoch only.
 	epochBefore, epochAfter int
 	start, end              int
 	starts                  int
-	h                       *handle // nil when rejected
+	accepted                bool
+	h                       *handle // the future of an accepted Submit or Go
 	rejected                error
-	canceled                func() bool // whether its submit ctx was canceled
-	probe                   any         // the ctxProbeKey value its ctx carries
+	canceled                func() bool  // whether its submit ctx was canceled
+	probe                   any          // the ctxProbeKey value its ctx carries
+	hctx                    *scriptedCtx // the hostile submit ctx its ctx is or derives from
+	// What its fn did, recorded on the way out of fn: the scheduler must
+	// resolve the task with that.
+	exit     exitKind
+	retV     int
+	retErr   error
+	panicVal any
+	// disturbed: hostile code ran, or may have run, on its fn's goroutine,
+	// so what fn did may differ from its spec.
+	disturbed bool
 }
+
+type exitKind uint8
+
+const (
+	exitNone exitKind = iota
+	exitReturn
+	exitPanic
+	exitGoexit
+)
 
 // run is one plan being executed.
 type run struct {
-	p    plan
-	s    *seqsched.Scheduler[int]
-	errs []string
+	p          plan
+	s          *seqsched.Scheduler[int]
+	inj        injector
+	gates      []chan struct{}
+	quiet      atomic.Bool // a Shutdown returned nil: no user code may run from now on
+	badWeight  atomic.Bool // the weight function returned a weight out of range
+	logDropped atomic.Bool // a panic or Goexit left the logger's Enabled: a record was dropped
+	// handlerExits counts the error handler's calls that ended in a panic
+	// or a Goexit, whatever code inside them caused it.
+	handlerExits [nAkinds]atomic.Int32
 
 	mu         sync.Mutex // guards everything below
+	errs       []string
 	seq        int
 	recs       []*rec
 	keyRunning []int
@@ -394,15 +556,23 @@ type run struct {
 	// active holds the tasks counted in running; true marks one that came
 	// back from an Await after a forced Shutdown, which may hold a slot
 	// beyond the limit.
-	active  map[*rec]bool
-	removed []bool // a Remove of the key was issued
-	epoch   []int  // Opens after a Remove of the key was issued
-	closing bool   // Shutdown was called
-	forced  bool   // a Shutdown returned an error: unstarted tasks may get ErrClosed
-	last    []*handle
-	ctxs    []*rec                         // tasks whose ctx is checked once the plan is over (ctx in doneCtx)
-	opened  map[int]*seqsched.Session[int] // a handle per key, for one task in four
-	doneCtx map[*rec]context.Context
+	active    map[*rec]bool
+	ended     []bool // a Remove, a Discard or a Close (maybe of the last handle) of the key was issued
+	discarded []bool // a Discard of the key was issued
+	epoch     []int  // Opens after the key's session began to end
+	closing   bool   // Shutdown was called
+	forced    bool   // a Shutdown returned an error: unstarted tasks may get ErrClosed
+	forcedAt  int    // the tick when forced was first set
+	last      []*handle
+	ctxs      []*rec       // tasks whose ctx is checked once the plan is over (ctx in doneCtx)
+	opened    map[int]*hnd // the handle one task in four goes through
+	handles   [][]*hnd     // every handle opened, by key
+	doneCtx   map[*rec]context.Context
+	ends      []*endEv
+	windows   []*window
+	handled   [][nClasses]int // error handler calls, by key and class of error
+	logs      []logRec
+	hostiles  int // hostile submit ctxs made
 }
 
 // handle is an accepted task's future, whichever of Submit and Go made it.
@@ -420,11 +590,14 @@ func (r *run) failf(format string, args ...any) {
 
 func (r *run) tick() int { r.seq++; return r.seq }
 
-// runModel runs the plan made of data and returns the violations found.
-func runModel(data []byte) []string {
-	p := genPlan(data)
+// runModel runs plan p and returns the violations found.
+func runModel(p plan) []string {
 	ignore := goleak.IgnoreCurrent()
 	tokensBefore := seqsched.TokenViolations()
+	r := &run{p: p, keyRunning: make([]int, p.keys), active: map[*rec]bool{}, ended: make([]bool, p.keys),
+		discarded: make([]bool, p.keys), doneCtx: map[*rec]context.Context{}, opened: map[int]*hnd{},
+		handles: make([][]*hnd, p.keys), handled: make([][nClasses]int, p.keys),
+		last: make([]*handle, p.keys), epoch: make([]int, p.keys)}
 	opts := []seqsched.Option{seqsched.WithMaxConcurrency(p.maxConc),
 		seqsched.WithYieldAfter(p.yieldAfter), seqsched.WithMaxQueue(p.maxQueue)}
 	if p.oneShard() {
@@ -433,20 +606,28 @@ func runModel(data []byte) []string {
 		// plan, not drawn from it, so that recorded seeds keep their plans.)
 		opts = append(opts, seqsched.WithShards(1))
 	}
+	if l := p.layer; l != nil {
+		opts = append(opts, seqsched.WithLogger(slog.New(logHandler{r})))
+		if l.handler {
+			opts = append(opts, seqsched.WithErrorHandler(r.handler))
+		}
+		if l.weights != nil {
+			opts = append(opts, seqsched.WithWeight(r.weight))
+		}
+	}
 	s, err := seqsched.New[int](opts...)
 	if err != nil {
 		return []string{err.Error()}
 	}
-	r := &run{p: p, s: s, keyRunning: make([]int, p.keys), active: map[*rec]bool{}, removed: make([]bool, p.keys),
-		doneCtx: map[*rec]context.Context{}, opened: map[int]*seqsched.Session[int]{},
-		last: make([]*handle, p.keys), epoch: make([]int, p.keys)}
-	gates := make([]chan struct{}, p.gates)
-	for i := range gates {
-		gates[i] = make(chan struct{})
+	r.s = s
+	r.gates = make([]chan struct{}, p.gates)
+	for i := range r.gates {
+		r.gates[i] = make(chan struct{})
 	}
 	released := make([]bool, p.gates)
 	var cancels, blockCancels []context.CancelFunc
-	var bg sync.WaitGroup // the driver's own goroutines (Remove, graceful Shutdown)
+	var bg sync.WaitGroup // the driver's own goroutines (Remove, Close, Discard, graceful Shutdown)
+	r.inj.armed.Store(true)
 
 	for _, o := range p.ops {
 		switch o.kind {
@@ -455,53 +636,44 @@ func runModel(data []byte) []string {
 				ctx := context.Background()
 				var canceled func() bool
 				if o.cancelable {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithCancel(ctx)
+					c, cancel := context.WithCancel(ctx)
 					cancels = append(cancels, cancel)
 					if o.spec.b == bBlockCtx {
 						blockCancels = append(blockCancels, cancel)
 					}
-					canceled = func() bool { return ctx.Err() != nil }
+					canceled = func() bool { return c.Err() != nil }
+					ctx = c
 				}
-				r.submit(ctx, o.key, o.prio, o.spec, gates, canceled, false)
+				var hc *scriptedCtx
+				if o.hostile > 0 {
+					hc = r.newHostile(ctx, o.key, o.hostile == 2)
+					ctx = hc
+				}
+				req := subReq{ctx: ctx, key: o.key, prio: o.prio, spec: o.spec, canceled: canceled,
+					post: o.post, hctx: hc}
+				if o.extra && o.handle >= 0 {
+					r.mu.Lock()
+					req.via = r.pickHandle(o.key, o.handle)
+					r.mu.Unlock()
+					req.explicit = req.via != nil
+				}
+				r.submit(req)
 			}
 		case opCancel:
 			cancels[o.arg]()
 		case opRelease:
 			if !released[o.arg] {
 				released[o.arg] = true
-				close(gates[o.arg])
+				close(r.gates[o.arg])
 			}
 		case opRemove:
-			r.mu.Lock()
-			r.removed[o.key] = true
-			r.mu.Unlock()
-			ctx, cancel := context.WithCancel(context.Background())
-			if o.arg == 1 {
-				cancel()
-			}
-			bg.Add(1)
-			go func() {
-				defer bg.Done()
+			ctx, cancel := r.callerCtx(o.key, o.arg == 1, o.caller)
+			bg.Go(func() {
 				defer cancel()
-				err := s.Remove(ctx, o.key)
-				r.mu.Lock()
-				forced := r.forced
-				r.mu.Unlock()
-				switch {
-				case err == nil:
-				case o.arg == 1 && errors.Is(err, context.Canceled):
-				case errors.Is(err, seqsched.ErrClosed) && forced:
-				default:
-					r.failf("Remove(%d) = %v", o.key, err)
-				}
-			}()
+				r.end(endRemove, o.key, nil, ctx, "driver", false, o.caller)
+			})
 		case opStats:
-			st := s.Stats()
-			if st.Completed > st.Submitted || st.Skipped > st.Completed || st.Sessions < 0 ||
-				st.Running < 0 || st.Queued < 0 {
-				r.failf("inconsistent Stats %+v", st)
-			}
+			r.stats("driver")
 		case opAwait:
 			r.mu.Lock()
 			h := r.last[o.key]
@@ -525,13 +697,13 @@ func runModel(data []byte) []string {
 			r.closing = true
 			r.mu.Unlock()
 			if o.arg == 0 {
-				bg.Add(1)
-				go func() {
-					defer bg.Done()
+				bg.Go(func() {
 					if err := s.Shutdown(context.Background()); err != nil {
 						r.failf("graceful Shutdown = %v", err)
+					} else {
+						r.quiet.Store(true)
 					}
-				}()
+				})
 				break
 			}
 			var ctx context.Context
@@ -545,18 +717,50 @@ func runModel(data []byte) []string {
 			// Mark forced first: tasks dropped by this call resolve
 			// before it returns.
 			r.mu.Lock()
-			r.forced = true
+			if !r.forced {
+				r.forced, r.forcedAt = true, r.tick()
+			}
 			r.mu.Unlock()
 			err := s.Shutdown(ctx)
 			cancel()
-			if err != nil && !errors.Is(err, ctx.Err()) {
+			if err == nil {
+				r.quiet.Store(true)
+			} else if !errors.Is(err, ctx.Err()) {
 				r.failf("Shutdown(done ctx) = %v; want nil or %v", err, ctx.Err())
 			}
+		case opOpen:
+			r.mu.Lock()
+			r.openLocked(o.key, nil)
+			r.mu.Unlock()
+		case opClose, opDiscard:
+			kind := endDiscard
+			var hd *hnd
+			if o.kind == opClose || o.handle >= 0 {
+				r.mu.Lock()
+				hd = r.pickHandle(o.key, o.handle)
+				r.mu.Unlock()
+				if hd == nil {
+					break
+				}
+				kind = endDiscardHandle
+				if o.kind == opClose {
+					kind = endClose
+				}
+			}
+			ctx, cancel := r.callerCtx(o.key, o.canceled, o.caller)
+			bg.Go(func() {
+				defer cancel()
+				r.end(kind, o.key, hd, ctx, "driver", false, o.caller)
+			})
+		case opQueued:
+			r.queued(o.key)
+		case opBadHandle:
+			r.badHandles()
 		}
 	}
 
 	// End of plan: let every task finish, then shut down for good.
-	for i, g := range gates {
+	for i, g := range r.gates {
 		if !released[i] {
 			close(g)
 		}
@@ -568,10 +772,14 @@ func runModel(data []byte) []string {
 	r.closing = true
 	r.mu.Unlock()
 	// The deadline only turns a hang (a lost task) into a report.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	err = s.Shutdown(ctx)
 	cancel()
+	if err == nil {
+		r.quiet.Store(true)
+	}
 	bg.Wait()
+	r.inj.armed.Store(false) // the checks below call the hostile ctxs too
 	for _, c := range cancels {
 		c()
 	}
@@ -599,13 +807,56 @@ func runModel(data []byte) []string {
 	return r.errs
 }
 
-// submit submits one task of spec to key, from the driver or (nested) from
-// a task, and records it.
-func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec taskSpec,
-	gates []chan struct{}, canceled func() bool, nested bool) *handle {
+// newHostile makes a hostile submit ctx standing for ctx, for a task of
+// key.
+func (r *run) newHostile(ctx context.Context, key int, broken bool) *scriptedCtx {
 	r.mu.Lock()
-	rc := &rec{id: len(r.recs), key: key, prio: prio, spec: spec, nested: nested, canceled: canceled,
-		probe: ctx.Value(ctxProbeKey{})}
+	id := r.hostiles
+	r.hostiles++
+	r.mu.Unlock()
+	return &scriptedCtx{Context: context.WithValue(ctx, ctxProbeKey{}, fmt.Sprintf("hostile ctx %d", id)),
+		r: r, id: id, key: key, broken: broken}
+}
+
+// scriptedCallerCtx is the ctx the driver gives Remove, Close or Discard: canceled
+// or not, hostile or not.
+func (r *run) callerCtx(key int, canceled, hostile bool) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if canceled {
+		cancel()
+	}
+	if hostile {
+		return scriptedCallerCtx{Context: ctx, r: r, key: key}, cancel
+	}
+	return ctx, cancel
+}
+
+// subReq is a task to submit.
+type subReq struct {
+	ctx      context.Context
+	key      int
+	prio     seqsched.Priority
+	spec     taskSpec
+	canceled func() bool  // whether ctx was canceled
+	nested   bool         // by a task or a callback
+	post     bool         // by Post
+	hctx     *scriptedCtx // the hostile ctx ctx is or derives from
+	// A callback's choice of path: through via, or by key (Go when byKey
+	// is set, else Submit). Without it, one task in four goes through the
+	// key's handle and one in four by Go (by task id).
+	explicit bool
+	via      *hnd
+	goFn     bool
+}
+
+// submit submits one task, from the driver, a task or a callback, and
+// records it. It returns the future, if one was made and accepted.
+func (r *run) submit(req subReq) *handle {
+	key, spec := req.key, req.spec
+	probe := req.ctx.Value(ctxProbeKey{}) // the test's probe, which no hostile ctx plays
+	r.mu.Lock()
+	rc := &rec{id: len(r.recs), key: key, prio: req.prio, spec: spec, nested: req.nested, posted: req.post,
+		canceled: req.canceled, probe: probe, hctx: req.hctx, disturbed: req.hctx != nil}
 	r.recs = append(r.recs, rc)
 	rc.submitBefore = r.tick()
 	rc.epochBefore = r.epoch[key]
@@ -616,124 +867,80 @@ func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec 
 	case bFanAwait:
 		target, second = r.last[spec.arg], r.last[spec.arg+1]
 	}
+	hd := req.via
+	if !req.explicit && rc.id%4 == 1 { // one task in four through a handle on its key
+		hd = r.opened[key]
+		if hd == nil || (r.p.layer != nil && (hd.closeIssued || hd.killed)) {
+			if hd = r.openLocked(key, rc); hd != nil { // refused while the scheduler closes
+				r.opened[key] = hd
+			}
+		}
+	}
+	goFn := req.goFn || (!req.explicit && rc.id%4 == 3) // some tasks through Go, whose futures carry no value
+	closedHandle := hd != nil && hd.closeReturned
 	r.mu.Unlock()
 
 	fn := func(ctx context.Context) (v int, err error) {
 		r.begin(rc)
-		defer r.finish(rc)
-		// The context contract, while running; checkCtxs checks it again
+		normal := false
+		defer func() { r.finish(rc, normal, v, err) }()
+		// The context contract, while running; runModel checks it again
 		// once the task is over.
 		r.checkCtx(rc, ctx, "running")
 		r.mu.Lock()
 		r.ctxs = append(r.ctxs, rc)
 		r.doneCtx[rc] = ctx
 		r.mu.Unlock()
-		switch spec.b {
-		case bErr:
-			return rc.id, errTask
-		case bPanic:
-			panic(panicWith(spec.arg, rc.id))
-		case bGoexit:
-			runtime.Goexit()
-		case bGosched:
-			for range spec.arg {
-				runtime.Gosched()
+		if r.p.layer != nil {
+			a := r.take(hsFn)
+			if a.kind != aReturn {
+				r.mu.Lock()
+				rc.disturbed = true
+				r.mu.Unlock()
 			}
-		case bGate:
-			<-gates[spec.arg]
-		case bBlockCtx:
-			<-ctx.Done()
-			r.checkCtx(rc, ctx, "canceled") // by its submitter or a forced Shutdown
-			return rc.id, ctx.Err()
-		case bSubmit:
-			if rc.id%2 == 0 {
-				// With the task's own ctx: the nested task inherits the
-				// submit ctx, not the end of this task.
-				r.submit(ctx, spec.arg, spec.prio, *spec.nested, gates, canceled, true)
-				break
-			}
-			// With a ctx derived from it, which ends with this task.
-			derived := context.WithValue(ctx, ctxProbeKey{}, rc.id)
-			r.submit(derived, spec.arg, spec.prio, *spec.nested, gates, func() bool { return derived.Err() != nil }, true)
-		case bAwait:
-			if target != nil {
-				r.lend(rc)
-				_, _ = target.await(ctx) // any outcome; the target is checked on its own
-				r.reclaim(rc)
-			}
-		case bFanAwait:
-			// The task counts as awaiting from before the first Await until
-			// the last returns, which takes the slot back.
-			r.lend(rc)
-			var wg sync.WaitGroup
-			for i, h := range []*handle{target, second} {
-				if h != nil {
-					wg.Go(func() {
-						for range i * (rc.id % 4) {
-							runtime.Gosched()
-						}
-						_, _ = h.await(ctx)
-					})
-				}
-			}
-			wg.Wait()
-			r.reclaim(rc)
-		case bSelfAwait:
-			own := r.submit(ctx, key, seqsched.Normal, taskSpec{b: bOK}, gates, canceled, true)
-			if own == nil {
-				break // refused: the key is draining or the scheduler closing
-			}
-			if _, err := own.await(ctx); !errors.Is(err, seqsched.ErrWouldDeadlock) &&
-				!errors.Is(err, seqsched.ErrClosed) { // a forced Shutdown may have dropped it already
-				r.failf("task %d: Await of its own session's future = %v; want ErrWouldDeadlock", rc.id, err)
-			}
-		case bSelfRemove:
-			r.mu.Lock()
-			r.removed[key] = true
-			r.mu.Unlock()
-			if err := r.s.Remove(ctx, key); !errors.Is(err, seqsched.ErrWouldDeadlock) {
-				r.failf("task %d: Remove of its own session = %v; want ErrWouldDeadlock", rc.id, err)
-			}
+			r.perform(callEnv{site: hsFn, key: key, ctx: ctx, rc: rc}, a)
 		}
-		return rc.id, nil
+		v, err = r.behave(rc, ctx, target, second)
+		normal = true
+		return v, err
 	}
+	fnPost := func(ctx context.Context) error { _, err := fn(ctx); return err }
 	var h *handle
 	var err error
-	var sh *seqsched.Session[int] // one task in four goes through a handle on its key
-	if rc.id%4 == 1 {
-		r.mu.Lock()
-		if sh = r.opened[key]; sh == nil {
-			if r.removed[key] {
-				r.epoch[key]++ // the Open may make a successor
-				rc.epochBefore = -1
-			}
-			if sh, _ = r.s.Open(key); sh != nil { // refused while the key drains or the scheduler closes
-				r.opened[key] = sh
-			}
-		}
-		r.mu.Unlock()
-	}
-	if sh != nil {
-		var f *seqsched.Future[int]
-		f, err = seqsched.SubmitTo(ctx, sh, fn, prio)
+	futureOf := func(f *seqsched.Future[int]) {
 		if f != nil {
 			h = &handle{done: f.Done, await: f.Await}
 		}
-	} else if rc.id%4 == 3 { // some tasks through Go, whose futures carry no value
-		var f *seqsched.Future[struct{}]
-		f, err = r.s.Go(ctx, key, func(ctx context.Context) error { _, err := fn(ctx); return err }, prio)
+	}
+	goFutureOf := func(f *seqsched.Future[struct{}]) {
 		if f != nil {
 			h = &handle{done: f.Done, viaGo: true, await: func(ctx context.Context) (int, error) {
 				_, err := f.Await(ctx)
 				return -1, err
 			}}
 		}
-	} else {
-		var f *seqsched.Future[int]
-		f, err = seqsched.Submit(ctx, r.s, key, fn, prio)
-		if f != nil {
-			h = &handle{done: f.Done, await: f.Await}
-		}
+	}
+	switch {
+	case hd != nil && req.post:
+		err = hd.h.Post(req.ctx, fnPost, req.prio)
+	case hd != nil && goFn:
+		f, e := hd.h.Go(req.ctx, fnPost, req.prio)
+		goFutureOf(f)
+		err = e
+	case hd != nil:
+		f, e := seqsched.SubmitTo(req.ctx, hd.h, fn, req.prio)
+		futureOf(f)
+		err = e
+	case req.post:
+		err = r.s.Post(req.ctx, key, fnPost, req.prio)
+	case goFn:
+		f, e := r.s.Go(req.ctx, key, fnPost, req.prio)
+		goFutureOf(f)
+		err = e
+	default:
+		f, e := seqsched.Submit(req.ctx, r.s, key, fn, req.prio)
+		futureOf(f)
+		err = e
 	}
 
 	r.mu.Lock()
@@ -742,8 +949,8 @@ func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec 
 	rc.epochAfter = r.epoch[key]
 	rc.rejected = err
 	if err == nil {
-		rc.h = h
-		if !nested {
+		rc.accepted, rc.h = true, h
+		if !req.nested && h != nil {
 			r.last[key] = h
 		}
 		return h
@@ -751,15 +958,98 @@ func (r *run) submit(ctx context.Context, key int, prio seqsched.Priority, spec 
 	if h != nil {
 		r.errs = append(r.errs, fmt.Sprintf("task %d: Submit returned a future and %v", rc.id, err))
 	}
-	// A rejection must name a reason that holds.
+	// A rejection must name a reason that holds. A handle closed for good
+	// refuses with a SessionError whatever the scheduler's state.
+	var se *seqsched.SessionError
 	switch {
-	case errors.Is(err, seqsched.ErrClosed) && r.closing:
-	case errors.Is(err, seqsched.ErrSessionClosing) && r.removed[key]:
+	case errors.Is(err, seqsched.ErrClosed) && r.closing && !closedHandle:
+	case errors.As(err, &se) && errors.Is(err, seqsched.ErrSessionClosing) &&
+		(r.ended[key] || (hd != nil && hd.closeIssued)):
+		if se.Key != key {
+			r.errs = append(r.errs, fmt.Sprintf("task %d: refused with %v, naming key %v; want %d", rc.id, err, se.Key, key))
+		}
 	case errors.Is(err, seqsched.ErrQueueFull) && r.p.maxQueue > 0:
 	default:
-		r.errs = append(r.errs, fmt.Sprintf("task %d: Submit(key %d) rejected with %v", rc.id, key, err))
+		r.errs = append(r.errs, fmt.Sprintf("task %d: submit (key %d, post %v, handle %v) rejected with %v",
+			rc.id, key, req.post, hd != nil, err))
 	}
 	return nil
+}
+
+// behave runs the body of rc's fn: its spec's behaviour.
+func (r *run) behave(rc *rec, ctx context.Context, target, second *handle) (int, error) {
+	spec, key := rc.spec, rc.key
+	switch spec.b {
+	case bErr:
+		return rc.id, errTask
+	case bPanic:
+		v := panicWith(spec.arg, rc.id)
+		r.panicking(rc, v)
+		panic(v)
+	case bGoexit:
+		runtime.Goexit()
+	case bGosched:
+		for range spec.arg {
+			runtime.Gosched()
+		}
+	case bGate:
+		<-r.gates[spec.arg]
+	case bBlockCtx:
+		<-ctx.Done()
+		r.checkCtx(rc, ctx, "canceled") // by its submitter, a Discard or a forced Shutdown
+		return rc.id, ctx.Err()
+	case bSubmit:
+		if rc.id%2 == 0 {
+			// With the task's own ctx: the nested task inherits the
+			// submit ctx, not the end of this task.
+			r.submit(subReq{ctx: ctx, key: spec.arg, prio: spec.prio, spec: *spec.nested, canceled: rc.canceled,
+				nested: true, hctx: rc.hctx})
+			break
+		}
+		// With a ctx derived from it, which ends with this task.
+		derived := context.WithValue(ctx, ctxProbeKey{}, rc.id)
+		r.submit(subReq{ctx: derived, key: spec.arg, prio: spec.prio, spec: *spec.nested,
+			canceled: func() bool { return derived.Err() != nil }, nested: true, hctx: rc.hctx})
+	case bAwait:
+		if target != nil {
+			r.lend(rc)
+			_, _ = target.await(ctx) // any outcome; the target is checked on its own
+			r.reclaim(rc)
+		}
+	case bFanAwait:
+		// The task counts as awaiting from before the first Await until
+		// the last returns, which takes the slot back.
+		r.lend(rc)
+		var wg sync.WaitGroup
+		for i, h := range []*handle{target, second} {
+			if h != nil {
+				wg.Go(func() {
+					for range i * (rc.id % 4) {
+						runtime.Gosched()
+					}
+					_, _ = h.await(ctx)
+				})
+			}
+		}
+		wg.Wait()
+		r.reclaim(rc)
+	case bSelfAwait:
+		own := r.submit(subReq{ctx: ctx, key: key, spec: taskSpec{b: bOK}, canceled: rc.canceled, nested: true,
+			hctx: rc.hctx})
+		if own == nil {
+			break // refused: the key is draining or the scheduler closing
+		}
+		// ErrWouldDeadlock, unless a Discard or a forced Shutdown has
+		// resolved the future already: then its outcome.
+		if _, err := own.await(ctx); !errors.Is(err, seqsched.ErrWouldDeadlock) && !isClosed(own.done()) {
+			r.failf("task %d: Await of its own session's future = %v; want ErrWouldDeadlock", rc.id, err)
+		}
+	case bSelfRemove:
+		if err := r.end(endRemove, key, nil, ctx, fmt.Sprintf("task %d", rc.id), true, false); !errors.Is(err, seqsched.ErrWouldDeadlock) {
+			r.failf("task %d: Remove of its own session = %v; want ErrWouldDeadlock", rc.id, err)
+		}
+	}
+	return rc.id, nil
 }
 
 // checkCtx checks a task's ctx against the context contract.
@@ -776,6 +1066,9 @@ func (r *run) begin(rc *rec) {
 	defer r.mu.Unlock()
 	rc.start = r.tick()
 	rc.starts++
+	if r.quiet.Load() {
+		r.errs = append(r.errs, fmt.Sprintf("task %d started after Shutdown returned nil", rc.id))
+	}
 	if rc.rejected != nil {
 		r.errs = append(r.errs, fmt.Sprintf("task %d was rejected (%v) but ran", rc.id, rc.rejected))
 	}
@@ -818,9 +1111,9 @@ func (r *run) activeList() string {
 	return strings.Join(parts, ", ")
 }
 
-// lend and reclaim bracket an Await in rc's fn. Under a limit the Await
-// lends rc's slot, so rc stops counting against it; once Await returns rc
-// holds a slot again, and the limit is checked at that instant.
+// lend and reclaim bracket a wait in rc's fn. Under a limit the wait
+// lends rc's slot, so rc stops counting against it; once the wait returns
+// rc holds a slot again, and the limit is checked at that instant.
 func (r *run) lend(rc *rec) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -839,12 +1132,28 @@ func (r *run) reclaim(rc *rec) {
 	}
 }
 
-func (r *run) finish(rc *rec) {
+// panicking records that rc's fn is about to panic with v.
+func (r *run) panicking(rc *rec, v any) {
+	r.mu.Lock()
+	rc.exit, rc.panicVal = exitPanic, v
+	r.mu.Unlock()
+}
+
+// finish records rc's end and how its fn ended: it returned (v, err)
+// (normal), or else panicked (recorded by panicking) or called
+// runtime.Goexit, its own or a hostile ctx's.
+func (r *run) finish(rc *rec, normal bool, v int, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rc.end = r.tick()
 	r.keyRunning[rc.key]--
 	r.inactive(rc)
+	switch {
+	case normal:
+		rc.exit, rc.retV, rc.retErr = exitReturn, v, err
+	case rc.exit != exitPanic:
+		rc.exit = exitGoexit
+	}
 }
 
 // inactive stops counting rc as running. Called with r.mu held.
@@ -853,24 +1162,78 @@ func (r *run) inactive(rc *rec) {
 	r.running--
 }
 
-// check holds the finished run against invariants 1-3 and the final Stats.
+// check holds the finished run against invariants 1-3 and 6-8.
 func (r *run) check() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	fail := func(format string, args ...any) { r.errs = append(r.errs, fmt.Sprintf(format, args...)) }
 
-	// Invariant 1: every accepted future resolved exactly once, with the
-	// outcome its task's run (or skip) explains.
-	var accepted, skipped, panics uint64
-	var outcomes [2]seqsched.Outcomes
+	// Invariant 1: every accepted task resolved exactly once, with what its
+	// fn did, or, if it never ran, with a reason that holds.
+	var accepted, panics uint64
+	var byPrio [2]uint64
+	var outcomes [2]seqsched.Outcomes // of every task that ran, and of the futures of those that did not
+	var postNever [2]uint64           // posted tasks that never ran (skipped or discarded: the count says which)
+	keys := r.p.keys
+	postFailed := make([][nClasses]int, keys) // failures of posted tasks that ran, by key and class
+	never := make([]int, keys)                // posted tasks that never ran, by key
+	// Which classes of failure a posted task that never ran may report.
+	neverCanceled, neverHostile, neverGoexit := make([]bool, keys), make([]bool, keys), make([]bool, keys)
+	discardedFutures := map[*rec]bool{}
 	for _, rc := range r.recs {
-		if rc.h == nil {
+		if !rc.accepted {
 			if rc.starts != 0 {
 				fail("rejected task %d ran", rc.id)
 			}
 			continue
 		}
 		accepted++
+		byPrio[rc.prio]++
+		if rc.starts > 1 {
+			fail("task %d ran %d times", rc.id, rc.starts)
+		}
+		ran := rc.starts > 0
+		if ran {
+			if rc.end == 0 {
+				fail("task %d started but never ended", rc.id)
+				continue
+			}
+			switch {
+			case rc.exit == exitReturn && rc.retErr == nil:
+				outcomes[rc.prio].Succeeded++
+			case rc.exit == exitReturn:
+				outcomes[rc.prio].Failed++
+			default:
+				outcomes[rc.prio].Panicked++
+				panics++
+			}
+			if !rc.disturbed {
+				r.checkSpec(rc, fail)
+			}
+		}
+		if rc.posted {
+			if !ran {
+				postNever[rc.prio]++
+				never[rc.key]++
+				neverCanceled[rc.key] = neverCanceled[rc.key] || (rc.canceled != nil && rc.canceled())
+				if rc.hctx != nil {
+					neverHostile[rc.key] = true
+					neverGoexit[rc.key] = neverGoexit[rc.key] || rc.hctx.errGoexits.Load() > 0
+				}
+				continue
+			}
+			switch rc.exit {
+			case exitReturn:
+				if rc.retErr != nil {
+					postFailed[rc.key][classOf(rc.retErr)]++
+				}
+			case exitPanic:
+				postFailed[rc.key][clPanic]++
+			case exitGoexit:
+				postFailed[rc.key][clGoexit]++
+			}
+			continue
+		}
 		select {
 		case <-rc.h.done():
 		default:
@@ -878,89 +1241,92 @@ func (r *run) check() {
 			continue
 		}
 		v, err := rc.h.await(context.Background())
-		if rc.h.viaGo {
-			v = rc.id // Go's futures carry no value to compare
+		if ran {
+			r.checkResolution(rc, v, err, fail)
+			continue
 		}
-		if rc.starts > 1 {
-			fail("task %d ran %d times", rc.id, rc.starts)
-		}
-		if rc.starts == 0 {
-			skipped++
-			outcomes[rc.prio].Skipped++
-			switch {
-			case errors.Is(err, context.Canceled) && rc.canceled != nil && rc.canceled():
-			case errors.Is(err, context.Canceled) && rc.nested && r.forced:
-				// A nested task's submit ctx is its parent task's, which a
-				// forced Shutdown cancels.
-			case errors.Is(err, seqsched.ErrClosed) && r.forced:
-			default:
-				fail("task %d never ran but resolved with %v (canceled ctx: %v, forced Shutdown: %v)",
-					rc.id, err, rc.canceled != nil && rc.canceled(), r.forced)
+		if errors.Is(err, seqsched.ErrDiscarded) {
+			outcomes[rc.prio].Discarded++
+			discardedFutures[rc] = true
+			if !r.discarded[rc.key] {
+				fail("task %d resolved with %v, but no Discard of key %d was issued", rc.id, err, rc.key)
 			}
 			continue
 		}
-		if rc.end == 0 {
-			fail("task %d started but never ended", rc.id)
-		}
-		var perr *seqsched.PanicError
-		switch rc.spec.b {
-		case bPanic, bGoexit:
-			outcomes[rc.prio].Panicked++
-		case bErr, bBlockCtx:
-			outcomes[rc.prio].Failed++
-		default:
-			outcomes[rc.prio].Succeeded++
-		}
-		switch rc.spec.b {
-		case bPanic:
-			panics++
-			want := panicWith(rc.spec.arg, rc.id)
-			switch {
-			case !errors.As(err, &perr):
-				fail("task %d panicked but resolved with %v", rc.id, err)
-			case rc.spec.arg == 0:
-				var nilErr *runtime.PanicNilError
-				if e, ok := perr.Value.(error); !ok || !errors.As(e, &nilErr) {
-					fail("task %d panicked with nil; PanicError.Value = %v", rc.id, perr.Value)
-				}
-			case rc.spec.arg == 1:
-				if !errors.Is(err, errTask) {
-					fail("task %d panicked with an error; errors.Is fails on %v", rc.id, err)
-				}
-			case perr.Value != want:
-				fail("task %d: PanicError.Value = %v; want %v", rc.id, perr.Value, want)
-			}
-		case bGoexit:
-			panics++
-			if !errors.Is(err, seqsched.ErrGoexit) {
-				fail("task %d called Goexit but resolved with %v", rc.id, err)
-			}
-		case bErr:
-			if v != rc.id || !errors.Is(err, errTask) {
-				fail("task %d resolved with (%d, %v); want (%d, %v)", rc.id, v, err, rc.id, errTask)
-			}
-		case bBlockCtx:
-			if v != rc.id || !errors.Is(err, context.Canceled) {
-				fail("task %d resolved with (%d, %v); want (%d, %v)", rc.id, v, err, rc.id, context.Canceled)
-			}
-		default:
-			if v != rc.id || err != nil {
-				fail("task %d (%v) resolved with (%d, %v); want (%d, nil)", rc.id, rc.spec, v, err, rc.id)
-			}
+		outcomes[rc.prio].Skipped++
+		if !r.skipExplained(rc, err) {
+			fail("task %d never ran but resolved with %v (canceled ctx: %v, forced Shutdown: %v, hostile ctx: %v)",
+				rc.id, err, rc.canceled != nil && rc.canceled(), r.forced, rc.hctx)
 		}
 	}
+
+	// Invariant 6: exact Stats. Which posted tasks that never ran were
+	// skipped and which discarded only the scheduler knows: their sum is
+	// exact, and the error handler's (or the log's) count of discarded
+	// ones must match.
 	st := r.s.Stats()
-	var byPrio [2]uint64
-	for _, rc := range r.recs {
-		if rc.h != nil {
-			byPrio[rc.prio]++
+	want := seqsched.Stats{Submitted: accepted, Completed: accepted, Panics: panics, Yields: st.Yields}
+	var postDiscarded int
+	for prio, got := range [2]seqsched.Outcomes{st.Normal.Outcomes, st.High.Outcomes} {
+		w := outcomes[prio]
+		moreSkipped, moreDiscarded := int64(got.Skipped)-int64(w.Skipped), int64(got.Discarded)-int64(w.Discarded)
+		if moreSkipped < 0 || moreDiscarded < 0 || uint64(moreSkipped+moreDiscarded) != postNever[prio] {
+			fail("%v: Outcomes.Skipped %d, Discarded %d; want %d, %d plus the %d posted tasks that never ran",
+				seqsched.Priority(prio), got.Skipped, got.Discarded, w.Skipped, w.Discarded, postNever[prio])
+		} else {
+			w.Skipped, w.Discarded = got.Skipped, got.Discarded
+			postDiscarded += int(moreDiscarded)
+		}
+		want.Skipped += w.Skipped + w.Discarded
+		ps := seqsched.PriorityStats{Completed: byPrio[prio], Outcomes: w}
+		if prio == int(seqsched.Normal) {
+			want.Normal = ps
+		} else {
+			want.High = ps
 		}
 	}
-	want := seqsched.Stats{Submitted: accepted, Completed: accepted, Skipped: skipped, Panics: panics, Yields: st.Yields,
-		Normal: seqsched.PriorityStats{Completed: byPrio[seqsched.Normal], Outcomes: outcomes[seqsched.Normal]},
-		High:   seqsched.PriorityStats{Completed: byPrio[seqsched.High], Outcomes: outcomes[seqsched.High]}}
 	if st != want {
 		fail("final Stats = %+v; want %+v", st, want)
+	}
+
+	// Invariant 8: each failed posted task reported once.
+	r.checkReports(postFailed, never, postDiscarded, neverCanceled, neverHostile, neverGoexit, fail)
+
+	// Invariant 7, the part check can see: nothing accepted before a
+	// Discard by key that returned nil started after it returned, and
+	// nothing queued behind a task that Discard dropped ran.
+	// And a future of the key accepted before such a Discard that never
+	// ran, with no other reason to be skipped (a canceled or hostile
+	// submit ctx, a forced Shutdown), resolved with ErrDiscarded.
+	for _, ev := range r.ends {
+		if ev.kind != endDiscard || !ev.ok {
+			continue
+		}
+		for _, rc := range r.recs {
+			if rc.key != ev.key || !rc.accepted || rc.submitted > ev.issue {
+				continue
+			}
+			if rc.start > ev.ret {
+				fail("task %d of key %d, accepted before Discard (issued at %d, returned nil at %d), started at %d",
+					rc.id, rc.key, ev.issue, ev.ret, rc.start)
+			}
+			if rc.starts == 0 && !rc.posted && !r.forced && rc.hctx == nil && (rc.canceled == nil || !rc.canceled()) &&
+				!discardedFutures[rc] && isClosed(rc.h.done()) {
+				_, err := rc.h.await(context.Background())
+				fail("task %d of key %d, accepted before Discard (issued at %d, returned nil at %d), never ran and resolved with %v; want ErrDiscarded",
+					rc.id, rc.key, ev.issue, ev.ret, err)
+			}
+		}
+	}
+	for y := range discardedFutures {
+		for _, x := range r.recs {
+			if x.key != y.key || x.prio != y.prio || x.start == 0 || !sameEpoch(x, y) ||
+				x.submitBefore < y.submitted || r.endedBetween(y.key, y.submitBefore, x.submitted) {
+				continue
+			}
+			fail("key %d: task %d ran, though it was queued behind task %d (accepted at %d and %d), which Discard dropped",
+				x.key, x.id, y.id, x.submitted, y.submitted)
+		}
 	}
 
 	// Invariants 2 and 3, from the started tasks of each key in start order.
@@ -1004,23 +1370,264 @@ func (r *run) check() {
 			// session started at most one turn of tasks. Checked with one
 			// slot, where the trace is a total order of turns: with more,
 			// a session holding a slot but descheduled by the Go runtime
-			// looks, in a trace, like one that waits.
+			// looks, in a trace, like one that waits. A callback of x's
+			// session that waits lends the slot meanwhile: such a wait is
+			// not checked.
 			if r.p.maxConc != 1 {
 				continue
 			}
 			from := max(x.submitted, prevEnd)
+			if r.lentDuring(key, from, x.start) {
+				continue
+			}
 			others := map[int]int{}
 			for _, o := range started {
 				if o.start > from && o.start < x.start && o.key != key {
-					if others[o.key]++; others[o.key] > r.p.yieldAfter {
-						fail("key %d: task %d waited (from %d to %d) while key %d started %d tasks; yieldAfter %d; trace:\n%s",
-							key, x.id, from, x.start, o.key, others[o.key], r.p.yieldAfter, r.dump(started))
+					if others[o.key]++; others[o.key] > r.turn(o.key) {
+						fail("key %d: task %d waited (from %d to %d) while key %d started %d tasks; turn %d; trace:\n%s",
+							key, x.id, from, x.start, o.key, others[o.key], r.turn(o.key), r.dump(started))
 						break
 					}
 				}
 			}
 		}
 	}
+}
+
+// checkSpec checks that rc's fn, which nothing hostile disturbed, did what
+// its spec says.
+func (r *run) checkSpec(rc *rec, fail func(string, ...any)) {
+	got := fmt.Sprintf("exit %d (%d, %v, panic %v)", rc.exit, rc.retV, rc.retErr, rc.panicVal)
+	switch rc.spec.b {
+	case bPanic:
+		want := panicWith(rc.spec.arg, rc.id)
+		ok := rc.exit == exitPanic
+		switch {
+		case !ok:
+		case rc.spec.arg == 1:
+			e, isErr := rc.panicVal.(error)
+			ok = isErr && errors.Is(e, errTask)
+		default:
+			ok = rc.panicVal == want
+		}
+		if !ok {
+			fail("task %d (%v): %s; want a panic with %v", rc.id, rc.spec, got, want)
+		}
+	case bGoexit:
+		if rc.exit != exitGoexit {
+			fail("task %d (%v): %s; want runtime.Goexit", rc.id, rc.spec, got)
+		}
+	case bErr:
+		if rc.exit != exitReturn || rc.retV != rc.id || rc.retErr != errTask {
+			fail("task %d (%v): %s; want (%d, %v)", rc.id, rc.spec, got, rc.id, errTask)
+		}
+	case bBlockCtx:
+		if rc.exit != exitReturn || rc.retV != rc.id || !errors.Is(rc.retErr, context.Canceled) {
+			fail("task %d (%v): %s; want (%d, %v)", rc.id, rc.spec, got, rc.id, context.Canceled)
+		}
+	default:
+		if rc.exit != exitReturn || rc.retV != rc.id || rc.retErr != nil {
+			fail("task %d (%v): %s; want (%d, nil)", rc.id, rc.spec, got, rc.id)
+		}
+	}
+}
+
+// checkResolution checks that the future of rc, which ran, resolved with
+// (v, err) as its fn ended.
+func (r *run) checkResolution(rc *rec, v int, err error, fail func(string, ...any)) {
+	var perr *seqsched.PanicError
+	switch rc.exit {
+	case exitReturn:
+		if rc.h.viaGo {
+			v = rc.retV // Go's futures carry no value to compare
+		}
+		if v != rc.retV || err != rc.retErr {
+			fail("task %d (%v) returned (%d, %v) but resolved with (%d, %v)", rc.id, rc.spec, rc.retV, rc.retErr, v, err)
+		}
+	case exitPanic:
+		switch {
+		case !errors.As(err, &perr):
+			fail("task %d panicked but resolved with %v", rc.id, err)
+		case rc.panicVal == nil:
+			var nilErr *runtime.PanicNilError
+			if e, ok := perr.Value.(error); !ok || !errors.As(e, &nilErr) {
+				fail("task %d panicked with nil; PanicError.Value = %v", rc.id, perr.Value)
+			}
+		case perr.Value != rc.panicVal:
+			fail("task %d: PanicError.Value = %v; want %v", rc.id, perr.Value, rc.panicVal)
+		}
+	case exitGoexit:
+		if !errors.Is(err, seqsched.ErrGoexit) {
+			fail("task %d called Goexit but resolved with %v", rc.id, err)
+		}
+	}
+}
+
+// skipExplained reports whether err is a reason that holds for rc, which
+// never ran, to be skipped.
+func (r *run) skipExplained(rc *rec, err error) bool {
+	var perr *seqsched.PanicError
+	switch {
+	case errors.Is(err, context.Canceled) && rc.canceled != nil && rc.canceled():
+	case errors.Is(err, context.Canceled) && rc.nested && r.forced:
+		// A nested task's submit ctx is its parent task's, which a
+		// forced Shutdown cancels.
+	case errors.Is(err, seqsched.ErrClosed) && r.forced:
+	case errors.As(err, &perr):
+		// The submit ctx's Err panicked as the task was about to start.
+		v, ok := perr.Value.(injectedPanic)
+		return ok && v.site == hsCtxErr && rc.hctx != nil && v.ctx == rc.hctx.id
+	case errors.Is(err, seqsched.ErrGoexit):
+		return rc.hctx != nil && rc.hctx.errGoexits.Load() > 0
+	default:
+		return false
+	}
+	return true
+}
+
+// checkReports holds the error handler's calls (or, without one, the log's
+// records of posted tasks' failures) against the posted tasks: one per
+// failure of a task that ran, by class, exactly; one per task that never
+// ran, of a class that task could fail with. Called with r.mu held.
+func (r *run) checkReports(postFailed [][nClasses]int, never []int, postDiscarded int,
+	neverCanceled, neverHostile, neverGoexit []bool, fail func(string, ...any)) {
+	l := r.p.layer
+	if l == nil {
+		return
+	}
+	logged := make([][nClasses]int, r.p.keys)
+	counts := map[string]int{}
+	for _, lr := range r.logs {
+		counts[lr.msg]++
+		if lr.msg != "seqsched: posted task failed" {
+			continue
+		}
+		c := classOf(lr.err)
+		want := slog.LevelError
+		switch c {
+		case clCanceled, clDiscarded:
+			want = slog.LevelDebug
+		case clClosed:
+			want = slog.LevelWarn
+		}
+		if lr.level != want {
+			fail("log: posted task of key %d failed with %v, logged at %v; want %v", lr.key, lr.err, lr.level, want)
+		}
+		if lr.key >= 0 && lr.key < r.p.keys {
+			logged[lr.key][c]++
+		}
+	}
+	// Unless a panic or Goexit left Enabled, every record reaches Handle.
+	exactLog := !r.logDropped.Load()
+	if exactLog {
+		var fnPanics, fnGoexits int
+		for _, rc := range r.recs {
+			if rc.accepted && rc.starts > 0 {
+				switch rc.exit {
+				case exitPanic:
+					fnPanics++
+				case exitGoexit:
+					fnGoexits++
+				}
+			}
+		}
+		weightFailed := r.badWeight.Load() || r.inj.ran[hsWeight][aPanic].Load()+r.inj.ran[hsWeight][aGoexit].Load() > 0
+		for msg, want := range map[string]int{
+			"seqsched: task panicked":                          fnPanics,
+			"seqsched: task called runtime.Goexit":             fnGoexits,
+			"seqsched: WithErrorHandler panicked":              int(r.handlerExits[aPanic].Load()),
+			"seqsched: WithErrorHandler called runtime.Goexit": int(r.handlerExits[aGoexit].Load()),
+		} {
+			if counts[msg] != want {
+				fail("log: %d records %q; want %d", counts[msg], msg, want)
+			}
+		}
+		var weightLogs int
+		for msg, n := range counts {
+			if strings.HasPrefix(msg, "seqsched: WithWeight: ") {
+				weightLogs += n
+			}
+		}
+		if (weightLogs == 1) != weightFailed || weightLogs > 1 {
+			fail("log: %d WithWeight records; the weight function failed: %v (logged once per scheduler)", weightLogs, weightFailed)
+		}
+	}
+	got, what := r.handled, "error handler"
+	if !l.handler {
+		if !exactLog {
+			return
+		}
+		got, what = logged, "log"
+		for k := range postFailed {
+			// Without a handler, a panic or Goexit of fn is logged with a
+			// record of its own.
+			postFailed[k][clPanic], postFailed[k][clGoexit] = 0, 0
+		}
+	}
+	discarded := 0
+	for k := range r.p.keys {
+		extra := 0
+		for c := range nClasses {
+			d := got[k][c] - postFailed[k][c]
+			var plausible bool
+			switch c {
+			case clCanceled:
+				plausible = neverCanceled[k]
+			case clCtxPanic:
+				plausible = neverHostile[k]
+			case clGoexit:
+				plausible = neverGoexit[k]
+			case clDiscarded:
+				plausible = r.discarded[k]
+			case clClosed:
+				plausible = r.forced
+			}
+			if d < 0 || (d > 0 && !plausible) {
+				fail("%s: key %d: %d %s failures reported; %d posted tasks that ran failed so, and %d never ran",
+					what, k, got[k][c], classNames[c], postFailed[k][c], never[k])
+			}
+			extra += max(d, 0)
+		}
+		if extra != never[k] {
+			fail("%s: key %d: %d reports of posted tasks that never ran; %d never ran (reports by class %v, failures of those that ran %v)",
+				what, k, extra, never[k], got[k], postFailed[k])
+		}
+		discarded += got[k][clDiscarded]
+	}
+	if discarded != postDiscarded {
+		fail("%s: %d posted tasks reported discarded; Stats count %d", what, discarded, postDiscarded)
+	}
+}
+
+// endedBetween reports whether a call that ends key's session (Remove,
+// Discard, a Close) was under way at some point between ticks from and to.
+func (r *run) endedBetween(key, from, to int) bool {
+	for _, ev := range r.ends {
+		if ev.key == key && ev.issue < to && (ev.ret == 0 || ev.ret > from) {
+			return true
+		}
+	}
+	return false
+}
+
+// lentDuring reports whether a callback of key's session (or of an unknown
+// one) waited, lending its slot, at some point between ticks from and to.
+func (r *run) lentDuring(key, from, to int) bool {
+	for _, w := range r.windows {
+		if (w.key == key || w.key < 0) && w.from < to && (w.to == 0 || w.to > from) {
+			return true
+		}
+	}
+	return false
+}
+
+// turn is how many tasks key's session runs in a turn at most.
+func (r *run) turn(key int) int {
+	w := 1
+	if l := r.p.layer; l != nil && l.weights != nil && l.weights[key] >= seqsched.MinWeight && l.weights[key] <= seqsched.MaxWeight {
+		w = l.weights[key]
+	}
+	return r.p.yieldAfter * w
 }
 
 // sameEpoch reports whether x and y were both accepted in one known epoch
@@ -1037,7 +1644,8 @@ func (r *run) dump(started []*rec) string {
 	}
 	var evs []ev
 	for _, rc := range r.recs {
-		evs = append(evs, ev{rc.submitted, fmt.Sprintf("accepted key=%d id=%d %v %v err=%v", rc.key, rc.id, rc.prio, rc.spec, rc.rejected)})
+		evs = append(evs, ev{rc.submitted, fmt.Sprintf("accepted key=%d id=%d %v %v post=%v err=%v",
+			rc.key, rc.id, rc.prio, rc.spec, rc.posted, rc.rejected)})
 		if rc.start != 0 {
 			evs = append(evs, ev{rc.start, fmt.Sprintf("start    key=%d id=%d", rc.key, rc.id)},
 				ev{rc.end, fmt.Sprintf("end      key=%d id=%d", rc.key, rc.id)})

@@ -331,6 +331,9 @@ func (s *Scheduler[K]) retire(sh *shard[K], sess *session[K], r *retirement[K]) 
 			return
 		}
 		sess.succ, succ.pred, succ.lanes.pred = nil, nil, nil
+		if err := sess.closing.err; err != nil && succ.closing != nil && succ.closing.err == nil {
+			succ.closing.err = err // what was cut short for the key is cut short for its successor's drain
+		}
 		switch {
 		case succ.len() > 0:
 			succ.scheduled = true

@@ -1,0 +1,980 @@
+package seqsched_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/seqsched/seqsched"
+)
+
+// The hostile layer of the model test (issue 25, "hostile user code at
+// every call site"; issue 26, Discard and counted handles). Most plans get
+// one on top of the base plan that genPlan reads from the bytes: it is
+// drawn from a PCG seeded with a hash of the same bytes, so that the base
+// plan of every recorded seed stays what it was (plan.plain strips the
+// layer off again). A layer adds:
+//
+//   - options: WithErrorHandler (two plans in three), WithLogger with a
+//     slog handler the test controls (always), WithWeight (one in three,
+//     with a weight out of range for some keys);
+//   - on the base plan's ops: Post instead of Submit or Go (by key or
+//     through a handle), a hostile submit ctx per task (some with a Done
+//     closed while Err is nil), a hostile ctx given to Remove, Close and
+//     Discard;
+//   - ops of its own: Open (handles are counted: several per key), Close of
+//     one of a key's handles, Discard by key or through a handle, Queued by
+//     key and through each handle, a nil and a zero *Session, and Posts;
+//   - an action script for each call site of user code (hsite): each time
+//     the scheduler calls that code, the next action of the site's script
+//     runs (an atomic index; once a script is used up, the code returns
+//     normally): return, panic, runtime.Goexit, block until a gate of the
+//     plan is released, or call back with a public operation on its own
+//     key, another key or the scheduler.
+//
+// A call back must return within a bound with a result that holds (see
+// callback and end). Waits would deadlock the test itself if they formed
+// a cycle, so a call that may wait (Remove, Close, Discard, Await) waits
+// only on its own key (the scheduler must answer ErrWouldDeadlock or not
+// wait on itself) or on a higher key, as the base plan's Awaits do; on a
+// lower key, and from a ctx's methods (which package context may call on
+// a goroutine of its own), it gets a ctx that is already canceled. From a
+// ctx's methods there is no Await (a task is known to Await by its ctx,
+// not by its submit ctx: a documented limitation) and no Shutdown (on
+// package context's goroutine it would be a plain caller waiting for the
+// task whose ctx it watches), and under WithMaxConcurrency no wait at all
+// (such a wait lends the slot of a task the trace cannot name).
+//
+// The twelve items of issue 25 are points of this space:
+//
+//	 1 handler Goexit in a forced Shutdown   WithMaxConcurrency(1), Posts behind a bGate/bBlockCtx task,
+//	                                         a handler script with aGoexit, opShutdown mode 1 or 2
+//	 2 handler re-enters Remove/Close/       handler script aCall cRemove, cClose, cDiscard (tOwn), cShutdown
+//	   Shutdown on itself
+//	 3 caller ctx's Value panics/blocks/     opRemove, opClose, opDiscard with a hostile caller ctx (hsCallerCtx
+//	   calls back in Remove/Close            script aPanic, aBlock, aCall) on a busy key, then opStats, Submits
+//	 4 Stats.Panics with a handler Goexit    Posts with bPanic or a canceled ctx, handler aGoexit; exact Stats
+//	 5 Remove nil after a forced Shutdown    opShutdown mode 1/2 then opRemove: Remove nil ⇒ nothing of the key
+//	                                         accepted before it resolved with ErrClosed (end)
+//	 6 dropped Posts reported late           forced opShutdown with Posts queued; handler counts checked once
+//	                                         the final Shutdown returned nil
+//	 7 a task Closes/Removes another busy    WithMaxConcurrency(1), fn script aCall cRemove/cClose tOther with
+//	   session under limit 1                 the task's ctx: bounded by waitBound
+//	 8 submit ctx methods panic after the    hostile submit ctxs (hsCtxDone, hsCtxValue aPanic) consumed late,
+//	   task ended                            when the scheduler stops watching them
+//	 9 Done closed while Err is nil          op.hostile == 2 (a broken ctx), with bBlockCtx and the ctx checks
+//	10 zero and nil *Session                 opBadHandle
+//	11 closed handle after Shutdown          opClose, then a Post through that handle (the layer's own opSubmit,
+//	                                         or a callback's) after opShutdown: refused with a SessionError (submit)
+//	12 a task after Shutdown returned nil    Goexit at every worker site (fn, handler, logger, weight, ctx Err);
+//	                                         userCode fails any user code run after a Shutdown returned nil
+//
+// Issue 26 is reached by opDiscard (by key and handle; and cDiscard from
+// every site), opOpen/opClose and handles used by submits and callbacks.
+
+// hsite is a call site of user code that the injector plays.
+type hsite uint8
+
+const (
+	hsFn          hsite = iota // a task's fn, before its behaviour
+	hsCtxErr                   // a hostile submit ctx's Err
+	hsCtxDone                  // its Done
+	hsCtxValue                 // its Value (every key but the test's probe)
+	hsCtxDeadline              // its Deadline
+	hsHandler                  // WithErrorHandler's function
+	hsLogEnabled               // the slog handler's Enabled
+	hsLogHandle                // the slog handler's Handle
+	hsWeight                   // WithWeight's function
+	hsCallerCtx                // Value, Done and Err of a hostile ctx given to the driver's Remove, Close, Discard
+	nSites
+)
+
+var siteNames = [...]string{"fn", "ctx.Err", "ctx.Done", "ctx.Value", "ctx.Deadline", "handler",
+	"log.Enabled", "log.Handle", "weight", "caller ctx"}
+
+func (s hsite) String() string { return siteNames[s] }
+
+// ctxSite reports whether s is a method of a ctx, which may run on any
+// goroutine (package context's among them).
+func (s hsite) ctxSite() bool { return s >= hsCtxErr && s <= hsCtxDeadline || s == hsCallerCtx }
+
+type akind uint8
+
+const (
+	aReturn akind = iota
+	aPanic
+	aGoexit
+	aBlock // until gate action.gate is released
+	aCall  // call back with action.op
+	nAkinds
+)
+
+// cop is a public operation a callback makes.
+type cop uint8
+
+const (
+	cSubmit cop = iota
+	cGo
+	cPost
+	cOpen
+	cClose
+	cRemove
+	cDiscard
+	cQueued
+	cStats
+	cAwait
+	cShutdown
+	nCops
+)
+
+var copNames = [...]string{"Submit", "Go", "Post", "Open", "Close", "Remove", "Discard", "Queued", "Stats",
+	"Await", "Shutdown"}
+
+func (c cop) String() string { return copNames[c] }
+
+// waits reports whether c may wait for other work.
+func (c cop) waits() bool {
+	return c == cClose || c == cRemove || c == cDiscard || c == cAwait || c == cShutdown
+}
+
+type ctarget uint8
+
+const (
+	tOwn   ctarget = iota // the key the code runs for
+	tOther                // another key
+	tSched                // the scheduler (Stats, Shutdown ignore the key)
+)
+
+type action struct {
+	kind akind
+	gate int // aBlock
+	op   cop // aCall
+	tgt  ctarget
+	n    int // aCall: which other key, which handle, the priority, by key or through a handle
+}
+
+func (a action) String() string {
+	switch a.kind {
+	case aReturn:
+		return "ret"
+	case aPanic:
+		return "panic"
+	case aGoexit:
+		return "goexit"
+	case aBlock:
+		return fmt.Sprintf("block(%d)", a.gate)
+	}
+	return fmt.Sprintf("%v(%v,%d)", a.op, []string{"own", "other", "sched"}[a.tgt], a.n)
+}
+
+// layer is the hostile part of a plan.
+type layer struct {
+	handler bool
+	weights []int // WithWeight's answer per key (0 and 101 are out of range); nil: no WithWeight
+	scripts [nSites][]action
+}
+
+func (l *layer) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "hostile: WithErrorHandler=%v WithWeight=%v WithLogger(test handler)\n", l.handler, l.weights)
+	for s, sc := range l.scripts {
+		if len(sc) > 0 {
+			fmt.Fprintf(&b, "  %-12v %v\n", hsite(s), sc)
+		}
+	}
+	return b.String()
+}
+
+// randChooser draws a layer's choices.
+type randChooser struct{ *rand.Rand }
+
+func (c randChooser) intn(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return c.IntN(n)
+}
+
+// genLayer adds a hostile layer to p, drawn from a hash of data; one plan
+// in five stays as the base generator made it.
+func genLayer(data []byte, p *plan) {
+	h := fnv.New64a()
+	h.Write(data)
+	lr := randChooser{rand.New(rand.NewPCG(h.Sum64(), 0x1a7e4))}
+	if lr.IntN(5) == 0 {
+		return
+	}
+	l := &layer{handler: lr.IntN(3) != 0}
+	if lr.IntN(3) == 0 {
+		l.weights = make([]int, p.keys)
+		for k := range l.weights {
+			switch x := lr.IntN(8); x {
+			case 0:
+				l.weights[k] = 0
+			case 1:
+				l.weights[k] = seqsched.MaxWeight + 1
+			default:
+				l.weights[k] = 1 + x%3
+			}
+		}
+	}
+	for s := range nSites {
+		if lr.IntN(4) == 0 {
+			continue // a quiet site
+		}
+		for range lr.IntN(14) {
+			l.scripts[s] = append(l.scripts[s], genAction(lr, p))
+		}
+	}
+	var ops []op
+	for _, o := range p.ops {
+		for lr.IntN(4) == 0 {
+			ops = append(ops, genLayerOp(lr, p))
+		}
+		switch o.kind {
+		case opSubmit:
+			o.post = lr.IntN(3) == 0
+			if lr.IntN(4) == 0 {
+				o.hostile = 1
+				if lr.IntN(4) == 0 {
+					o.hostile = 2
+				}
+			}
+		case opRemove:
+			o.caller = lr.IntN(4) == 0
+		}
+		ops = append(ops, o)
+	}
+	p.ops, p.layer = ops, l
+}
+
+func genAction(lr randChooser, p *plan) action {
+	switch x := lr.IntN(20); {
+	case x < 8:
+		return action{}
+	case x < 10:
+		return action{kind: aPanic}
+	case x < 12:
+		return action{kind: aGoexit}
+	case x < 14:
+		return action{kind: aBlock, gate: lr.IntN(p.gates)}
+	}
+	return action{kind: aCall, op: cop(lr.IntN(int(nCops))), tgt: ctarget(lr.IntN(3)), n: lr.IntN(8)}
+}
+
+func genLayerOp(lr randChooser, p *plan) op {
+	o := op{key: lr.IntN(p.keys), arg: lr.IntN(4), handle: -1, extra: true}
+	switch lr.IntN(11) {
+	case 0, 1:
+		o.kind = opOpen
+	case 2, 3:
+		o.kind, o.handle = opClose, lr.IntN(4)
+		o.canceled, o.caller = lr.IntN(4) == 0, lr.IntN(4) == 0
+	case 4, 5:
+		o.kind = opDiscard
+		if lr.IntN(2) == 0 {
+			o.handle = lr.IntN(4)
+		}
+		o.canceled, o.caller = lr.IntN(4) == 0, lr.IntN(4) == 0
+	case 6:
+		o.kind = opQueued
+	case 7:
+		o.kind = opBadHandle
+	case 8:
+		o.kind, o.arg, o.caller = opRemove, lr.IntN(2), lr.IntN(2) == 0
+	default:
+		o.kind, o.post, o.count = opSubmit, true, 1+lr.IntN(3)
+		if lr.IntN(2) == 0 {
+			o.handle = lr.IntN(4) // through one of key's handles, open or closed
+		}
+		o.prio = seqsched.Priority(lr.IntN(2))
+		o.spec = genSpec(lr, *p, o.key, true)
+		o.cancelable = o.spec.b == bBlockCtx || lr.IntN(3) == 0
+		if lr.IntN(4) == 0 {
+			o.hostile = 1
+		}
+	}
+	return o
+}
+
+// injector is the run's state of the layer's scripts.
+type injector struct {
+	armed atomic.Bool // off once the plan is over: the checks call hostile ctxs too
+	next  [nSites]atomic.Int32
+	ran   [nSites][nAkinds]atomic.Int32 // actions taken, by site and kind
+}
+
+// take returns the next action of site's script, counted as taken.
+func (r *run) take(s hsite) action {
+	l := r.p.layer
+	if l == nil || !r.inj.armed.Load() {
+		return action{}
+	}
+	i := int(r.inj.next[s].Add(1)) - 1
+	if i >= len(l.scripts[s]) {
+		return action{}
+	}
+	a := l.scripts[s][i]
+	r.inj.ran[s][a.kind].Add(1)
+	reached[s][a.kind].Add(1)
+	return a
+}
+
+// reached counts, over every plan of the test binary, the actions taken
+// at each site, and the operations callbacks made (see TestModel).
+var (
+	reached    [nSites][nAkinds]atomic.Int64
+	reachedOps [nCops]atomic.Int64
+)
+
+// injectedPanic is the value the injector panics with.
+type injectedPanic struct {
+	site hsite
+	ctx  int // the hostile ctx's number at its sites, else -1
+}
+
+// callEnv is where a callback runs.
+type callEnv struct {
+	site hsite
+	key  int             // the session the code runs for, -1 when unknown
+	ctx  context.Context // what its calls pass: the task's ctx in fn, else Background
+	rc   *rec            // the running task, in fn
+	hc   *scriptedCtx    // the ctx whose method runs, at its sites
+}
+
+// perform runs action a at env's site.
+func (r *run) perform(env callEnv, a action) {
+	switch a.kind {
+	case aPanic:
+		v := injectedPanic{site: env.site, ctx: -1}
+		if env.hc != nil {
+			v.ctx = env.hc.id
+		}
+		if env.site == hsFn {
+			r.panicking(env.rc, v)
+		}
+		panic(v)
+	case aGoexit:
+		runtime.Goexit()
+	case aBlock:
+		<-r.gates[a.gate]
+	case aCall:
+		r.callback(env, a)
+	}
+}
+
+const (
+	// waitBound is the ctx deadline of every callback's wait that must
+	// end: waits only go to higher keys, whose work the driver's gates
+	// release, so a wait this long is a wait on itself.
+	waitBound = 20 * time.Second
+	// ownBound is waitBound for a wait on the caller's own key from code a
+	// worker runs, which must not wait at all (ErrWouldDeadlock).
+	ownBound = 2 * time.Second
+	// callBound: a callback that has not returned by then is reported.
+	callBound = 30 * time.Second
+)
+
+// callback makes the public operation of a at env's site, and holds its
+// result against what may come back.
+func (r *run) callback(env callEnv, a action) {
+	op := a.op
+	ctxSite := env.site.ctxSite()
+	limited := r.p.maxConc > 0
+	if ctxSite && (op == cAwait || op == cShutdown || (op.waits() && limited)) || env.key < 0 && op == cAwait {
+		op = cStats // see the layer's comment
+	}
+	own := env.key
+	key := max(own, 0)
+	if a.tgt == tOther {
+		key = (key + 1 + a.n) % r.p.keys
+	}
+	where := fmt.Sprintf("%v of key %d from %v (key %d)", op, key, env.site, own)
+	reachedOps[op].Add(1)
+	timer := time.AfterFunc(callBound, func() { r.failf("%s did not return within %v", where, callBound) })
+	defer timer.Stop()
+	base := env.ctx
+	if base == nil {
+		base = context.Background()
+	}
+	var wait context.Context
+	var cancel context.CancelFunc
+	if ctxSite || own < 0 || key < own {
+		wait, cancel = context.WithCancel(base)
+		cancel() // a wait that cannot wait
+	} else {
+		bound := waitBound
+		if key == own {
+			bound = ownBound
+		}
+		wait, cancel = context.WithTimeout(base, bound)
+	}
+	defer cancel()
+	// ErrWouldDeadlock is the answer for a wait on the caller's own session;
+	// a ctx's method may run for a task of any key (nested tasks share
+	// their parent's submit ctx), and the logger's Enabled does not know
+	// its key.
+	selfOK := (key == own || own < 0 || ctxSite) && env.site != hsCallerCtx
+	if op.waits() {
+		switch {
+		case env.site == hsFn:
+			// The task may lend its slot meanwhile: the trace stops
+			// counting it, and counts it again, checking the limit, once
+			// the call returned with a slot.
+			r.lend(env.rc)
+			defer r.reclaim(env.rc)
+		case r.p.maxConc == 1 && !ctxSite:
+			defer r.lentWindow(own)()
+		}
+	}
+	switch op {
+	case cSubmit, cGo, cPost:
+		req := subReq{ctx: base, key: key, prio: seqsched.Priority(a.n & 1), spec: taskSpec{b: bOK},
+			nested: true, post: op == cPost, goFn: op == cGo, explicit: true}
+		if env.site == hsFn {
+			req.canceled, req.hctx = env.rc.canceled, env.rc.hctx
+		}
+		if a.n&2 != 0 {
+			r.mu.Lock()
+			req.via = r.pickHandle(key, a.n>>2)
+			r.mu.Unlock()
+		}
+		r.submit(req)
+	case cOpen:
+		r.mu.Lock()
+		r.openLocked(key, nil)
+		r.mu.Unlock()
+	case cClose:
+		r.mu.Lock()
+		hd := r.pickHandle(key, a.n)
+		r.mu.Unlock()
+		if hd != nil {
+			r.end(endClose, key, hd, wait, where, selfOK, false)
+		}
+	case cRemove:
+		r.end(endRemove, key, nil, wait, where, selfOK, false)
+	case cDiscard:
+		r.mu.Lock()
+		hd := r.pickHandle(key, a.n)
+		r.mu.Unlock()
+		if hd != nil && a.n&1 == 1 {
+			r.end(endDiscardHandle, key, hd, wait, where, selfOK, false)
+		} else {
+			r.end(endDiscard, key, nil, wait, where, selfOK, false)
+		}
+	case cQueued:
+		r.queued(key)
+	case cStats:
+		r.stats(where)
+	case cAwait:
+		r.awaitFrom(key, wait, where, selfOK)
+	case cShutdown:
+		r.mu.Lock()
+		r.closing = true
+		r.mu.Unlock()
+		// From code a worker runs, Shutdown begins and cannot wait.
+		if err := r.s.Shutdown(wait); !errors.Is(err, seqsched.ErrWouldDeadlock) {
+			r.failf("%s = %v; want ErrWouldDeadlock", where, err)
+		}
+	}
+}
+
+// lentWindow records, under WithMaxConcurrency(1), that code a worker of
+// key runs outside fn waits, lending the worker's slot, from now until the
+// returned func is called: other keys may run meanwhile, so the fairness
+// check leaves waits across it alone. key -1: any key.
+func (r *run) lentWindow(key int) func() {
+	r.mu.Lock()
+	w := &window{key: key, from: r.tick()}
+	r.windows = append(r.windows, w)
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		w.to = r.tick()
+		r.mu.Unlock()
+	}
+}
+
+type window struct{ key, from, to int }
+
+// awaitFrom awaits the last future of key from a callback, with ctx.
+func (r *run) awaitFrom(key int, ctx context.Context, where string, selfOK bool) {
+	r.mu.Lock()
+	h := r.last[key]
+	r.mu.Unlock()
+	if h == nil {
+		return
+	}
+	_, err := h.await(ctx)
+	switch {
+	case errors.Is(err, seqsched.ErrWouldDeadlock):
+		if !selfOK {
+			r.failf("%s = ErrWouldDeadlock, though it waits for another session", where)
+		}
+	case isClosed(h.done()): // resolved: its outcome is judged by check
+	case errors.Is(err, context.DeadlineExceeded):
+		r.failf("%s did not return within its bound: it waits for its own goroutine", where)
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+	default:
+		r.failf("%s = %v on an unresolved future", where, err)
+	}
+}
+
+// scriptedCtx is a submit ctx whose methods run its sites' scripts before
+// they answer as the ctx it stands for (Done closed at once, while Err is
+// nil, when broken).
+type scriptedCtx struct {
+	context.Context
+	r          *run
+	id, key    int
+	broken     bool
+	errGoexits atomic.Int32 // Goexits its Err ran: a task skipped with ErrGoexit needs one
+}
+
+func (c *scriptedCtx) at(s hsite) {
+	a := c.r.take(s)
+	if s == hsCtxErr && a.kind == aGoexit {
+		c.errGoexits.Add(1)
+	}
+	c.r.perform(callEnv{site: s, key: c.key, hc: c}, a)
+}
+
+func (c *scriptedCtx) Deadline() (time.Time, bool) {
+	c.at(hsCtxDeadline)
+	return c.Context.Deadline()
+}
+
+func (c *scriptedCtx) Done() <-chan struct{} {
+	c.at(hsCtxDone)
+	if c.broken {
+		return closedCh
+	}
+	return c.Context.Done()
+}
+
+func (c *scriptedCtx) Err() error {
+	c.at(hsCtxErr)
+	return c.Context.Err()
+}
+
+// Value answers the test's own probe without the script: only the
+// scheduler's calls are played.
+func (c *scriptedCtx) Value(key any) any {
+	if key != (ctxProbeKey{}) {
+		c.at(hsCtxValue)
+	}
+	return c.Context.Value(key)
+}
+
+func (c *scriptedCtx) String() string { return fmt.Sprintf("hostile ctx %d", c.id) }
+
+// scriptedCallerCtx is a hostile ctx the driver gives Remove, Close and Discard.
+type scriptedCallerCtx struct {
+	context.Context
+	r   *run
+	key int
+}
+
+func (c scriptedCallerCtx) at() {
+	c.r.perform(callEnv{site: hsCallerCtx, key: c.key}, c.r.take(hsCallerCtx))
+}
+
+func (c scriptedCallerCtx) Done() <-chan struct{} { c.at(); return c.Context.Done() }
+func (c scriptedCallerCtx) Err() error            { c.at(); return c.Context.Err() }
+func (c scriptedCallerCtx) Value(key any) any     { c.at(); return c.Context.Value(key) }
+
+// userCode fails the run if user code runs after a Shutdown returned nil.
+func (r *run) userCode(what string) {
+	if r.quiet.Load() {
+		r.failf("%s ran after Shutdown returned nil", what)
+	}
+}
+
+// handler is the plan's WithErrorHandler function: it counts the call by
+// key and class of error, then runs its site's action.
+func (r *run) handler(key int, err error) {
+	r.userCode("the error handler")
+	r.mu.Lock()
+	if key < 0 || key >= r.p.keys {
+		r.errs = append(r.errs, fmt.Sprintf("error handler called with key %d", key))
+	} else {
+		r.handled[key][classOf(err)]++
+	}
+	r.mu.Unlock()
+	// The scheduler logs how the call ended, whatever code inside it (its
+	// action, or a hostile ctx a callback of its passed on) ended it.
+	normal := false
+	defer func() {
+		if normal {
+			return
+		}
+		if v := recover(); v != nil {
+			r.handlerExits[aPanic].Add(1)
+			panic(v)
+		}
+		r.handlerExits[aGoexit].Add(1)
+	}()
+	r.perform(callEnv{site: hsHandler, key: key}, r.take(hsHandler))
+	normal = true
+}
+
+// weight is the plan's WithWeight function.
+func (r *run) weight(key int) int {
+	r.userCode("the weight function")
+	r.perform(callEnv{site: hsWeight, key: key}, r.take(hsWeight))
+	w := r.p.layer.weights[key]
+	if w < seqsched.MinWeight || w > seqsched.MaxWeight {
+		r.badWeight.Store(true)
+	}
+	return w
+}
+
+// logHandler is the plan's slog handler: Handle records what it is given
+// before its site's action runs.
+type logHandler struct{ r *run }
+
+type logRec struct {
+	msg   string
+	level slog.Level
+	key   int
+	err   error
+}
+
+func (h logHandler) Enabled(context.Context, slog.Level) bool {
+	h.r.userCode("the logger's Enabled")
+	normal := false
+	defer func() {
+		if !normal {
+			// A panic or Goexit left Enabled (its own, or a hostile ctx's
+			// that its callback ran): the record is dropped.
+			h.r.logDropped.Store(true)
+		}
+	}()
+	h.r.perform(callEnv{site: hsLogEnabled, key: -1}, h.r.take(hsLogEnabled))
+	normal = true
+	return true
+}
+
+func (h logHandler) Handle(_ context.Context, rec slog.Record) error {
+	r := h.r
+	r.userCode("the logger's Handle")
+	lr := logRec{msg: rec.Message, level: rec.Level, key: -1}
+	rec.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "session":
+			if a.Value.Kind() == slog.KindInt64 {
+				lr.key = int(a.Value.Int64())
+			}
+		case "error":
+			lr.err, _ = a.Value.Any().(error)
+		}
+		return true
+	})
+	r.mu.Lock()
+	r.logs = append(r.logs, lr)
+	r.mu.Unlock()
+	r.perform(callEnv{site: hsLogHandle, key: lr.key}, r.take(hsLogHandle))
+	return nil
+}
+
+func (h logHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h logHandler) WithGroup(string) slog.Handler      { return h }
+
+// Classes of a posted task's failure, as the error handler and the log
+// receive it.
+const (
+	clFn        = iota // fn's own error (errTask)
+	clCanceled         // context.Canceled: the submit ctx ended (before or while it ran)
+	clPanic            // fn panicked
+	clCtxPanic         // the submit ctx's Err panicked before the task started
+	clGoexit           // ErrGoexit: fn, or the submit ctx's Err before it started
+	clDiscarded        // ErrDiscarded
+	clClosed           // ErrClosed
+	clOther            // anything else: never
+	nClasses
+)
+
+var classNames = [...]string{"fn", "canceled", "panic", "ctx panic", "goexit", "discarded", "closed", "other"}
+
+func classOf(err error) int {
+	var perr *seqsched.PanicError
+	switch {
+	case err == nil:
+		return clOther
+	case errors.As(err, &perr):
+		if v, ok := perr.Value.(injectedPanic); ok && v.site.ctxSite() {
+			return clCtxPanic
+		}
+		return clPanic
+	case errors.Is(err, seqsched.ErrGoexit):
+		return clGoexit
+	case errors.Is(err, seqsched.ErrDiscarded):
+		return clDiscarded
+	case errors.Is(err, seqsched.ErrClosed):
+		return clClosed
+	case errors.Is(err, context.Canceled):
+		return clCanceled
+	case errors.Is(err, errTask):
+		return clFn
+	}
+	return clOther
+}
+
+// hnd is a handle the run opened, with what the model knows of it.
+// Guarded by r.mu.
+type hnd struct {
+	h             *seqsched.Session[int]
+	key           int
+	closeIssued   bool // Close was called on it
+	closeReturned bool // and returned: the handle is closed for good
+	killed        bool // a Remove or Discard of its key was issued after it was opened
+}
+
+// openLocked opens a handle on key. An Open after the key's session began
+// to end may make a successor, whose tasks run after the closing
+// session's whatever their priority: the key's epoch moves on, and rc (the
+// task whose submit opens it, if any) belongs to no known epoch. Called
+// with r.mu held.
+func (r *run) openLocked(key int, rc *rec) *hnd {
+	if r.ended[key] {
+		r.epoch[key]++
+		if rc != nil {
+			rc.epochBefore = -1
+		}
+	}
+	h, err := r.s.Open(key)
+	if err != nil {
+		if !errors.Is(err, seqsched.ErrClosed) || !r.closing {
+			r.errs = append(r.errs, fmt.Sprintf("Open(%d) = %v", key, err))
+		}
+		return nil
+	}
+	if h.Key() != key {
+		r.errs = append(r.errs, fmt.Sprintf("Open(%d).Key() = %d", key, h.Key()))
+	}
+	hd := &hnd{h: h, key: key}
+	r.handles[key] = append(r.handles[key], hd)
+	return hd
+}
+
+// pickHandle returns handle n (mod their number) of key, or nil if key
+// has none. Called with r.mu held.
+func (r *run) pickHandle(key, n int) *hnd {
+	hs := r.handles[key]
+	if len(hs) == 0 {
+		return nil
+	}
+	return hs[n%len(hs)]
+}
+
+// liveHandle reports whether key has a handle the model knows open.
+// Called with r.mu held.
+func (r *run) liveHandle(key int) bool {
+	for _, hd := range r.handles[key] {
+		if !hd.closeIssued && !hd.killed {
+			return true
+		}
+	}
+	return false
+}
+
+type endKind uint8
+
+const (
+	endRemove endKind = iota
+	endDiscard
+	endClose
+	endDiscardHandle
+)
+
+var endNames = [...]string{"Remove", "Discard", "Close", "Discard(handle)"}
+
+// endEv is a call that ends a session (or may: a Close), with the ticks
+// at which it was issued and returned (0: it did not return).
+type endEv struct {
+	kind       endKind
+	key        int
+	issue, ret int
+	ok         bool // it returned nil
+}
+
+// end calls Remove or Discard of key, or Close or Discard of hd, with ctx,
+// and holds the result against what may come back: nil; ErrWouldDeadlock
+// when selfOK (called back on the caller's own session); ErrClosed once a
+// Shutdown gave up; a SessionError for Discard through a closed handle;
+// ctx's error once ctx ended (never the deadline of a bound); the
+// *PanicError of a hostile caller ctx. When Remove or Discard by key
+// returns nil, every task of key accepted before the call has resolved,
+// none with ErrClosed, and every posted one that started has ended.
+func (r *run) end(kind endKind, key int, hd *hnd, ctx context.Context, where string, selfOK, hostileCaller bool) error {
+	r.mu.Lock()
+	wasEnded := r.ended[key]
+	switch kind {
+	case endClose:
+		hd.closeIssued = true
+		if !r.liveHandle(key) {
+			r.ended[key] = true // maybe its last handle: the session drains
+		}
+	default:
+		r.ended[key] = true
+		for _, x := range r.handles[key] {
+			x.killed = true
+		}
+		if kind != endRemove {
+			r.discarded[key] = true
+		}
+	}
+	closedBefore := hd != nil && hd.closeIssued && kind == endDiscardHandle
+	ev := &endEv{kind: kind, key: key, issue: r.tick()}
+	r.ends = append(r.ends, ev)
+	r.mu.Unlock()
+
+	var err error
+	switch kind {
+	case endRemove:
+		err = r.s.Remove(ctx, key)
+	case endDiscard:
+		err = r.s.Discard(ctx, key)
+	case endClose:
+		err = hd.h.Close(ctx)
+	case endDiscardHandle:
+		err = hd.h.Discard(ctx)
+	}
+	// Judged by the ctx a hostile one stands for: its own methods are
+	// user code, not to be called under r.mu.
+	under := ctx
+	if c, ok := ctx.(scriptedCallerCtx); ok {
+		under = c.Context
+	}
+	ctxErr := under.Err()
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		// Returned nil: the session it ended (if any) is gone. Any other
+		// return leaves it ending for an unknown time (ret 0).
+		ev.ret, ev.ok = r.tick(), true
+	}
+	fail := func(format string, args ...any) { r.errs = append(r.errs, fmt.Sprintf(format, args...)) }
+	var perr *seqsched.PanicError
+	var se *seqsched.SessionError
+	switch {
+	case err == nil:
+	case errors.Is(err, seqsched.ErrWouldDeadlock):
+		if !selfOK {
+			fail("%s: %v(%d) = ErrWouldDeadlock, though it waits for another session", where, endNames[kind], key)
+		}
+	case errors.Is(err, seqsched.ErrClosed) && r.forced:
+	case errors.As(err, &se) && errors.Is(err, seqsched.ErrSessionClosing) && kind == endDiscardHandle &&
+		(closedBefore || wasEnded || hd.killed):
+		if se.Key != key {
+			fail("%s: %v(%d) = %v: the error names key %v", where, endNames[kind], key, err, se.Key)
+		}
+	case errors.Is(err, context.DeadlineExceeded):
+		fail("%s: %v(%d) did not return within its bound: it waits for its own goroutine", where, endNames[kind], key)
+	case errors.As(err, &perr):
+		if v, ok := perr.Value.(injectedPanic); !ok || v.site != hsCallerCtx || !hostileCaller {
+			fail("%s: %v(%d) = %v", where, endNames[kind], key, err)
+		}
+	case ctxErr != nil && errors.Is(err, ctxErr):
+	default:
+		fail("%s: %v(%d) = %v", where, endNames[kind], key, err)
+	}
+	if kind == endClose && perr == nil {
+		hd.closeReturned = true
+	}
+	if err != nil || (kind != endRemove && kind != endDiscard) {
+		return err
+	}
+	for _, rc := range r.recs {
+		if rc.key != key || !rc.accepted || rc.submitted == 0 || rc.submitted > ev.issue {
+			continue
+		}
+		if rc.posted {
+			if rc.starts > 0 && rc.end == 0 {
+				fail("%s: %v(%d) returned nil while posted task %d still ran", where, endNames[kind], key, rc.id)
+			}
+			continue
+		}
+		if !isClosed(rc.h.done()) {
+			fail("%s: %v(%d) returned nil before task %d (accepted before it) resolved", where, endNames[kind], key, rc.id)
+			continue
+		}
+		if _, err := rc.h.await(context.Background()); errors.Is(err, seqsched.ErrClosed) {
+			fail("%s: %v(%d) (issued at %d, returned nil at %d) returned nil though task %d, accepted before it (at %d), was dropped by a forced Shutdown (at %d)",
+				where, endNames[kind], key, ev.issue, ev.ret, rc.id, rc.submitted, r.forcedAt)
+		}
+	}
+	return nil
+}
+
+// queued checks Queued by key and through each of key's handles.
+func (r *run) queued(key int) {
+	if hi, no := r.s.Queued(key); hi < 0 || no < 0 {
+		r.failf("Queued(%d) = %d, %d", key, hi, no)
+	}
+	r.mu.Lock()
+	hs := slices.Clone(r.handles[key])
+	closed := make([]bool, len(hs))
+	for i, hd := range hs {
+		closed[i] = hd.closeReturned
+	}
+	r.mu.Unlock()
+	for i, hd := range hs {
+		hi, no := hd.h.Queued()
+		switch {
+		case hi < 0 || no < 0:
+			r.failf("handle Queued of key %d = %d, %d", key, hi, no)
+		case closed[i] && (hi != 0 || no != 0):
+			r.failf("Queued through a closed handle of key %d = %d, %d; want 0, 0", key, hi, no)
+		}
+		if hd.h.Key() != key {
+			r.failf("handle of key %d: Key() = %d", key, hd.h.Key())
+		}
+	}
+}
+
+// stats checks a Stats snapshot for sanity.
+func (r *run) stats(where string) {
+	st := r.s.Stats()
+	if st.Completed > st.Submitted || st.Skipped > st.Completed || st.Sessions < 0 || st.Running < 0 || st.Queued < 0 {
+		r.failf("%s: inconsistent Stats %+v", where, st)
+	}
+}
+
+// badHandles checks that a nil and a zero *Session answer ErrNotNew from
+// every method, and never panic (issue 25, item 10).
+func (r *run) badHandles() {
+	var zero seqsched.Session[int]
+	var none *seqsched.Session[int]
+	for _, h := range []*seqsched.Session[int]{&zero, none} {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					r.failf("a nil or zero *Session panicked: %v", v)
+				}
+			}()
+			if hi, no := h.Queued(); hi != 0 || no != 0 || h.Key() != 0 {
+				r.failf("a nil or zero *Session: Queued %d, %d, Key %d", hi, no, h.Key())
+			}
+			fn := func(context.Context) error { return nil }
+			_, errGo := h.Go(context.Background(), fn)
+			_, errSubmit := seqsched.SubmitTo(context.Background(), h, func(context.Context) (int, error) { return 0, nil })
+			for name, err := range map[string]error{
+				"Close": h.Close(context.Background()), "Discard": h.Discard(context.Background()),
+				"Post": h.Post(context.Background(), fn), "Go": errGo, "SubmitTo": errSubmit} {
+				if !errors.Is(err, seqsched.ErrNotNew) {
+					r.failf("a nil or zero *Session: %s = %v; want ErrNotNew", name, err)
+				}
+			}
+		}()
+	}
+}
