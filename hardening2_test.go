@@ -501,3 +501,53 @@ func TestNoTaskRunsAfterShutdownReturnsNilWithGoexits(t *testing.T) {
 	}
 	require.Zero(t, seqsched.TokenViolations(), "a worker ran without a live token")
 }
+
+// sessionHandler records each record's message with its "session" attribute.
+type sessionHandler struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+func (h *sessionHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *sessionHandler) Handle(_ context.Context, r slog.Record) error {
+	key := "<none>"
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "session" {
+			key = a.Value.String()
+		}
+		return true
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.recs = append(h.recs, r.Message+" session="+key)
+	return nil
+}
+func (h *sessionHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *sessionHandler) WithGroup(string) slog.Handler      { return h }
+
+// A worker that reported a posted task's failure to the error handler, and
+// had nothing to log, names the right session in what it logs next for
+// another session: under WithMaxConcurrency(1) the worker of "a" goes on
+// to "b" once "a" is idle, and b's panic is logged as b's.
+func TestLogAfterAReportedPostNamesItsOwnSession(t *testing.T) {
+	h := &sessionHandler{}
+	var handled atomic.Int32
+	s := newScheduler[string](t, seqsched.WithMaxConcurrency(1), seqsched.WithLogger(slog.New(h)),
+		seqsched.WithErrorHandler(func(string, error) { handled.Add(1) }))
+	gate := make(chan struct{})
+	require.NoError(t, s.Post(context.Background(), "a", func(context.Context) error {
+		<-gate // b is queued for the slot before a's task fails
+		return errors.New("a failed")
+	}))
+	f, err := seqsched.Submit(context.Background(), s, "b", func(context.Context) (int, error) { panic("b panicked") })
+	require.NoError(t, err)
+	close(gate)
+	_, err = f.Await(context.Background())
+	var perr *seqsched.PanicError
+	require.ErrorAs(t, err, &perr)
+	require.NoError(t, s.Shutdown(context.Background()))
+	require.Equal(t, int32(1), handled.Load())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Equal(t, []string{"seqsched: task panicked session=b"}, h.recs)
+}

@@ -52,10 +52,17 @@ func (w *worker[K]) writeLogs() {
 		w.writeLog(k)
 	}
 	w.next = w.logs.after
-	w.logs.perr, w.logs.handlerPanic, w.logs.failed = nil, nil, nil // let go of them
-	if w.logs.keyed {
+	w.logs.written()
+}
+
+// written forgets what the records staged so far were about, once they are
+// written or there were none: the errors (let go of them) and the key, so
+// that no later record of the worker, for another session, names it.
+func (l *logs[K]) written() {
+	l.perr, l.handlerPanic, l.failed = nil, nil, nil
+	if l.keyed {
 		var zero K
-		w.logs.key, w.logs.keyed = zero, false
+		l.key, l.keyed = zero, false
 	}
 }
 

@@ -88,6 +88,12 @@ var regressionSeeds = []uint64{
 	4363303553723065933, // a successor waited behind a whole turn of another key while its key's turn went on
 }
 
+// hostileRegressionSeeds are plans, with their hostile layer, that once
+// found a bug; they run on every TestModel.
+var hostileRegressionSeeds = []uint64{
+	5375953322606196093, // a log record named the session of a Post reported earlier on the same worker (TestLogAfterAReportedPostNamesItsOwnSession)
+}
+
 func TestModel(t *testing.T) {
 	n := *modelSequences
 	if n == 0 {
@@ -108,6 +114,9 @@ func TestModel(t *testing.T) {
 	var seeds []planSeed
 	for _, seed := range regressionSeeds {
 		seeds = append(seeds, planSeed{seed, true}) // the plans they were recorded with
+	}
+	for _, seed := range hostileRegressionSeeds {
+		seeds = append(seeds, planSeed{seed, false})
 	}
 	for i := range uint64(n) {
 		seeds = append(seeds, planSeed{base + i, *modelPlain})
@@ -1644,12 +1653,28 @@ func (r *run) dump(started []*rec) string {
 	}
 	var evs []ev
 	for _, rc := range r.recs {
+		evs = append(evs, ev{rc.submitBefore, fmt.Sprintf("submit   key=%d id=%d", rc.key, rc.id)})
 		evs = append(evs, ev{rc.submitted, fmt.Sprintf("accepted key=%d id=%d %v %v post=%v err=%v",
 			rc.key, rc.id, rc.prio, rc.spec, rc.posted, rc.rejected)})
 		if rc.start != 0 {
 			evs = append(evs, ev{rc.start, fmt.Sprintf("start    key=%d id=%d", rc.key, rc.id)},
 				ev{rc.end, fmt.Sprintf("end      key=%d id=%d", rc.key, rc.id)})
 		}
+	}
+	for _, w := range r.windows {
+		evs = append(evs, ev{w.from, fmt.Sprintf("lend     key=%d (a callback waits)", w.key)})
+		if w.to != 0 {
+			evs = append(evs, ev{w.to, fmt.Sprintf("reclaim  key=%d", w.key)})
+		}
+	}
+	for _, e := range r.ends {
+		evs = append(evs, ev{e.issue, fmt.Sprintf("%-8s key=%d", endNames[e.kind], e.key)})
+		if e.ret != 0 {
+			evs = append(evs, ev{e.ret, fmt.Sprintf("%-8s key=%d returned nil", endNames[e.kind], e.key)})
+		}
+	}
+	if r.forced {
+		evs = append(evs, ev{r.forcedAt, "Shutdown gave up"})
 	}
 	sort.Slice(evs, func(i, j int) bool { return evs[i].seq < evs[j].seq })
 	var b strings.Builder

@@ -102,6 +102,7 @@ func (w *worker[K]) report() {
 	w.reportTask(w.t)
 	if w.logs.pending == 0 && w.next == stepLog {
 		w.next = w.logs.after // nothing to write: skip the step
+		w.logs.written()
 	}
 }
 
