@@ -121,8 +121,10 @@ func TestErrorHandlerCallingRemoveCloseOrShutdownOnItself(t *testing.T) {
 			h, err = s.Open("a")
 			require.NoError(t, err)
 			var ran atomic.Int32
-			require.NoError(t, h.Post(context.Background(), func(context.Context) error { return errors.New("boom") }))
+			gate := make(chan struct{}) // the second Post is accepted before the handler ends the session
+			require.NoError(t, h.Post(context.Background(), func(context.Context) error { <-gate; return errors.New("boom") }))
 			require.NoError(t, h.Post(context.Background(), func(context.Context) error { ran.Add(1); return nil }))
+			close(gate)
 			select {
 			case err := <-got:
 				require.ErrorIs(t, err, seqsched.ErrWouldDeadlock)
