@@ -20,7 +20,13 @@ import (
 // the calling goroutine holds one (see callsite.go: user code never runs
 // under a lock). It costs a stack read per lock, so tests turn it on only
 // around the code they check.
+//
+// shutdownClosedHook, if set, runs in Shutdown between setting closed and
+// its barrier: a test stops there to show that the scheduler does not go
+// quiet before the barrier.
 var (
+	shutdownClosedHook func()
+
 	checkTokens     bool
 	tokenViolations atomic.Int64
 

@@ -176,12 +176,16 @@ func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 	}
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		if shutdownClosedHook != nil {
+			shutdownClosedHook()
+		}
 		// Barrier: a Submit that saw closed unset has finished enqueueing.
 		for i := range s.shards {
 			s.shards[i].mu.Lock()
 			s.shards[i].mu.Unlock() //nolint:staticcheck // empty critical section is the point
 		}
-		s.release(0)
+		s.sealed.Store(true)
+		s.release(0) // quiet now if every token is back already
 	})
 	if c.t != nil || c.w != nil {
 		return ErrWouldDeadlock // the caller's own goroutine keeps the scheduler busy

@@ -595,6 +595,9 @@ func (c scriptedCallerCtx) Value(key any) any     { c.at(); return c.Context.Val
 func (r *run) userCode(what string) {
 	if r.quiet.Load() {
 		r.failf("%s ran after Shutdown returned nil", what)
+		r.mu.Lock()
+		r.late = true
+		r.mu.Unlock()
 	}
 }
 

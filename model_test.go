@@ -550,6 +550,8 @@ type run struct {
 	inj        injector
 	gates      []chan struct{}
 	quiet      atomic.Bool // a Shutdown returned nil: no user code may run from now on
+	quietAt    int         // the tick when quiet was first set
+	late       bool        // something ran after quiet: the failure shows the trace
 	badWeight  atomic.Bool // the weight function returned a weight out of range
 	logDropped atomic.Bool // a panic or Goexit left the logger's Enabled: a record was dropped
 	// handlerExits counts the error handler's calls that ended in a panic
@@ -600,6 +602,16 @@ func (r *run) failf(format string, args ...any) {
 func (r *run) tick() int { r.seq++; return r.seq }
 
 // runModel runs plan p and returns the violations found.
+// goQuiet records that a Shutdown returned nil.
+func (r *run) goQuiet() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.quiet.Load() {
+		r.quietAt = r.tick()
+	}
+	r.quiet.Store(true)
+}
+
 func runModel(p plan) []string {
 	ignore := goleak.IgnoreCurrent()
 	tokensBefore := seqsched.TokenViolations()
@@ -710,7 +722,7 @@ func runModel(p plan) []string {
 					if err := s.Shutdown(context.Background()); err != nil {
 						r.failf("graceful Shutdown = %v", err)
 					} else {
-						r.quiet.Store(true)
+						r.goQuiet()
 					}
 				})
 				break
@@ -733,7 +745,7 @@ func runModel(p plan) []string {
 			err := s.Shutdown(ctx)
 			cancel()
 			if err == nil {
-				r.quiet.Store(true)
+				r.goQuiet()
 			} else if !errors.Is(err, ctx.Err()) {
 				r.failf("Shutdown(done ctx) = %v; want nil or %v", err, ctx.Err())
 			}
@@ -785,7 +797,7 @@ func runModel(p plan) []string {
 	err = s.Shutdown(ctx)
 	cancel()
 	if err == nil {
-		r.quiet.Store(true)
+		r.goQuiet()
 	}
 	bg.Wait()
 	r.inj.armed.Store(false) // the checks below call the hostile ctxs too
@@ -813,6 +825,9 @@ func runModel(p plan) []string {
 		r.failf("%d releases left fewer live tokens than running workers", n)
 	}
 	r.check()
+	if r.late {
+		r.failf("trace:\n%s", r.dump(nil))
+	}
 	return r.errs
 }
 
@@ -1077,6 +1092,7 @@ func (r *run) begin(rc *rec) {
 	rc.starts++
 	if r.quiet.Load() {
 		r.errs = append(r.errs, fmt.Sprintf("task %d started after Shutdown returned nil", rc.id))
+		r.late = true
 	}
 	if rc.rejected != nil {
 		r.errs = append(r.errs, fmt.Sprintf("task %d was rejected (%v) but ran", rc.id, rc.rejected))
@@ -1675,6 +1691,9 @@ func (r *run) dump(started []*rec) string {
 	}
 	if r.forced {
 		evs = append(evs, ev{r.forcedAt, "Shutdown gave up"})
+	}
+	if r.quietAt != 0 {
+		evs = append(evs, ev{r.quietAt, "Shutdown returned nil"})
 	}
 	sort.Slice(evs, func(i, j int) bool { return evs[i].seq < evs[j].seq })
 	var b strings.Builder

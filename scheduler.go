@@ -85,10 +85,12 @@ type Scheduler[K comparable] struct {
 	// holding one is on its way. A token is taken under the lock that
 	// publishes what holds it, so Shutdown's barrier (closed set, then
 	// every shard lock taken once) sees every token a Submit that saw
-	// closed unset takes; a worker gives its token back as its last act.
+	// closed unset takes, and only then (sealed) may live reaching zero
+	// end it; a worker gives its token back as its last act.
 	live      atomic.Int64
 	slack     atomic.Int64 // live tokens minus running workers; kept only under checkTokens
 	closed    atomic.Bool  // Shutdown began: Submit fails
+	sealed    atomic.Bool  // Shutdown's barrier passed: no token can be taken from zero; quiet once live is 0
 	forced    atomic.Bool  // Shutdown gave up: no task starts
 	quiet     chan struct{}
 	quietOnce sync.Once
@@ -181,13 +183,15 @@ func (s *Scheduler[K]) takeToken() {
 }
 
 // release gives back n live tokens and reports the scheduler quiet if that
-// was the last after Shutdown began.
+// was the last once Shutdown's barrier passed. Not once closed is set: a
+// Submit that saw closed unset may hold its shard lock, about to take a
+// token, until the barrier has passed it.
 func (s *Scheduler[K]) release(n int64) {
 	v := s.live.Add(-n)
 	if checkTokens && s.slack.Add(-n) < 0 {
 		tokenViolations.Add(1) // a worker runs without a token: Shutdown could return under it
 	}
-	if v == 0 && s.closed.Load() {
+	if v == 0 && s.sealed.Load() {
 		s.quietOnce.Do(func() { close(s.quiet) })
 	}
 }

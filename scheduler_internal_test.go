@@ -71,3 +71,43 @@ func TestKeyCheckIsDecidedFromTheKeyType(t *testing.T) {
 	require.False(t, s.checkKeys)
 	require.NoError(t, s.Shutdown(context.Background()))
 }
+
+// Shutdown is quiet only after its barrier: a worker that gives back the
+// last live token after Shutdown set closed, but before the barrier, must
+// not end it. A Submit that saw closed unset may still be about to take a
+// token under its shard lock (the barrier waits for it); a Shutdown that
+// returned nil then would let that task run after it (CI, FuzzModel input
+// 90a292a98ca0ada8).
+func TestNotQuietBeforeShutdownsBarrier(t *testing.T) {
+	s, err := New[string](WithShards(1))
+	require.NoError(t, err)
+	gate := make(chan struct{})
+	f, err := s.Go(context.Background(), "a", func(context.Context) error { <-gate; return nil })
+	require.NoError(t, err)
+
+	paused, proceed := make(chan struct{}), make(chan struct{})
+	shutdownClosedHook = func() { close(paused); <-proceed }
+	defer func() { shutdownClosedHook = nil }()
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	<-paused // closed is set; the barrier has not run
+
+	close(gate)
+	_, err = f.Await(context.Background())
+	require.NoError(t, err)
+	for s.live.Load() != 0 { // the worker gives its token back as its last act
+		runtime.Gosched()
+	}
+	select {
+	case <-s.quiet:
+		t.Fatal("the scheduler went quiet before Shutdown's barrier")
+	default:
+	}
+	close(proceed)
+	require.NoError(t, <-shut)
+	select {
+	case <-s.quiet:
+	default:
+		t.Fatal("Shutdown returned nil but the scheduler is not quiet")
+	}
+}
