@@ -74,10 +74,10 @@ func TestRevokedPartitionFinishesInFlightBeforeItsCommit(t *testing.T) {
 	mb := startMember(t, b)
 	<-logs.when("draining revoked partitions")
 	require.Empty(t, w.all(), "a committed before its in-flight record finished")
-	close(g.open)
 
 	// a's revocation commits 3 once all three are applied; b then owns
-	// the partition from offset 3 and has nothing to do.
+	// the partition from offset 3 and has nothing to do. The watch is in
+	// place before the gate opens: the commit may follow at once.
 	commitAt3 := make(chan struct{})
 	var once sync.Once
 	w.mu.Lock()
@@ -89,6 +89,7 @@ func TestRevokedPartitionFinishesInFlightBeforeItsCommit(t *testing.T) {
 		}
 	}
 	w.mu.Unlock()
+	close(g.open)
 	select {
 	case <-commitAt3:
 	case <-time.After(20 * time.Second):
