@@ -27,18 +27,21 @@ import (
 //	siteWeight    WithWeight's function, once per  worker          weight 1, logged      weight 1; take-over
 //	              turn (worker.beginTurn)                          once                  (logged once)
 //	siteHandler   WithErrorHandler's function      worker          logged                take-over; the next
-//	              (posted.report)                                                        report goes on
-//	siteLogger    the slog handler: Enabled,       worker, or      the record is         take-over (worker);
-//	              Handle (Scheduler.log)           any caller      dropped               none needed elsewhere
+//	              (worker.reportTask)                                                    report goes on
+//	siteLogger    the slog handler: Enabled,       worker          the record is         take-over; the next
+//	              Handle (worker.log)                              dropped               record goes on
 //	siteCtxStop   ending a finished task's ctx:    worker          ignored               take-over
 //	              the submit ctx's AfterFunc stop
 //	              or Done and Value (task.over)
-//	siteCtxWatch  the submit ctx's Err when it is  a goroutine of  the task ctx ends     the task ctx ends
-//	              done (ctxState's watch)          package context with Canceled         with Canceled
-//	siteCallerCtx Value, Done, Err of the ctx      the caller's    the call returns      the caller's
+//	(watch)       the submit ctx's Err when it is  a goroutine of  the task ctx ends     the task ctx ends
+//	              done (ctxState.watch, guard)     package context with Canceled         with Canceled
+//	(caller ctx)  Value, Done, Err of the ctx      the caller's    the call returns      the caller's
 //	              given to Remove, Close, Discard,                 the *PanicError       goroutine ends; the
 //	              Shutdown or Await (callerOf,                                           scheduler's state is
-//	              waitFor)                                                               whole
+//	              ctxDone, ctxErr)                                                       whole
+//
+// The last two rows run on no worker, so they have no site constant: they
+// call try directly (ctxguard.go, taskctx.go).
 //
 // Take-over: a worker keeps everything it needs in its struct, and before
 // it calls user code it records the site and the step to go on with. If

@@ -203,16 +203,3 @@ func (s *Scheduler[K]) exit() {
 	}
 	s.release(1)
 }
-
-// recycle puts a forgotten session back in the pool, unless a handle held
-// it: a handle must go on finding it gone.
-func (s *Scheduler[K]) recycle(sess *session[K]) {
-	if sess.handled {
-		return
-	}
-	// Only what forget leaves set (pred and succ are cleared under the
-	// lock when a successor is released); the lanes stay, since an Await
-	// may still read them.
-	sess.closing, sess.cur = nil, nil
-	s.pool.Put(sess)
-}

@@ -96,13 +96,15 @@ func (l *lanes) len() int { return l.high.n + l.normal.n }
 //   - unknown: no record in the shard's map. make creates one: a task by
 //     key makes it active, Open makes it pinned.
 //   - idle record: in the map and on the shard's record list, not
-//     scheduled, no tasks, no handles; counted in nidle (see shard.retire
-//     for how many are kept). A task by key makes it active (wake).
-//   - pinned: idle, but held by handles (handles > 0): in the map, never
-//     listed or evicted; counted in pinnedIdle.
+//     scheduled, no tasks, no handles; counted in nidle (keepIdle decides
+//     how many are kept, evictOldest which goes). A task by key makes it
+//     active again.
+//   - pinned: idle, but held by handles (handles > 0), or a successor held
+//     back with no work: in the map, never listed or evicted; counted in
+//     pinnedIdle (see setRest).
 //   - waiting: scheduled, with work, no goroutine: in the ready queue
-//     (WithMaxConcurrency; slots.waiting) or its shard's start queue
-//     (shard.pending).
+//     (WithMaxConcurrency; the slots' sessionFIFO) or its shard's start
+//     queue (shard.pending).
 //   - running: scheduled, a worker runs its turn (worker.go); cur is the
 //     task it has in hand.
 //   - closing: running or waiting, with closing set (Remove, Discard, the
@@ -110,14 +112,24 @@ func (l *lanes) len() int { return l.high.n + l.normal.n }
 //     queues are empty. Discard also empties its queues (discard).
 //   - held back: made by Open while the key's session was closing (a
 //     successor): in the map, accepting tasks, pinned by its handle, but
-//     not scheduled until its predecessor is forgotten (release).
+//     not scheduled until retire forgets its predecessor and releases it.
 //   - forgotten: out of the map (forget). Recycled through the pool unless
 //     a handle ever held it (then gone stays true for its handles).
 //
-// The operations: make, activate (a task for a session without a
-// goroutine: schedule it), retire (its worker found its queues empty),
-// close (begin closing), discard, succeed and release (a successor), forget,
-// and the record list's wake, list and drop (shard.go).
+// The operations, in this file: make, activate (a task for a session
+// without a goroutine: schedule it), close (begin closing), discard,
+// succeed (a successor), retire (its worker found its queues empty; it
+// releases a successor), forget and finish; the record list's keepIdle,
+// listIdle, evictOldest and setRest are in shard.go.
+//
+// How a session retires, for a reader: its worker's advance (worker.go)
+// finds its queues empty and calls retire, here, under the shard lock;
+// retire forgets a closing session (settling its drain), or keeps it as a
+// pinned session or idle record; finish, after the lock, ends the drains
+// and recycles what was forgotten; the worker then goes on (idle, in
+// worker.go) with a released successor, the start queue's oldest, or a
+// slot's next session. Remove, Discard and Close begin it with close
+// (end.go waits for the drain); a forced Shutdown cuts it short in abort.
 type session[K comparable] struct {
 	lanes
 	key K
@@ -366,6 +378,19 @@ func (s *Scheduler[K]) finish(r *retirement[K]) {
 	}
 	clear(r.forgotten)
 	r.forgotten, r.ended = r.forgotten[:0], r.ended[:0]
+}
+
+// recycle puts a forgotten session back in the pool, unless a handle held
+// it: a handle must go on finding it gone.
+func (s *Scheduler[K]) recycle(sess *session[K]) {
+	if sess.handled {
+		return
+	}
+	// Only what forget leaves set (pred and succ are cleared under the
+	// lock when a successor is released); the lanes stay, since an Await
+	// may still read them.
+	sess.closing, sess.cur = nil, nil
+	s.pool.Put(sess)
 }
 
 func (r *retirement[K]) reset() {
