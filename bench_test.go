@@ -2,6 +2,7 @@ package seqsched_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/seqsched/seqsched"
@@ -50,4 +51,37 @@ func BenchmarkManySessions(b *testing.B) {
 			s.Go(ctx, i%1000, noop)
 		}
 	})
+}
+
+// BenchmarkHandlePost: one session through a handle, tasks posted back to
+// back (no future); the last one's end is waited for.
+func BenchmarkHandlePost(b *testing.B) {
+	s, _ := seqsched.New[int]()
+	defer s.Shutdown(context.Background())
+	h, _ := s.Open(1)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		postWG.Add(1)
+		h.Post(ctx, postDone)
+	}
+	postWG.Wait()
+}
+
+var postWG sync.WaitGroup
+
+func postDone(context.Context) error { postWG.Done(); return nil }
+
+// BenchmarkHandleGo: BenchmarkStream through a handle.
+func BenchmarkHandleGo(b *testing.B) {
+	s, _ := seqsched.New[int]()
+	defer s.Shutdown(context.Background())
+	h, _ := s.Open(1)
+	ctx := context.Background()
+	b.ReportAllocs()
+	var last *seqsched.Future[struct{}]
+	for b.Loop() {
+		last, _ = h.Go(ctx, noop)
+	}
+	last.Await(ctx)
 }
