@@ -206,6 +206,45 @@ func TestDiscardOfAnotherSessionFromATaskUnderLimitOne(t *testing.T) {
 	require.Empty(t, ran.get())
 }
 
+// Under WithMaxConcurrency(1), a task that discards a running session
+// lends its slot while it waits: b lent its slot to an Await, a took it
+// and discards b; b's task, its ctx canceled, returns and needs a slot to
+// finish, which only a's Discard can lend. Without the lending, a's
+// Discard waits out its 5 s and b never finishes.
+func TestDiscardOfARunningSessionFromATaskUnderLimitOneLendsTheSlot(t *testing.T) {
+	s := newScheduler[string](t, seqsched.WithMaxConcurrency(1))
+	bRunning := make(chan struct{})
+	await := make(chan *seqsched.Future[struct{}])
+	b, err := s.Go(context.Background(), "b", func(ctx context.Context) error {
+		close(bRunning)
+		_, err := (<-await).Await(ctx) // lends b's slot; ends when Discard cancels ctx
+		return err
+	})
+	require.NoError(t, err)
+	<-bRunning
+	a, err := s.Go(context.Background(), "a", func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return s.Discard(ctx, "b")
+	})
+	require.NoError(t, err)
+	w, err := s.Go(context.Background(), "w", func(context.Context) error { return nil }) // behind a in the ready queue
+	require.NoError(t, err)
+	await <- w
+
+	_, err = a.Await(context.Background())
+	require.NoError(t, err, "a's Discard of the running b returns once b's task returned")
+	// b's Await ends with its canceled ctx, or with w's result if w ran
+	// (on the slot a's Discard lent) before it looked.
+	if _, err = b.Await(context.Background()); err != nil {
+		require.ErrorIs(t, err, context.Canceled)
+	}
+	_, err = w.Await(context.Background())
+	require.NoError(t, err)
+	high, normal := s.Queued("b")
+	require.Zero(t, high+normal)
+}
+
 func TestDiscardFromTheErrorHandler(t *testing.T) {
 	got := make(chan error, 2)
 	var s *seqsched.Scheduler[string]
