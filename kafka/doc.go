@@ -125,8 +125,8 @@ package kafka
 // posts a job on its key's session; the job runs gate → attempts →
 // dead-letter step and settles the record in its partition (done, or given
 // back not done). Revocation (rebalance.go) stops taking, drains to no open
-// record or the drain timeout, cancels the rest, commits and forgets. The
-// forced give-up of a revocation removes the sessions left with an already
-// canceled ctx (removeSessions): seqsched's Scheduler.Discard, once it
-// lands, replaces that and can wait, bounded, for the handlers still
-// running.
+// record or the drain timeout, cancels the rest, commits and forgets; it
+// then discards the partition's sessions (seqsched's Scheduler.Discard),
+// waiting, within the revocation's bound, for the handlers still running.
+// A lost partition is discarded without a wait (noWait): another member
+// may own it already.

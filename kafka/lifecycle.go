@@ -117,9 +117,7 @@ func (c *Consumer) closeAndSignal(ctx context.Context) (err error) {
 	finished := false
 	defer func() {
 		if !finished {
-			gone, cancel := context.WithCancel(context.Background())
-			cancel()
-			_ = c.close(gone)
+			_ = c.close(noWait)
 		}
 		close(c.closedDown)
 	}()

@@ -199,6 +199,15 @@ func cancelLeftovers(ps []*partition) []sessionKey {
 // commit passes them, and their next owner replays them), and the running
 // ones, whose ctx is canceled already, are waited for until ctx ends; the
 // scheduler forgets each session once its running record returns.
+// noWait is a ctx that is done already: Discard (and close) given it do
+// their work at once and return without waiting for the handlers still
+// running, which is what the core's API offers for "begin, don't wait".
+var noWait = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
 func (c *Consumer) discardSessions(ctx context.Context, keys []sessionKey) {
 	for _, sk := range keys {
 		_ = c.sched.Discard(ctx, sk) // nil, or ctx's error: the discarding is done either way
@@ -237,9 +246,7 @@ func (c *Consumer) onLost(_ context.Context, _ *kgo.Client, lost map[string][]in
 	c.mu.Unlock()
 	keys := cancelLeftovers(ps)
 	c.forget(ps)
-	done, cancel := context.WithCancel(context.Background())
-	cancel() // another member may own them already: wait for nothing
-	c.discardSessions(done, keys)
+	c.discardSessions(noWait, keys) // another member may own them already: wait for nothing
 	c.syncFetch(keysOf(ps))
 	c.wakePoll()
 }
