@@ -46,7 +46,7 @@ import (
 // Take-over: a worker keeps everything it needs in its struct, and before
 // it calls user code it records the site and the step to go on with. If
 // that code calls runtime.Goexit, the goroutine cannot be saved, but the
-// worker can: the goroutine's deferred takeOver applies the site's outcome
+// worker can: the goroutine's deferred carryOn applies the site's outcome
 // (the table's last column) and starts the same worker again on a fresh
 // goroutine, with its live token, its slot, its session and its task. No
 // user code runs on the dying goroutine.
@@ -88,7 +88,7 @@ const (
 
 // try returns f(a), user code, and the panic it recovered, if any. If f
 // calls runtime.Goexit, try does not return: the goroutine unwinds on
-// through its callers' deferred calls (on a worker, to takeOver). try is
+// through its callers' deferred calls (on a worker, to carryOn). try is
 // the package's only recover of user code (checkKey's recovers the
 // runtime's own panic). a and the result go by value, so that nothing of
 // the caller's escapes to the heap through f.

@@ -1,12 +1,12 @@
 package seqsched
 
-// queue is an intrusive FIFO of tasks.
-type queue struct {
+// taskFIFO is an intrusive FIFO of tasks (a session's lane).
+type taskFIFO struct {
 	head, tail *task
 	n          int
 }
 
-func (q *queue) push(t *task) {
+func (q *taskFIFO) push(t *task) {
 	t.next = nil
 	if q.tail == nil {
 		q.head = t
@@ -17,7 +17,7 @@ func (q *queue) push(t *task) {
 	q.n++
 }
 
-func (q *queue) pop() *task {
+func (q *taskFIFO) pop() *task {
 	t := q.head
 	if t == nil {
 		return nil
@@ -34,7 +34,7 @@ func (q *queue) pop() *task {
 // lanes are a session's two FIFOs. Its address identifies the session to
 // the deadlock guard.
 type lanes struct {
-	high, normal queue
+	high, normal taskFIFO
 	highRun      int    // High tasks started in a row (for WithHighBurst; see countStart)
 	core         *core  // the scheduler's untyped half; set once, when the session is made
 	mu           *mutex // its shard's lock, which guards the fields; set when it is made

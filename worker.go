@@ -18,7 +18,7 @@ import (
 // Everything a worker knows is in its struct, and it moves in steps: each
 // step does its work and sets next. Before a step calls user code it sets
 // next to where to go on, and stages what the code's runtime.Goexit would
-// mean (the task's outcome, a log to write); takeOver then only has to
+// mean (the task's outcome, a log to write); carryOn then only has to
 // start the same worker on a new goroutine (see callsite.go).
 type worker[K comparable] struct {
 	s      *Scheduler[K]
@@ -93,7 +93,7 @@ func (s *Scheduler[K]) launch(sess *session[K]) {
 }
 
 // goroutine runs w on the calling goroutine until it exits, under its
-// identity's tags. If user code calls runtime.Goexit, takeOver carries on.
+// identity's tags. If user code calls runtime.Goexit, carryOn takes over.
 func (w *worker[K]) goroutine() {
 	if checkTokens && w.s.slack.Add(-1) < 0 {
 		tokenViolations.Add(1) // a worker started without a token
@@ -105,7 +105,7 @@ func (w *worker[K]) goroutine() {
 	normal := false
 	defer func() {
 		if !normal && w.site != siteNone {
-			w.takeOver()
+			w.carryOn()
 		}
 	}()
 	tagged(w.id.index, w.loopFn)
@@ -116,12 +116,12 @@ func (w *worker[K]) goroutine() {
 	s.exit() // last: Shutdown may return once the token is back
 }
 
-// takeOver runs on a worker goroutine that runtime.Goexit, called from user
+// carryOn runs on a worker goroutine that runtime.Goexit, called from user
 // code, is unwinding. What the Goexit means was staged before the call
 // (w.next, the task's outcome, w.logs), so the same worker only has to go
 // on from there on a new goroutine, with its live token, slot, session and
 // task. No user code runs here.
-func (w *worker[K]) takeOver() {
+func (w *worker[K]) carryOn() {
 	if w.site.isCallback() {
 		w.s.core.callbacks.Add(-1)
 	}
