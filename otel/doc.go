@@ -54,4 +54,8 @@
 // error wrapping the ctx's; while it is stuck, no other call of Stats
 // starts: later collections wait for the same call, so a Stats that never
 // returns leaves one goroutine behind, not one per collection.
+//
+// [Attributes] and [HistogramDataPoint] are what the exporters of the
+// broker consumers (modules otel/otelkafka and otel/oteljetstream) share
+// with this one, for an exporter of your own.
 package otel

@@ -32,10 +32,9 @@ var ErrNilStats = errors.New("seqsched/otel: nil StatsReader")
 // gauges on a Meter, and it is the sdkmetric.Producer of its histograms.
 // Safe for concurrent use.
 type Metrics struct {
-	stats  *contain.Reader[seqsched.Stats] // the StatsReader's Stats, contained
-	attrs  []attribute.KeyValue            // WithAttributes's
-	start  time.Time
-	bounds []float64
+	stats *contain.Reader[seqsched.Stats] // the StatsReader's Stats, contained
+	attrs []attribute.KeyValue            // WithAttributes's
+	start time.Time
 }
 
 var _ sdkmetric.Producer = (*Metrics)(nil)
@@ -50,16 +49,10 @@ func New(s StatsReader, opts ...Option) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := seqsched.HistogramBounds()
-	bounds := make([]float64, len(b))
-	for i, d := range b {
-		bounds[i] = d.Seconds()
-	}
 	return &Metrics{
-		stats:  contain.NewReader("seqsched/otel: Stats", s.Stats),
-		attrs:  o.attrs,
-		start:  time.Now(),
-		bounds: bounds,
+		stats: contain.NewReader("seqsched/otel: Stats", s.Stats),
+		attrs: o.attrs,
+		start: time.Now(),
 	}, nil
 }
 
@@ -136,8 +129,8 @@ func (m *Metrics) Produce(ctx context.Context) ([]metricdata.ScopeMetrics, error
 	run := metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality}
 	for i, ps := range [...]*seqsched.PriorityStats{&st.High, &st.Normal} {
 		attrs := m.with(attribute.String("priority", priorities[i]))
-		wait.DataPoints = append(wait.DataPoints, m.point(attrs, now, ps.WaitHistogram))
-		run.DataPoints = append(run.DataPoints, m.point(attrs, now, ps.RunHistogram))
+		wait.DataPoints = append(wait.DataPoints, HistogramDataPoint(ps.WaitHistogram, attrs, m.start, now))
+		run.DataPoints = append(run.DataPoints, HistogramDataPoint(ps.RunHistogram, attrs, m.start, now))
 	}
 	return []metricdata.ScopeMetrics{{
 		Scope: instrumentation.Scope{Name: ScopeName},
@@ -148,18 +141,4 @@ func (m *Metrics) Produce(ctx context.Context) ([]metricdata.ScopeMetrics, error
 				Description: "Run time of tasks, from fn's start to its return (recorded with seqsched.WithRunHistogram)."},
 		},
 	}}, nil
-}
-
-// point is h as a data point. The count is the sum of the buckets (which
-// Count is, in every snapshot).
-func (m *Metrics) point(attrs attribute.Set, now time.Time, h seqsched.Histogram) metricdata.HistogramDataPoint[float64] {
-	var n uint64
-	for _, c := range h.Buckets {
-		n += c
-	}
-	return metricdata.HistogramDataPoint[float64]{
-		Attributes: attrs, StartTime: m.start, Time: now,
-		Count: n, Sum: h.Sum.Seconds(),
-		Bounds: m.bounds, BucketCounts: append([]uint64(nil), h.Buckets[:]...),
-	}
 }

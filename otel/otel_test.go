@@ -324,6 +324,8 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{[]seqotel.Option{seqotel.WithAttributes(attribute.String("", "x"))}, "must not be empty"},
 		{[]seqotel.Option{seqotel.WithAttributes(attribute.String("a", "1")), seqotel.WithAttributes(attribute.Int("a", 2))},
 			`WithAttributes(a=2): attribute "a" given twice`},
+		{[]seqotel.Option{seqotel.WithAttributes(attribute.Int("partition", 1))},
+			`attribute "partition" is one the data points use`},
 		{[]seqotel.Option{nil}, "nil: must be an Option"},
 	} {
 		_, err := seqotel.New(s, c.opts...)
@@ -332,4 +334,15 @@ func TestNewRefusesBadInput(t *testing.T) {
 		require.ErrorAs(t, err, &oe)
 		assert.Contains(t, err.Error(), c.want)
 	}
+}
+
+// Attributes is how the broker modules take these Options: WithAttributes's
+// attributes, in order, checked as New checks them.
+func TestAttributesAreWithAttributesInOrder(t *testing.T) {
+	got, err := seqotel.Attributes(seqotel.WithAttributes(attribute.String("b", "1")),
+		seqotel.WithAttributes(attribute.Int("a", 2)))
+	require.NoError(t, err)
+	assert.Equal(t, []attribute.KeyValue{attribute.String("b", "1"), attribute.Int("a", 2)}, got)
+	_, err = seqotel.Attributes(seqotel.WithAttributes(attribute.String("topic", "x")))
+	require.ErrorIs(t, err, seqotel.ErrInvalidOption)
 }
