@@ -49,5 +49,13 @@
 // caller waits for, with no lock held (internal/contain). A panic or
 // runtime.Goexit there becomes the error that the callback or Produce
 // returns (with the panic's stack); the SDK reports it and the collection
-// goes on.
+// goes on. A Stats that does not return holds the collection up until the
+// collection's ctx ends (a PeriodicReader's timeout), which then gets an
+// error wrapping the ctx's; while it is stuck, no other call of Stats
+// starts: later collections wait for the same call, so a Stats that never
+// returns leaves one goroutine behind, not one per collection.
+//
+// [Attributes] and [HistogramDataPoint] are what the exporters of the
+// broker consumers (modules otel/otelkafka and otel/oteljetstream) share
+// with this one, for an exporter of your own.
 package otel

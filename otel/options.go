@@ -17,8 +17,9 @@ type Option interface {
 
 // WithAttributes adds attributes to every data point: a way to tell
 // several schedulers of one process apart (scheduler="chat"). Keys must be
-// non-empty and other than priority and outcome, which the data points
-// use; a key given twice, in one call or two, is an error.
+// non-empty and other than those the data points of seqsched's exporters
+// use (priority, outcome, and the broker modules' stream, consumer, topic
+// and partition); a key given twice, in one call or two, is an error.
 func WithAttributes(kv ...attribute.KeyValue) Option { return attributesOption(slices.Clone(kv)) }
 
 // ErrInvalidOption is wrapped by the *OptionError that New returns for an
@@ -39,6 +40,23 @@ func (e *OptionError) Error() string {
 
 // Unwrap returns ErrInvalidOption.
 func (e *OptionError) Unwrap() error { return ErrInvalidOption }
+
+// Attributes checks opts as New does, with the same errors, and returns
+// the attributes that WithAttributes gave, in order: those every data
+// point carries. The exporters of the broker consumers (otelkafka,
+// oteljetstream) take this package's Options through it, and so may an
+// exporter of your own.
+func Attributes(opts ...Option) ([]attribute.KeyValue, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return o.attrs, nil
+}
+
+// reserved are the attribute keys that the data points of seqsched's
+// exporters use (the scheduler's, the broker modules').
+var reserved = []attribute.Key{"priority", "outcome", "stream", "consumer", "topic", "partition"}
 
 type options struct {
 	sets []attributesOption // from each WithAttributes, in order
@@ -69,7 +87,7 @@ func newOptions(opts []Option) (options, error) {
 			switch {
 			case kv.Key == "":
 				reason = "an attribute key must not be empty"
-			case kv.Key == "priority" || kv.Key == "outcome":
+			case slices.Contains(reserved, kv.Key):
 				reason = fmt.Sprintf("attribute %q is one the data points use", kv.Key)
 			case seen[kv.Key]:
 				reason = fmt.Sprintf("attribute %q given twice", kv.Key)

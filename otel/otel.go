@@ -32,10 +32,9 @@ var ErrNilStats = errors.New("seqsched/otel: nil StatsReader")
 // gauges on a Meter, and it is the sdkmetric.Producer of its histograms.
 // Safe for concurrent use.
 type Metrics struct {
-	s      StatsReader
-	attrs  []attribute.KeyValue // WithAttributes's
-	start  time.Time
-	bounds []float64
+	stats *contain.Reader[seqsched.Stats] // the StatsReader's Stats, contained
+	attrs []attribute.KeyValue            // WithAttributes's
+	start time.Time
 }
 
 var _ sdkmetric.Producer = (*Metrics)(nil)
@@ -50,12 +49,11 @@ func New(s StatsReader, opts ...Option) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := seqsched.HistogramBounds()
-	bounds := make([]float64, len(b))
-	for i, d := range b {
-		bounds[i] = d.Seconds()
-	}
-	return &Metrics{s: s, attrs: o.attrs, start: time.Now(), bounds: bounds}, nil
+	return &Metrics{
+		stats: contain.NewReader("seqsched/otel: Stats", s.Stats),
+		attrs: o.attrs,
+		start: time.Now(),
+	}, nil
 }
 
 // Label values of the priority and outcome attributes.
@@ -63,11 +61,6 @@ var (
 	priorities = [...]string{"high", "normal"}
 	outcomes   = [...]string{"succeeded", "failed", "panicked", "skipped", "discarded"}
 )
-
-// stats reads Stats through the containment helper.
-func (m *Metrics) stats() (seqsched.Stats, error) {
-	return contain.Call("seqsched/otel: Stats", m.s.Stats)
-}
 
 // with returns the attributes of a data point: WithAttributes's, then kv.
 func (m *Metrics) with(kv ...attribute.KeyValue) attribute.Set {
@@ -78,8 +71,10 @@ func (m *Metrics) with(kv ...attribute.KeyValue) attribute.Set {
 // Register creates the counters and gauges on meter, as asynchronous
 // instruments, and registers one callback that reads Stats once per
 // collection and observes them all. Unregister the Registration to stop.
-// It returns the meter's error if an instrument or the callback cannot be
-// made.
+// If Stats panics or calls runtime.Goexit, or has not returned when the
+// collection's ctx ends, the callback returns the error and observes
+// nothing. Register returns the meter's error if an instrument or the
+// callback cannot be made.
 func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 	tasks, err1 := meter.Int64ObservableCounter("seqsched.tasks", metric.WithUnit("{task}"),
 		metric.WithDescription("Tasks whose future resolved, by priority and by how they ended."))
@@ -97,8 +92,8 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 		return nil, err
 	}
 	set := func(kv ...attribute.KeyValue) metric.ObserveOption { return metric.WithAttributeSet(m.with(kv...)) }
-	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		st, err := m.stats()
+	return meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		st, err := m.stats.Read(ctx)
 		if err != nil {
 			return err
 		}
@@ -122,9 +117,10 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 // per priority, cumulative since New, in seconds, with the bounds of
 // seqsched.HistogramBounds, under the scope [ScopeName]. It implements
 // sdkmetric.Producer: pass m to the reader with sdkmetric.WithProducer.
-// If Stats panics or calls runtime.Goexit, it returns the error.
-func (m *Metrics) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
-	st, err := m.stats()
+// If Stats panics or calls runtime.Goexit, or has not returned when ctx
+// ends, it returns the error.
+func (m *Metrics) Produce(ctx context.Context) ([]metricdata.ScopeMetrics, error) {
+	st, err := m.stats.Read(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -133,8 +129,8 @@ func (m *Metrics) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 	run := metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality}
 	for i, ps := range [...]*seqsched.PriorityStats{&st.High, &st.Normal} {
 		attrs := m.with(attribute.String("priority", priorities[i]))
-		wait.DataPoints = append(wait.DataPoints, m.point(attrs, now, ps.WaitHistogram))
-		run.DataPoints = append(run.DataPoints, m.point(attrs, now, ps.RunHistogram))
+		wait.DataPoints = append(wait.DataPoints, HistogramDataPoint(ps.WaitHistogram, attrs, m.start, now))
+		run.DataPoints = append(run.DataPoints, HistogramDataPoint(ps.RunHistogram, attrs, m.start, now))
 	}
 	return []metricdata.ScopeMetrics{{
 		Scope: instrumentation.Scope{Name: ScopeName},
@@ -145,18 +141,4 @@ func (m *Metrics) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 				Description: "Run time of tasks, from fn's start to its return (recorded with seqsched.WithRunHistogram)."},
 		},
 	}}, nil
-}
-
-// point is h as a data point. The count is the sum of the buckets (which
-// Count is, in every snapshot).
-func (m *Metrics) point(attrs attribute.Set, now time.Time, h seqsched.Histogram) metricdata.HistogramDataPoint[float64] {
-	var n uint64
-	for _, c := range h.Buckets {
-		n += c
-	}
-	return metricdata.HistogramDataPoint[float64]{
-		Attributes: attrs, StartTime: m.start, Time: now,
-		Count: n, Sum: h.Sum.Seconds(),
-		Bounds: m.bounds, BucketCounts: append([]uint64(nil), h.Buckets[:]...),
-	}
 }

@@ -282,20 +282,31 @@ type statsFunc func() seqsched.Stats
 func (f statsFunc) Stats() seqsched.Stats { return f() }
 
 // A Stats that panics or calls runtime.Goexit fails the collection with
-// an error saying so; it neither crashes nor hangs it.
+// an error saying so; it neither crashes nor hangs it, and the next
+// collection calls Stats again.
 func TestStatsThatPanicsOrGoexitsFailsTheCollectionOnly(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		stats func() seqsched.Stats
-		want  string
+		name string
+		fail func()
+		want string
 	}{
-		{"panic", func() seqsched.Stats { panic("stats broke") }, "seqsched/otel: Stats panicked: stats broke"},
-		{"Goexit", func() seqsched.Stats { runtime.Goexit(); return seqsched.Stats{} }, "seqsched/otel: Stats called runtime.Goexit"},
+		{"panic", func() { panic("stats broke") }, "seqsched/otel: Stats panicked: stats broke"},
+		{"Goexit", runtime.Goexit, "seqsched/otel: Stats called runtime.Goexit"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := newReader(t, statsFunc(c.stats))
+			calls := 0
+			r := newReader(t, statsFunc(func() seqsched.Stats {
+				calls++ // collections here are sequential
+				if calls == 1 {
+					c.fail()
+				}
+				return seqsched.Stats{Running: 1}
+			}))
 			_, err := collect(t, r)
 			require.ErrorContains(t, err, c.want)
+			got, err := collect(t, r)
+			require.NoError(t, err)
+			assert.Equal(t, 1.0, got["seqsched.running{}"])
 		})
 	}
 }
@@ -313,6 +324,8 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{[]seqotel.Option{seqotel.WithAttributes(attribute.String("", "x"))}, "must not be empty"},
 		{[]seqotel.Option{seqotel.WithAttributes(attribute.String("a", "1")), seqotel.WithAttributes(attribute.Int("a", 2))},
 			`WithAttributes(a=2): attribute "a" given twice`},
+		{[]seqotel.Option{seqotel.WithAttributes(attribute.Int("partition", 1))},
+			`attribute "partition" is one the data points use`},
 		{[]seqotel.Option{nil}, "nil: must be an Option"},
 	} {
 		_, err := seqotel.New(s, c.opts...)
@@ -321,4 +334,15 @@ func TestNewRefusesBadInput(t *testing.T) {
 		require.ErrorAs(t, err, &oe)
 		assert.Contains(t, err.Error(), c.want)
 	}
+}
+
+// Attributes is how the broker modules take these Options: WithAttributes's
+// attributes, in order, checked as New checks them.
+func TestAttributesAreWithAttributesInOrder(t *testing.T) {
+	got, err := seqotel.Attributes(seqotel.WithAttributes(attribute.String("b", "1")),
+		seqotel.WithAttributes(attribute.Int("a", 2)))
+	require.NoError(t, err)
+	assert.Equal(t, []attribute.KeyValue{attribute.String("b", "1"), attribute.Int("a", 2)}, got)
+	_, err = seqotel.Attributes(seqotel.WithAttributes(attribute.String("topic", "x")))
+	require.ErrorIs(t, err, seqotel.ErrInvalidOption)
 }
