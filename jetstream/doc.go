@@ -43,15 +43,16 @@
 //     one this consumer resolved recently (an answer lost on the way), is
 //     recognised by its stream sequence and not handled again (Stats.
 //     Duplicates).
-//   - Duplicates by key, on a pinned consumer: a message redelivered to an
-//     instance at or below the highest stream sequence of its key that the
-//     instance resolved (acked after its handler returned nil, or
-//     terminated) since it gained the pin is a duplicate, for per-key order
-//     made that message resolve first: it is acked (terminated, if it is
-//     that terminated message itself) without its handler. The memory
-//     starts empty with each pin gained. On a plain consumer, which
-//     several instances may share, a lower sequence may be a message
-//     another instance left unapplied, so only the sequence rule applies.
+//   - Duplicates by key, on a pinned consumer: while an instance holds the
+//     pin, it remembers per key the highest stream sequence it resolved
+//     (acked after the handler returned nil, or terminated). Per-key order
+//     resolved every earlier message of the key first (or holds it still,
+//     if a High one overtook it), so a redelivery at or below it that is
+//     not held is acked (terminated, if it is that terminated message
+//     itself) without its handler. The memory starts empty with each pin
+//     gained. On a plain consumer, which several instances may share, a
+//     lower sequence may be a message another instance left unapplied, so
+//     only the sequence rule applies.
 //   - Bounds per consumer: each JetStream consumer holds at most its
 //     MaxAckPending messages, which must be at most WithMaxBuffered (checked
 //     by NewConsumer). Memory is bounded by the sum over consumers, whatever
@@ -93,9 +94,9 @@
 //
 // Delivery is at least once: a message whose handler ran but whose
 // acknowledgement did not reach the server (the instance died, or lost its
-// partition) runs again on the next owner. (On the same owner it is a
-// duplicate by key, see above, as far as the memory reaches.) Because
-// order holds, a handler can skip a message whose stream sequence is at or
+// partition) runs again on the next owner. (An acknowledgement lost while
+// the instance keeps its pin makes a duplicate by key, see above, as far
+// as the memory reaches.) Because order holds, a handler can skip a message whose stream sequence is at or
 // below the last one it applied for its key, as examples/jetstream's store
 // does. The pin is not a fencing token: an instance that stalls longer
 // than PinnedTTL may still be running a handler when another takes over.
