@@ -234,6 +234,40 @@ func TestTerminalErrorSkipsTheRetries(t *testing.T) {
 	assert.Zero(t, c.Stats().Retries)
 }
 
+func TestBackoffBlocksOnlyItsKeyAndHoldsNoSlot(t *testing.T) {
+	f := newFixture(t, natsjs.ConsumerConfig{AckWait: time.Minute})
+	l := newLedger()
+	failed, otherRan := make(chan struct{}), make(chan struct{})
+	c := f.consumer(t, func(ctx context.Context, m natsjs.Msg) error {
+		switch string(m.Data()) {
+		case "fails":
+			close(failed) // runs once: the retry waits an hour
+			return errors.New("transient")
+		case "other":
+			defer close(otherRan)
+		}
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	},
+		jetstream.WithMaxConcurrency(1), // b can only run if a's backoff lends the one slot
+		jetstream.WithRetries(2, func(context.Context, natsjs.Msg, int, error) time.Duration { return time.Hour }))
+	r := start(t, c)
+	publish(t, f.js, "k.a", "fails")
+	publish(t, f.js, "k.a", "after")
+	<-failed
+	publish(t, f.js, "k.b", "other")
+	select {
+	case <-otherRan:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("b's message did not run while a backs off: the backoff holds the slot; %+v", c.Stats())
+	}
+	assert.Equal(t, []uint64{3}, l.key("k.b"), "b's message ran while a backs off")
+	assert.Empty(t, l.key("k.a"), "a's next message ran before a's retry")
+	assert.Equal(t, uint64(1), c.Stats().Retries)
+	require.NoError(t, r.close(t, 10*time.Second))
+	assert.Equal(t, uint64(2), c.Stats().GivenBack, "a's two messages, given back by Close")
+}
+
 func TestHandlerPanicAndGoexitAreFailedAttempts(t *testing.T) {
 	f := newFixture(t, natsjs.ConsumerConfig{})
 	l := newLedger()
