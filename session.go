@@ -1,90 +1,5 @@
 package seqsched
 
-// taskFIFO is an intrusive FIFO of tasks (a session's lane).
-type taskFIFO struct {
-	head, tail *task
-	n          int
-}
-
-func (q *taskFIFO) push(t *task) {
-	t.next = nil
-	if q.tail == nil {
-		q.head = t
-	} else {
-		q.tail.next = t
-	}
-	q.tail = t
-	q.n++
-}
-
-func (q *taskFIFO) pop() *task {
-	t := q.head
-	if t == nil {
-		return nil
-	}
-	q.head = t.next
-	if q.head == nil {
-		q.tail = nil
-	}
-	t.next = nil
-	q.n--
-	return t
-}
-
-// lanes are a session's two FIFOs. Its address identifies the session to
-// the deadlock guard.
-type lanes struct {
-	high, normal taskFIFO
-	highRun      int    // High tasks started in a row (for WithHighBurst; see countStart)
-	core         *core  // the scheduler's untyped half; set once, when the session is made
-	mu           *mutex // its shard's lock, which guards the fields; set when it is made
-	pred         *lanes // session.pred's lanes, for the deadlock guard (see heldBehind)
-}
-
-// heldBehind reports whether l is own, or a successor held back behind own
-// (see succeed): a wait for l's tasks then waits for own's.
-func heldBehind(l, own *lanes) bool {
-	if l == own {
-		return true
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for p := l.pred; p != nil; p = p.pred {
-		if p == own {
-			return true
-		}
-	}
-	return false
-}
-
-// pop takes the oldest High task, else the oldest Normal one. With a burst
-// cap (burst > 0), after burst High tasks in a row one waiting Normal task
-// goes first.
-func (l *lanes) pop(burst int) *task {
-	if burst > 0 && l.highRun >= burst && l.normal.n > 0 {
-		return l.countStart(l.normal.pop())
-	}
-	if l.high.n > 0 {
-		return l.countStart(l.high.pop())
-	}
-	return l.countStart(l.normal.pop())
-}
-
-// countStart counts t, the task about to run (nil if none), in the run of
-// High tasks in a row that WithHighBurst caps, and returns it. pop calls it,
-// and so does Submit for the first task of an idle session, which it hands
-// to the session's new worker without a pop.
-func (l *lanes) countStart(t *task) *task {
-	if t != nil && t.prio == High {
-		l.highRun++
-	} else {
-		l.highRun = 0
-	}
-	return t
-}
-
-func (l *lanes) len() int { return l.high.n + l.normal.n }
-
 // session is one key's queues and turn, and the record of its state. Every
 // move between states is one of the named operations below, made under its
 // shard's lock (sh.mu); the slots' lock (slots.mu) is only ever taken inside
@@ -116,19 +31,21 @@ func (l *lanes) len() int { return l.high.n + l.normal.n }
 //   - forgotten: out of the map (forget). Recycled through the pool unless
 //     a handle ever held it (then gone stays true for its handles).
 //
-// The operations, in this file: make, activate (a task for a session
+// The operations, all in this file: make, activate (a task for a session
 // without a goroutine: schedule it), close (begin closing), discard,
 // succeed (a successor), retire (its worker found its queues empty; it
-// releases a successor), forget and finish; the record list's keepIdle,
-// listIdle, evictOldest and setRest are in shard.go.
+// releases a successor), forget and finish, and what an idle session is
+// counted as: keepIdle, listIdle, evictOldest, pin and setRest (the record
+// list's own links are shard.go's list and unlist; a session's queues,
+// enqueue and pickNext, are in lanes.go).
 //
 // How a session retires, for a reader: its worker's advance (worker.go)
 // finds its queues empty and calls retire, here, under the shard lock;
-// retire forgets a closing session (settling its drain), or keeps it as a
-// pinned session or idle record; finish, after the lock, ends the drains
-// and recycles what was forgotten; the worker then goes on (idle, in
-// worker.go) with a released successor, the start queue's oldest, or a
-// slot's next session. Remove, Discard and Close begin it with close
+// retire forgets a closing session (forget; its drain's settle), or keeps
+// it pinned (setRest) or as an idle record (keepIdle, evictOldest);
+// finish, after the lock, ends the drains and recycles what was
+// forgotten; the worker then goes on (idle, in worker.go) with a released
+// successor, the start queue's oldest, or a slot's next session. Remove, Discard and Close begin it with close
 // (end.go waits for the drain); a forced Shutdown cuts it short in abort.
 type session[K comparable] struct {
 	lanes
@@ -222,28 +139,6 @@ func (s *Scheduler[K]) activate(sh *shard[K], sess *session[K]) (start, starter 
 		sh.workers++
 	}
 	return true, false
-}
-
-// enqueue queues t on sess. Called with sh.mu held.
-func (sh *shard[K]) enqueue(sess *session[K], t *task) {
-	if t.prio == High {
-		sess.high.push(t)
-	} else {
-		sess.normal.push(t)
-	}
-	sh.queued[t.prio]++
-}
-
-// pickNext pops sess's next task, if any, counts it running and makes it
-// the session's task in hand. Called with sh.mu held.
-func (sh *shard[K]) pickNext(sess *session[K], burst int) *task {
-	t := sess.pop(burst)
-	if t != nil {
-		sh.queued[t.prio]--
-		sh.running++
-	}
-	sess.cur = t
-	return t
 }
 
 // close begins closing sess (Remove, Discard, the last Close), unless it
@@ -397,4 +292,103 @@ func (r *retirement[K]) reset() {
 	clear(r.forgotten)
 	clear(r.ended)
 	r.then, r.successor, r.forgotten, r.ended = nil, false, r.forgotten[:0], r.ended[:0]
+}
+
+// The shard's record list and what a session counts as while it has no
+// worker (rest): the end of the retire path for a session that stays.
+
+// keepIdle keeps sess, which has no work and no handles, as an idle record,
+// so that its key's next task finds it without a map insert and delete,
+// and without a trip through the pool. When idleCap records are kept
+// already, sess is mostly forgotten instead, and every evictEvery-th time
+// the oldest record is (see evictOldest). It returns the session it forgot,
+// if any, for the caller to recycle once sh.mu is released. Called with
+// sh.mu held.
+func (sh *shard[K]) keepIdle(sess *session[K], idleCap int) (forgotten *session[K]) {
+	if sh.nidle >= idleCap {
+		// Full. Mostly forget sess itself, which is in cache, rather than
+		// the oldest record, which is not: keys that cycle through more
+		// sessions than the list holds then cost what they did without
+		// one. Every evictEvery-th time the oldest goes instead, so that
+		// records of keys that never return age out.
+		if sh.evictTick++; sh.evictTick%evictEvery != 0 {
+			sh.forget(sess)
+			return sess
+		}
+		if forgotten = sh.evictOldest(sess); forgotten != nil {
+			sh.forget(forgotten)
+		}
+	}
+	sh.listIdle(sess)
+	return forgotten
+}
+
+// listIdle makes sess an idle record. Called with sh.mu held.
+func (sh *shard[K]) listIdle(sess *session[K]) {
+	if !sh.listed(sess) {
+		sh.list(sess)
+	}
+	sh.setRest(sess, restRecord)
+}
+
+// rest is what a session without a worker is counted as.
+type rest uint8
+
+const (
+	restNone   rest = iota // active, held back with work, or forgotten
+	restRecord             // an idle record: counted in nidle, on the record list
+	restPinned             // idle and held by handles, or held back without work: counted in pinnedIdle
+)
+
+// setRest moves sess to r, keeping nidle and pinnedIdle. A record that
+// becomes active stays on the list, marked reused: taking it off would
+// touch its neighbours, which are other sessions' cache lines. Called with
+// sh.mu held.
+func (sh *shard[K]) setRest(sess *session[K], r rest) {
+	switch sess.rest {
+	case restRecord:
+		sh.nidle--
+		sess.reused = true
+	case restPinned:
+		sh.pinnedIdle--
+	}
+	switch r {
+	case restRecord:
+		sh.nidle++
+	case restPinned:
+		sh.pinnedIdle++
+	}
+	sess.rest = r
+}
+
+// evictEvery: see keepIdle.
+const evictEvery = 8
+
+// evictOldest returns the idle record to forget when the records are full:
+// the oldest on the list, with a second chance for records reused since
+// they were listed (they go back to the head, as if new; a clock, not
+// an exact LRU). On the way it takes off the list the sessions that are
+// active again, which return to it when they retire, and sess, which is
+// retiring. Called with sh.mu held.
+func (sh *shard[K]) evictOldest(sess *session[K]) *session[K] {
+	for t := sh.idleTail; t != nil; t = sh.idleTail {
+		switch {
+		case t == sess || t.rest != restRecord:
+			sh.unlist(t)
+		case t.reused:
+			sh.unlist(t)
+			sh.list(t)
+		default:
+			return t
+		}
+	}
+	return nil
+}
+
+// pin makes sess, idle or new, held by a handle. Called with sh.mu held.
+func (sh *shard[K]) pin(sess *session[K]) {
+	if sh.listed(sess) {
+		sh.unlist(sess) // Open is rare: it may touch the neighbours
+	}
+	sh.setRest(sess, restPinned)
 }
