@@ -337,3 +337,39 @@ func ExampleWithMaxMetadataBytes() {
 	// second close: <nil> run: <nil>
 	// replayed: [0 1 2]
 }
+
+// Stats is plain data for an exporter to read at scrape time (the
+// prom/promkafka and otel/otelkafka modules do): counters that only grow
+// over the consumer's life, gauges, and for each assigned partition where
+// the consumer stands against the log (committed, watermark, lag).
+func ExampleConsumer_Stats() {
+	c, err := exampleCluster("a", "1", "b", "2", "a", "3")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	done := make(chan struct{}, 3)
+	cons, err := kafka.NewConsumer(exampleOpts(c, "stats"), func(ctx context.Context, r *kgo.Record) error {
+		done <- struct{}{}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- cons.Run(context.Background()) }()
+	for range 3 {
+		<-done
+	}
+	fmt.Println("close:", cons.Close(context.Background()), "run:", <-ran)
+	st := cons.Stats()
+	fmt.Println("processed:", st.Processed, "buffered:", st.Buffered, "handler calls:", st.HandlerTime.Count)
+	fmt.Println("assigned partitions after Close:", len(st.Partitions))
+	// Output:
+	// close: <nil> run: <nil>
+	// processed: 3 buffered: 0 handler calls: 3
+	// assigned partitions after Close: 0
+}
