@@ -102,7 +102,9 @@ func (w *worker[K]) report() {
 	w.reportTask(w.t)
 	if w.logs.pending == 0 && w.next == stepLog {
 		w.next = w.logs.after // nothing to write: skip the step
-		w.logs.written()
+		if w.logs.keyed {
+			w.logs.written() // a reported Post's key must not name the next record
+		}
 	}
 }
 

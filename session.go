@@ -265,6 +265,9 @@ type retirement[K comparable] struct {
 // stays. Called with no lock held, after the futures the caller holds are
 // resolved.
 func (s *Scheduler[K]) finish(r *retirement[K]) {
+	if len(r.ended) == 0 && len(r.forgotten) == 0 {
+		return // the common case: a task done, the session goes on
+	}
 	for _, d := range r.ended {
 		d.end()
 	}

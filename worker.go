@@ -293,14 +293,14 @@ func (w *worker[K]) advance() {
 			sess.closing.err = ErrClosed // Shutdown gave up: the drain is cut short
 		}
 	}
-	w.t = nil
 	switch {
 	case turnOver && sess.len() > 0:
-		sess.cur = nil
+		sess.cur, w.t = nil, nil
 		w.next = stepYield
 	case sh.pickNext(sess, s.opts.highBurst) != nil:
 		w.t, w.next = sess.cur, stepStart
 	default:
+		w.t = nil
 		if done != nil {
 			// Published before the session can be seen idle or gone: a
 			// Remove that then returns nil finds every accepted future
