@@ -9,7 +9,9 @@ import (
 )
 
 // These benchmarks guard the hot path's cost; the comparative suite lives in
-// the bench module.
+// the bench module. They run in the package's test binary, with the
+// test-only token check on (export_test.go), so they overstate what a
+// production build pays: compare builds with the bench module.
 
 func noop(context.Context) error { return nil }
 
