@@ -48,6 +48,16 @@ var reentries = []reentry{
 		_, err := e.s.Go(ctx, "c", func(context.Context) error { return nil })
 		return err
 	}},
+	{name: "Post other", do: func(ctx context.Context, e *reentryEnv) error {
+		return e.s.Post(ctx, "c", func(context.Context) error { return nil })
+	}},
+	{name: "Open and Close other", do: func(ctx context.Context, e *reentryEnv) error {
+		h, err := e.s.Open("b")
+		if err != nil {
+			return err
+		}
+		return h.Close(ctx) // b's last handle: waits for b's task, which can run
+	}},
 	{name: "Post own handle", do: func(ctx context.Context, e *reentryEnv) error {
 		return e.own.Post(ctx, func(context.Context) error { return nil })
 	}},
