@@ -440,6 +440,13 @@ func TestZeroAndNilSessionAreErrorsNotPanics(t *testing.T) {
 		noPanic(t, name+" Post", func() {
 			require.ErrorIs(t, h.Post(context.Background(), func(context.Context) error { return nil }), seqsched.ErrNotNew)
 		})
+		noPanic(t, name+" SubmitTo", func() {
+			_, err := seqsched.SubmitTo(context.Background(), h, func(context.Context) (int, error) { return 0, nil })
+			require.ErrorIs(t, err, seqsched.ErrNotNew)
+		})
+		noPanic(t, name+" Discard", func() {
+			require.ErrorIs(t, h.Discard(context.Background()), seqsched.ErrNotNew)
+		})
 	}
 }
 
