@@ -27,8 +27,8 @@ var knownMiss = map[string]string{
 	"many s=1000 p=2: seqsched / naive-chan":      "no allocation and a parked goroutine per key: ~60 ns a task, under the ~82 ns of a seqsched task's primitives; a build with no allocation and no WaitGroup per task still measured 1.7x",
 	"many s=100000 p=2: seqsched / pkgz-pool":     "near parity: 0.66-1.68x from run to run; 2 fixed workers: no session to start, no map",
 	// Core v2's paths (BENCHMARKS.md, "Session handles and Post").
-	"stream: seqsched-hpost / floor-chan-alloc":    "0.97-1.82x over 6 full runs (met in 2): at GOMAXPROCS=1 a handle Post task is 3.4x the floor's work (the allocation, two lock sections, the worker's steps); on 2 cores the floor's consumer wake-ups hide part of that, so the ratio swings with which side keeps up",
-	"stream: seqsched-hgo / floor-chan-alloc":      "1.11-2.46x over 6 full runs (met in 1): as for seqsched-hpost, plus the future's WaitGroup and its publication",
+	"stream: seqsched-hpost / floor-chan-alloc":    "1.21-1.54x over 10 runs on a quiet machine (met in 7), 0.97-1.82x over 6 on a loaded one (met in 2): at GOMAXPROCS=1 a handle Post task is 3.4x the floor's work (the allocation, two lock sections, the worker's steps); on 2 cores the floor's consumer wake-ups hide part of that, so the ratio swings with which side keeps up",
+	"stream: seqsched-hgo / floor-chan-alloc":      "1.44-1.56x over 6 runs on a quiet machine (met in none), 1.11-2.46x over 6 on a loaded one (met in 1): as for seqsched-hpost, plus the future's WaitGroup and its publication",
 	"stream: seqsched-hpost / protoactor":          "protoactor's mailbox allocates nothing per message; a task allocates once, by decision (BENCHMARKS.md, Targets)",
 	"stream: seqsched-hgo / protoactor":            "as for seqsched-hpost",
 	"roundtrip: seqsched-hgo / floor-goroutine":    "the same path as Go by key plus a future: 1.6-2.1x here",
