@@ -85,8 +85,8 @@ func (s *Scheduler[K]) end(ctx context.Context, c caller[K], sh *shard[K], sess 
 		for p := sess; p != nil; p = p.pred {
 			n := len(dropped)
 			dropped = sh.discard(p, dropped)
-			if len(dropped) > n && p.pred != nil {
-				sh.setRest(p, restPinned) // held back, with no work now
+			if len(dropped) > n {
+				sh.holdBack(p)
 			}
 			if p.cur != nil {
 				cur = p.cur
@@ -236,9 +236,7 @@ func (s *Scheduler[K]) abort() {
 				if p.closing != nil {
 					p.closing.err = ErrClosed
 				}
-				if p.pred != nil && p.rest == restNone {
-					sh.setRest(p, restPinned) // held back, with no work now
-				}
+				sh.holdBack(p)
 			}
 		}
 		for _, sess := range waiting {
@@ -285,4 +283,32 @@ func (s *Scheduler[K]) wait(ctx context.Context, c caller[K], done <-chan struct
 			return ctxErr(ctx)
 		}
 	}
+}
+
+// drain is what Remove, Discard and the last Close wait on: done is closed
+// once the session is forgotten, every future of its tasks has resolved and
+// every failure of its posted tasks was reported. pending counts what must
+// still happen (the session's retirement, a reporter's reports); err is
+// ErrClosed when a forced Shutdown cut the session short. Guarded by sh.mu,
+// but done.
+type drain struct {
+	done    chan struct{}
+	pending int
+	err     error
+}
+
+// end closes d.done; nil-safe. Called with no lock held.
+func (d *drain) end() {
+	if d != nil {
+		close(d.done)
+	}
+}
+
+// settle counts one pending end of d and returns d if it was the last (for
+// the caller to end once the lock is released). Called with sh.mu held.
+func (d *drain) settle() *drain {
+	if d.pending--; d.pending == 0 {
+		return d
+	}
+	return nil
 }

@@ -50,18 +50,7 @@ func (s *Scheduler[K]) Open(key K) (*Session[K], error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	sess := sh.sessions[key]
-	switch {
-	case sess == nil:
-		sess = sh.make(s, key)
-		sh.pin(sess)
-	case sess.closing != nil:
-		sess = sh.succeed(s, sess)
-	case sess.rest == restRecord:
-		sh.pin(sess)
-	}
-	sess.handles++
-	sess.handled = true
+	sess := sh.open(s, key)
 	return &Session[K]{s: s, sh: sh, sess: sess, key: key}, nil
 }
 
@@ -179,7 +168,7 @@ func (h *Session[K]) end(ctx context.Context, discard bool) error {
 	}
 	if !discard {
 		h.closed = true
-		if sess.handles--; sess.handles > 0 {
+		if !sh.unhold(sess) {
 			sh.mu.Unlock()
 			return nil
 		}

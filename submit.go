@@ -208,13 +208,7 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) error {
 	t.lanes = &sess.lanes
 	sh.submitted++
 	sh.enqueue(sess, t)
-	var start, starter bool
-	if !sess.scheduled {
-		sh.setRest(sess, restNone)
-		if sess.pred == nil {
-			start, starter = s.activate(sh, sess)
-		}
-	}
+	start, starter := s.wake(sh, sess)
 	sh.mu.Unlock()
 	switch {
 	case start:
