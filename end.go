@@ -109,10 +109,7 @@ func (s *Scheduler[K]) end(ctx context.Context, c caller[K], sh *shard[K], sess 
 	// A discarded session waiting for a slot has nothing left to run: it
 	// retires now rather than when its turn in the ready queue comes.
 	var r retirement[K]
-	unqueued := discard && sess.scheduled && s.unqueue(sess)
-	if unqueued {
-		s.retire(sh, sess, &r)
-	}
+	unqueued := discard && sess.scheduled && s.retireQueued(sh, sess, &r)
 	self := c.runs(sess) || c.reports(d)
 	sh.mu.Unlock()
 	for i, t := range dropped {
@@ -126,9 +123,7 @@ func (s *Scheduler[K]) end(ctx context.Context, c caller[K], sh *shard[K], sess 
 	}
 	if unqueued {
 		s.finish(&r)
-		if r.then != nil { // a successor with work: it waits its turn like any session
-			s.requeue(r.then)
-		} else {
+		if r.then == nil { // else a successor with work waits in its place, with its token
 			s.release(1) // the token it waited with
 		}
 	}

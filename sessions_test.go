@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -467,4 +468,59 @@ func TestDiscardOfASessionWaitingForASlotReturnsAtOnce(t *testing.T) {
 	require.Empty(t, ran.get())
 	awaitAll(t, record(t, s, &ran, "b", "fresh"))
 	require.Equal(t, []string{"fresh"}, ran.get())
+}
+
+// A successor released because Discard ended the session it was held back
+// behind, while that session waited for a slot, takes its place in the
+// ready queue: the key waited its turn already, and does not wait another
+// behind sessions queued after it (FuzzModel input 29afd5d526af70d1).
+func TestSuccessorReleasedByDiscardKeepsItsPlaceInTheReadyQueue(t *testing.T) {
+	s := newScheduler[string](t, seqsched.WithMaxConcurrency(1))
+	var ran recorder
+	gateA := make(chan struct{})
+	aRunning := make(chan struct{})
+	a, err := s.Go(context.Background(), "a", func(context.Context) error { close(aRunning); <-gateA; return nil })
+	require.NoError(t, err)
+	<-aRunning // a holds the only slot
+
+	old, err := s.Open("b")
+	require.NoError(t, err)
+	dropped, err := seqsched.SubmitTo(context.Background(), old, func(context.Context) (int, error) {
+		ran.add("b (old)")
+		return 0, nil
+	})
+	require.NoError(t, err) // b waits for the slot: ready queue [b]
+	var cs []*seqsched.Future[struct{}]
+	for i := range 3 {
+		cs = append(cs, record(t, s, &ran, "c", fmt.Sprintf("c%d", i))) // ready queue [b c]
+	}
+	removed := make(chan error, 1)
+	go func() { removed <- s.Remove(context.Background(), "b") }()
+	for { // Remove has closed b once a Post through its handle is refused
+		err := old.Post(context.Background(), func(context.Context) error { return nil })
+		if errors.Is(err, seqsched.ErrSessionClosing) {
+			break
+		}
+		require.NoError(t, err)
+		runtime.Gosched()
+	}
+	succ, err := s.Open("b") // a successor, held back behind the closing b
+	require.NoError(t, err)
+	b2, err := seqsched.SubmitTo(context.Background(), succ, func(context.Context) (int, error) {
+		ran.add("b (successor)")
+		return 0, nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, old.Discard(context.Background())) // old b retires from the ready queue; the successor is released
+	close(gateA)
+	awaitAll(t, a)
+	awaitAll(t, cs...)
+	_, err = b2.Await(context.Background())
+	require.NoError(t, err)
+	_, err = dropped.Await(context.Background())
+	require.ErrorIs(t, err, seqsched.ErrDiscarded)
+	require.NoError(t, <-removed)
+	require.NoError(t, succ.Close(context.Background()))
+	got := ran.get()
+	require.Equal(t, []string{"b (successor)", "c0", "c1", "c2"}, got, "b's successor runs where b waited, before c")
 }

@@ -256,10 +256,13 @@ func (s *Scheduler[K]) regainLocked(ls *lentSlot) {
 	<-r.granted
 }
 
-// unqueue takes sess out of the ready queue, if it waits there, and
-// reports whether it did; the session keeps its live token, for the caller
-// to give back or pass on. Called with sess's shard lock held.
-func (s *Scheduler[K]) unqueue(sess *session[K]) bool {
+// retireQueued retires sess (see retire) if it waits in the ready queue,
+// and reports whether it did. A successor that retire releases with work
+// takes sess's place in the queue, with sess's live token: the key waited
+// its turn already. Otherwise sess leaves the queue and its token is the
+// caller's to give back. Called with sess's shard lock held (shard, then
+// slots: the lock order), so that no worker pops sess meanwhile.
+func (s *Scheduler[K]) retireQueued(sh *shard[K], sess *session[K], r *retirement[K]) bool {
 	if s.opts.maxConcurrency == 0 {
 		return false
 	}
@@ -271,33 +274,26 @@ func (s *Scheduler[K]) unqueue(sess *session[K]) bool {
 		if p != sess {
 			continue
 		}
+		s.retire(sh, sess, r)
+		next := sess.link
+		if then := r.then; then != nil {
+			then.link, next = next, then
+		}
 		if prev == nil {
-			q.head = p.link
+			q.head = next
 		} else {
-			prev.link = p.link
+			prev.link = next
 		}
-		if q.tail == p {
+		if q.tail == sess {
 			q.tail = prev
+			if r.then != nil {
+				q.tail = r.then
+			}
 		}
-		p.link = nil
+		sess.link = nil
 		return true
 	}
 	return false
-}
-
-// requeue puts sess, a released successor that holds the live token of
-// the session it follows, at the back of the ready queue, or starts it at
-// once if a slot is free. Called with no lock held.
-func (s *Scheduler[K]) requeue(sess *session[K]) {
-	s.slots.mu.Lock()
-	if s.slots.running >= s.opts.maxConcurrency && !s.forced.Load() {
-		s.slots.push(sess)
-		s.slots.mu.Unlock()
-		return
-	}
-	s.slots.running++
-	s.slots.mu.Unlock()
-	s.startWorker(sess)
 }
 
 // abortSlots, for a forced Shutdown, empties the ready queue (returning the
