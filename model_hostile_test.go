@@ -412,7 +412,12 @@ func (r *run) callback(env callEnv, a action) {
 		cancel() // a wait that cannot wait
 	} else {
 		bound := waitBound
-		if key == own {
+		// The error handler and the logger also run on a reporter, for
+		// Posts that Discard or a forced Shutdown dropped: a goroutine that
+		// runs no session, whose wait for the key's session (a new one,
+		// by then) may last as long as that session's tasks. Only on the
+		// key's own worker must the wait not happen at all.
+		if key == own && env.site != hsHandler && env.site != hsLogHandle {
 			bound = ownBound
 		}
 		wait, cancel = context.WithTimeout(base, bound)
@@ -536,15 +541,11 @@ type scriptedCtx struct {
 	r          *run
 	id, key    int
 	broken     bool
-	errGoexits atomic.Int32 // Goexits its Err ran: a task skipped with ErrGoexit needs one
+	errGoexits atomic.Int32 // Goexits that unwound through its Err: a task skipped with ErrGoexit needs one
 }
 
 func (c *scriptedCtx) at(s hsite) {
-	a := c.r.take(s)
-	if s == hsCtxErr && a.kind == aGoexit {
-		c.errGoexits.Add(1)
-	}
-	c.r.perform(callEnv{site: s, key: c.key, hc: c}, a)
+	c.r.perform(callEnv{site: s, key: c.key, hc: c}, c.r.take(s))
 }
 
 func (c *scriptedCtx) Deadline() (time.Time, bool) {
@@ -561,8 +562,22 @@ func (c *scriptedCtx) Done() <-chan struct{} {
 }
 
 func (c *scriptedCtx) Err() error {
-	c.at(hsCtxErr)
-	return c.Context.Err()
+	// A Goexit that unwinds through Err skips the task with ErrGoexit,
+	// whether the script's own or one in code that the script's call back
+	// reached (another hostile ctx, the logger): count each. Nothing else
+	// leaves Err abnormally but the script's own panic, since the
+	// scheduler turns the panics of the code it calls into errors.
+	a := c.r.take(hsCtxErr)
+	normal := false
+	defer func() {
+		if !normal && a.kind != aPanic {
+			c.errGoexits.Add(1)
+		}
+	}()
+	c.r.perform(callEnv{site: hsCtxErr, key: c.key, hc: c}, a)
+	err := c.Context.Err()
+	normal = true
+	return err
 }
 
 // Value answers the test's own probe without the script: only the
