@@ -412,12 +412,7 @@ func (r *run) callback(env callEnv, a action) {
 		cancel() // a wait that cannot wait
 	} else {
 		bound := waitBound
-		// The error handler and the logger also run on a reporter, for
-		// Posts that Discard or a forced Shutdown dropped: a goroutine that
-		// runs no session, whose wait for the key's session (a new one,
-		// by then) may last as long as that session's tasks. Only on the
-		// key's own worker must the wait not happen at all.
-		if key == own && env.site != hsHandler && env.site != hsLogHandle {
+		if key == own {
 			bound = ownBound
 		}
 		wait, cancel = context.WithTimeout(base, bound)

@@ -1,7 +1,10 @@
 package seqsched
 
 // How a session retires: its worker found its queues empty (worker.go's
-// advance calls retire under the shard lock, then finish after it). A
+// advance calls retire under the shard lock, then finish after it); a
+// session that had no worker yet retires the same way when Discard empties
+// it in the ready queue (slots.go's retireQueued) or a forced Shutdown
+// does (end.go's abort). A
 // closing session is forgotten and its drain settled, and a successor it
 // held back is released; any other stays, pinned by its handles or as an
 // idle record, counted by what it rests as (setRest). The states are on
