@@ -83,8 +83,11 @@ func (s *Scheduler[K]) end(ctx context.Context, c caller[K], sh *shard[K], sess 
 		// The key's whole backlog: sess's, and that of the closing
 		// sessions it is held back behind (see succeed).
 		for p := sess; p != nil; p = p.pred {
+			n := len(dropped)
 			dropped = sh.discard(p, dropped)
-			sh.holdBack(p) // a successor emptied: held back, with no work now
+			if len(dropped) > n {
+				sh.holdBack(p)
+			}
 			if p.cur != nil {
 				cur = p.cur
 			}

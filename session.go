@@ -142,11 +142,13 @@ func (sh *shard[K]) unhold(sess *session[K]) (last bool) {
 	return sess.handles == 0
 }
 
-// wake makes sess, which has just been given a task and is not
-// scheduled, active: it stops counting as idle or pinned and, unless it is
-// held back behind a predecessor, is scheduled (activate). Called with
-// sh.mu held.
+// wake makes sess, which has just been given a task, active: it stops
+// counting as idle or pinned and, unless it is held back behind a
+// predecessor, is scheduled (activate). Called with sh.mu held.
 func (s *Scheduler[K]) wake(sh *shard[K], sess *session[K]) (start, starter bool) {
+	if sess.scheduled {
+		return false, false
+	}
 	sh.setRest(sess, restNone)
 	if sess.pred != nil {
 		return false, false

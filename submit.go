@@ -208,10 +208,7 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) error {
 	t.lanes = &sess.lanes
 	sh.submitted++
 	sh.enqueue(sess, t)
-	var start, starter bool
-	if !sess.scheduled { // else its worker, or its place in a queue, takes t: no call on the common path
-		start, starter = s.wake(sh, sess)
-	}
+	start, starter := s.wake(sh, sess)
 	sh.mu.Unlock()
 	switch {
 	case start:

@@ -143,6 +143,7 @@ func (w *worker[K]) reset() {
 		w.dropped, w.drains, w.dshards = w.dropped[:0], w.drains[:0], w.dshards[:0]
 	}
 	w.ret.reset()
+	w.logs.written()
 }
 
 func (w *worker[K]) loop() {
