@@ -43,24 +43,11 @@
 //     one this consumer resolved recently (an answer lost on the way), is
 //     recognised by its stream sequence and not handled again (Stats.
 //     Duplicates).
-//   - Duplicates by key, on a pinned consumer: while an instance holds the
-//     pin, it remembers per key the highest stream sequence it resolved
-//     (acked after the handler returned nil, or terminated). Per-key order
-//     resolved every earlier message of the key first (or holds it still,
-//     if a High one overtook it), so a redelivery at or below it that is
-//     not held is acked (terminated, if it is that terminated message
-//     itself) without its handler. The memory starts empty with each pin
-//     gained. On a plain consumer, which several instances may share, a
-//     lower sequence may be a message another instance left unapplied, so
-//     only the sequence rule applies.
 //   - Bounds per consumer: each JetStream consumer holds at most its
 //     MaxAckPending messages, which must be at most WithMaxBuffered (checked
 //     by NewConsumer). Memory is bounded by the sum over consumers, whatever
 //     the backlog or the number of keys: idle keys cost nothing (seqsched
-//     forgets them) and the redelivery memory is fixed per consumer,
-//     4 × WithMaxBuffered sequences and, on a pinned consumer, as many
-//     keys (the key updated least recently is forgotten first). A
-//     redelivery older than what it remembers runs its handler again.
+//     forgets them) and the redelivery memory is a fixed ring per consumer.
 //   - Independence: each JetStream consumer has its own fetch goroutine,
 //     bound and lock. A stuck key can stall at most its own consumer, once
 //     its messages fill that consumer's MaxAckPending (the server then
@@ -94,12 +81,11 @@
 //
 // Delivery is at least once: a message whose handler ran but whose
 // acknowledgement did not reach the server (the instance died, or lost its
-// partition) runs again on the next owner. (An acknowledgement lost while
-// the instance keeps its pin makes a duplicate by key, see above, as far
-// as the memory reaches.) Because order holds, a handler can skip a message whose stream sequence is at or
-// below the last one it applied for its key, as examples/jetstream's store
-// does. The pin is not a fencing token: an instance that stalls longer
-// than PinnedTTL may still be running a handler when another takes over.
+// partition) runs again. Because order holds, a handler can skip a
+// message whose stream sequence is at or below the last one it applied for
+// its key, as examples/jetstream's store does. The pin is not a fencing
+// token: an instance that stalls longer than PinnedTTL may still be
+// running a handler when another takes over.
 //
 // # Design notes
 //
@@ -110,8 +96,7 @@
 // started by Run) keeps one pull outstanding, sized to the room under the
 // bound, and takes each message: settles its epoch from its pin header,
 // computes its key, answers duplicates (resolved.go remembers what was
-// answered, by sequence and, for the epoch of a pinned consumer, by key),
-// holds and submits new ones. Each message's task (process.go)
+// answered), holds and submits new ones. Each message's task (process.go)
 // runs its attempts, backoffs, dead-letter calls and its final answer as a
 // sequence of steps. Every answer to the server (answer.go: Ack, Term,
 // Nak, and the InProgress timer) is sent under the partition's gate, after

@@ -60,7 +60,6 @@ type partition struct {
 	cuMine   int              // catching up: held messages at or below cuD
 	waiting  []*held          // held back while catching up
 	resolved resolvedSet      // recently resolved, to recognise their redeliveries
-	applied  appliedKeys      // pinned: per key, the highest resolved in this epoch (see resolved.go)
 	closing  bool             // Close has begun: deliveries are given back
 	closed   bool             // Close has ended: nothing more is sent
 	drained  chan struct{}    // made by drainedCh, closed once held is empty while closing
@@ -180,7 +179,6 @@ func (p *partition) endLocked() (int, context.CancelFunc) {
 	}
 	clear(p.held)
 	p.waiting, p.catchUp = nil, false
-	p.applied.reset() // a message this epoch dropped may come back behind one it applied
 	p.checkDrainedLocked()
 	return n, p.ecancel
 }
@@ -218,7 +216,7 @@ func (p *partition) dispatch(h *held) {
 		// goes on; this one needs no answer.
 		p.st.duplicates.Add(1)
 	default:
-		if termed, ok := p.resolvedLocked(h); ok {
+		if termed, ok := p.resolved.get(h.seq); ok {
 			// Resolved here before, and the answer was lost: answer again.
 			p.mu.Unlock()
 			if termed {
@@ -247,27 +245,6 @@ func (p *partition) dispatch(h *held) {
 	if submit != nil {
 		p.submit(submit)
 	}
-}
-
-// resolvedLocked reports whether h, a delivery not held, was resolved
-// here already, and whether it was terminated: by its sequence, or, on a
-// pinned consumer, by its key's highest resolved sequence in this epoch
-// (see resolved.go). Called with mu held.
-func (p *partition) resolvedLocked(h *held) (termed, ok bool) {
-	if termed, ok := p.resolved.get(h.seq); ok {
-		return termed, true
-	}
-	if p.group == "" {
-		return false, false
-	}
-	seq, termed, ok := p.applied.get(h.key.key)
-	switch {
-	case !ok || h.seq > seq:
-		return false, false
-	case h.seq == seq:
-		return termed, true
-	}
-	return false, true // an earlier message of its key: its own answer is forgotten
 }
 
 // submit queues h's task on its key's session.
