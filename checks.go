@@ -29,6 +29,7 @@ var (
 
 	checkTokens     bool
 	tokenViolations atomic.Int64
+	firstViolation  atomic.Pointer[string] // the stack of the first token violation
 
 	checkLocks     atomic.Bool
 	lockViolations atomic.Int64
@@ -102,4 +103,14 @@ func (l *mutex) Unlock() {
 		unlocked()
 	}
 	l.m.Unlock()
+}
+
+// tokenViolation counts a token violation and keeps the stack of the
+// first one, for the test that finds it to print.
+func tokenViolation() {
+	if tokenViolations.Add(1) == 1 {
+		buf := make([]byte, 16<<10)
+		st := string(buf[:runtime.Stack(buf, false)])
+		firstViolation.Store(&st)
+	}
 }

@@ -15,6 +15,14 @@ func init() { checkTokens = true }
 // binary, that left fewer live tokens than running workers.
 func TokenViolations() int64 { return tokenViolations.Load() }
 
+// FirstTokenViolation is the stack of the first token violation, if any.
+func FirstTokenViolation() string {
+	if p := firstViolation.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // CheckLocks switches the lock check on (see checkLocks) and returns a
 // func that switches it off and reports the violations seen meanwhile, and
 // how many calls of user code it looked at. Tests that use it must not run

@@ -189,7 +189,7 @@ func (s *Scheduler[K]) takeToken() {
 func (s *Scheduler[K]) release(n int64) {
 	v := s.live.Add(-n)
 	if checkTokens && s.slack.Add(-n) < 0 {
-		tokenViolations.Add(1) // a worker runs without a token: Shutdown could return under it
+		tokenViolation() // a worker runs without a token: Shutdown could return under it
 	}
 	if v == 0 && s.sealed.Load() {
 		s.quietOnce.Do(func() { close(s.quiet) })

@@ -9,10 +9,29 @@ import (
 // theirs back after an Await. Every freed slot goes first to a resumer, then
 // to the head of the ready queue; only then is it counted free.
 type slots[K comparable] struct {
-	mu             mutex
-	running        int        // slots held by goroutines that may run a task now
-	sessionFIFO[K]            // sessions waiting for a slot to start a turn
-	resumers       []*resumer // tasks back from an Await, waiting for a slot
+	mu       mutex
+	running  int            // slots held by goroutines that may run a task now
+	ready    sessionFIFO[K] // sessions waiting for a slot to start a turn, each with a live token
+	resumers []*resumer     // tasks back from an Await, waiting for a slot
+}
+
+// push queues sess, with the live token it holds, in the ready queue.
+// Under checkTokens the token is counted as the queue's, not a worker's
+// (see checks.go), so that a token lost while its session waits shows.
+func (q *slots[K]) push(s *Scheduler[K], sess *session[K]) {
+	q.ready.push(sess)
+	if checkTokens {
+		s.slack.Add(-1)
+	}
+}
+
+// pop takes the ready queue's head, if any, with its live token.
+func (q *slots[K]) pop(s *Scheduler[K]) *session[K] {
+	sess := q.ready.pop()
+	if checkTokens && sess != nil {
+		s.slack.Add(1)
+	}
+	return sess
 }
 
 // resumer is a caller of a wait waiting to take its slot back; granted is
@@ -82,11 +101,11 @@ func (q *slots[K]) cancelBack(ls *lentSlot) {
 // handOn passes on a slot its holder gives up: to the oldest resumer, else
 // to the head of the ready queue, which it returns for the caller to run;
 // with neither, the slot is freed. Called with mu held.
-func (q *slots[K]) handOn() *session[K] {
+func (q *slots[K]) handOn(s *Scheduler[K]) *session[K] {
 	if q.grantResumer() {
 		return nil
 	}
-	sess := q.pop()
+	sess := q.pop(s)
 	if sess == nil {
 		q.running--
 	}
@@ -109,7 +128,7 @@ func (s *Scheduler[K]) claimSlot(sess *session[K]) bool {
 		// After a forced shutdown nobody serves the ready queue: start the
 		// session anyway, it finds its queues emptied and retires.
 		if s.slots.running >= max && !s.forced.Load() {
-			s.slots.push(sess)
+			s.slots.push(s, sess)
 			s.slots.mu.Unlock()
 			return false
 		}
@@ -141,10 +160,10 @@ func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K]) {
 			// sess waits with a token of its own, taken before another
 			// goroutine can pop it; the worker exits with its own.
 			s.takeToken()
-			s.slots.push(sess)
+			s.slots.push(s, sess)
 			next = nil
-		} else if head := s.slots.pop(); head != nil {
-			s.slots.push(sess)
+		} else if head := s.slots.pop(s); head != nil {
+			s.slots.push(s, sess)
 			next = head // head's live token passes to sess
 		}
 	}
@@ -164,7 +183,7 @@ func (s *Scheduler[K]) passSlot() *session[K] {
 		return nil
 	}
 	s.slots.mu.Lock()
-	sess := s.slots.handOn()
+	sess := s.slots.handOn(s)
 	s.slots.mu.Unlock()
 	if sess != nil {
 		s.release(1) // its token merges into this worker's
@@ -199,7 +218,7 @@ func (s *Scheduler[K]) lend(ls *lentSlot) bool {
 		ls.lent = true
 		// After a forced Shutdown the head still starts: it finds its
 		// queues emptied and retires, releasing its token.
-		if head := s.slots.handOn(); head != nil {
+		if head := s.slots.handOn(s); head != nil {
 			s.startWorker(head) // head's live token moves to the worker
 		}
 	}
@@ -268,7 +287,7 @@ func (s *Scheduler[K]) retireQueued(sh *shard[K], sess *session[K], r *retiremen
 	}
 	s.slots.mu.Lock()
 	defer s.slots.mu.Unlock()
-	q := &s.slots.sessionFIFO
+	q := &s.slots.ready
 	var prev *session[K]
 	for p := q.head; p != nil; prev, p = p, p.link {
 		if p != sess {
@@ -291,6 +310,9 @@ func (s *Scheduler[K]) retireQueued(sh *shard[K], sess *session[K], r *retiremen
 			}
 		}
 		sess.link = nil
+		if checkTokens && r.then == nil {
+			s.slack.Add(1) // sess's token left the queue with it
+		}
 		return true
 	}
 	return false
@@ -301,7 +323,7 @@ func (s *Scheduler[K]) retireQueued(sh *shard[K], sess *session[K], r *retiremen
 func (s *Scheduler[K]) abortSlots() (waiting []*session[K]) {
 	s.slots.mu.Lock()
 	defer s.slots.mu.Unlock()
-	for sess := s.slots.pop(); sess != nil; sess = s.slots.pop() {
+	for sess := s.slots.pop(s); sess != nil; sess = s.slots.pop(s) {
 		waiting = append(waiting, sess)
 	}
 	for len(s.slots.resumers) > 0 {

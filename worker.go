@@ -96,7 +96,7 @@ func (s *Scheduler[K]) launch(sess *session[K]) {
 // identity's tags. If user code calls runtime.Goexit, carryOn takes over.
 func (w *worker[K]) goroutine() {
 	if checkTokens && w.s.slack.Add(-1) < 0 {
-		tokenViolations.Add(1) // a worker started without a token
+		tokenViolation() // a worker started without a token
 	}
 	if w.goexit != outcomeNone { // this goroutine takes over after a Goexit
 		w.t.job.settle(ErrGoexit, w.goexit)
