@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -377,7 +378,12 @@ const (
 	// release, so a wait this long is a wait on itself.
 	waitBound = 20 * time.Second
 	// ownBound is waitBound for a wait on the caller's own key from code a
-	// worker runs, which must not wait at all (ErrWouldDeadlock).
+	// worker runs, which must not wait at all (ErrWouldDeadlock): from a
+	// task's fn it counts from the call; from a callback (handler, logger,
+	// weight), which may run for the key on a goroutine that is not the
+	// key's worker (a reporter) and then rightly waits for the key's work,
+	// it counts from the end of the plan, when the gates that work may wait
+	// for are released (see ownWait).
 	ownBound = 2 * time.Second
 	// callBound: a callback that has not returned by then is reported.
 	callBound = 30 * time.Second
@@ -411,11 +417,14 @@ func (r *run) callback(env callEnv, a action) {
 		wait, cancel = context.WithCancel(base)
 		cancel() // a wait that cannot wait
 	} else {
-		bound := waitBound
-		if key == own {
-			bound = ownBound
+		switch {
+		case key == own && env.site == hsFn:
+			wait, cancel = context.WithTimeout(base, ownBound)
+		case key == own:
+			wait, cancel = r.ownWait(base)
+		default:
+			wait, cancel = context.WithTimeout(base, waitBound)
 		}
-		wait, cancel = context.WithTimeout(base, bound)
 	}
 	defer cancel()
 	// ErrWouldDeadlock is the answer for a wait on the caller's own session;
@@ -989,5 +998,61 @@ func (r *run) badHandles() {
 				}
 			}
 		}()
+	}
+}
+
+// ownWait makes the ctx of a callback's wait on its own key: it ends with
+// context.DeadlineExceeded ownBound after the plan's end (r.planEnd), or
+// at waitBound, whichever is first. Before the plan's end the key's work
+// may wait for a gate the driver has not released: the wait is then on
+// that work, not on the caller's own goroutine, and a slow driver (a
+// loaded CI machine) must not make it look like one.
+func (r *run) ownWait(base context.Context) (context.Context, context.CancelFunc) {
+	outer, cancelOuter := context.WithTimeout(base, waitBound)
+	w := &boundCtx{Context: outer, done: make(chan struct{})}
+	stopOuter := context.AfterFunc(outer, func() { w.end(outer.Err()) })
+	var mu sync.Mutex
+	var timer *time.Timer
+	stopEnd := context.AfterFunc(r.planEnd, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		timer = time.AfterFunc(ownBound, func() { w.end(context.DeadlineExceeded) })
+	})
+	return w, func() {
+		stopEnd()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		stopOuter()
+		cancelOuter()
+		w.end(context.Canceled)
+	}
+}
+
+// boundCtx is a ctx that ends when end is first called, with its error;
+// values and deadline are the embedded ctx's.
+type boundCtx struct {
+	context.Context
+	done chan struct{}
+	mu   sync.Mutex
+	err  error
+}
+
+func (c *boundCtx) Done() <-chan struct{} { return c.done }
+
+func (c *boundCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *boundCtx) end(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+		close(c.done)
 	}
 }

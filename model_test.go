@@ -549,11 +549,12 @@ type run struct {
 	s          *seqsched.Scheduler[int]
 	inj        injector
 	gates      []chan struct{}
-	quiet      atomic.Bool // a Shutdown returned nil: no user code may run from now on
-	quietAt    int         // the tick when quiet was first set
-	late       bool        // something ran after quiet: the failure shows the trace
-	badWeight  atomic.Bool // the weight function returned a weight out of range
-	logDropped atomic.Bool // a panic or Goexit left the logger's Enabled: a record was dropped
+	quiet      atomic.Bool     // a Shutdown returned nil: no user code may run from now on
+	quietAt    int             // the tick when quiet was first set
+	planEnd    context.Context // ends once the driver released every gate (see ownWait)
+	late       bool            // something ran after quiet: the failure shows the trace
+	badWeight  atomic.Bool     // the weight function returned a weight out of range
+	logDropped atomic.Bool     // a panic or Goexit left the logger's Enabled: a record was dropped
 	// handlerExits counts the error handler's calls that ended in a panic
 	// or a Goexit, whatever code inside them caused it.
 	handlerExits [nAkinds]atomic.Int32
@@ -641,6 +642,9 @@ func runModel(p plan) []string {
 		return []string{err.Error()}
 	}
 	r.s = s
+	planEnd, endPlan := context.WithCancel(context.Background())
+	defer endPlan()
+	r.planEnd = planEnd
 	r.gates = make([]chan struct{}, p.gates)
 	for i := range r.gates {
 		r.gates[i] = make(chan struct{})
@@ -789,6 +793,7 @@ func runModel(p plan) []string {
 	for _, cancel := range blockCancels {
 		cancel()
 	}
+	endPlan()
 	r.mu.Lock()
 	r.closing = true
 	r.mu.Unlock()
@@ -822,7 +827,7 @@ func runModel(p plan) []string {
 		r.failf("goroutines left after Shutdown: %v", err)
 	}
 	if n := seqsched.TokenViolations() - tokensBefore; n != 0 {
-		r.failf("%d releases left fewer live tokens than running workers", n)
+		r.failf("%d releases left fewer live tokens than running workers and waiting sessions; the first:\n%s", n, seqsched.FirstTokenViolation())
 	}
 	r.check()
 	if r.late {
