@@ -10,10 +10,10 @@ import (
 // costs a predictable branch.
 //
 // checkTokens makes every release check that the live tokens cover the
-// workers still running, and count in tokenViolations each time they do
-// not; Scheduler.slack keeps tokens minus workers in one counter, so that
-// the check reads one consistent value, and is 0 once the scheduler is
-// quiet.
+// workers still running and the sessions waiting in the ready queue (each
+// holds one), and count in tokenViolations each time they do not;
+// Scheduler.slack keeps tokens minus both in one counter, so that the
+// check reads one consistent value, and is 0 once the scheduler is quiet.
 //
 // checkLocks makes the shard and slots locks record which goroutine holds
 // them, and try count in lockViolations every call of user code made while

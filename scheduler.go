@@ -88,7 +88,7 @@ type Scheduler[K comparable] struct {
 	// closed unset takes, and only then (sealed) may live reaching zero
 	// end it; a worker gives its token back as its last act.
 	live      atomic.Int64
-	slack     atomic.Int64 // live tokens minus running workers; kept only under checkTokens
+	slack     atomic.Int64 // live tokens minus running workers and sessions in the ready queue; kept only under checkTokens
 	closed    atomic.Bool  // Shutdown began: Submit fails
 	sealed    atomic.Bool  // Shutdown's barrier passed: no token can be taken from zero; quiet once live is 0
 	forced    atomic.Bool  // Shutdown gave up: no task starts
