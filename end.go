@@ -179,8 +179,7 @@ func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 			s.shards[i].mu.Lock()
 			s.shards[i].mu.Unlock() //nolint:staticcheck // empty critical section is the point
 		}
-		s.sealed.Store(true)
-		s.release(0) // quiet now if every token is back already
+		s.seal() // quiet now if every token is back already
 	})
 	if c.t != nil || c.w != nil {
 		return ErrWouldDeadlock // the caller's own goroutine keeps the scheduler busy

@@ -38,3 +38,6 @@ func CheckLocks() (stop func() (violations, checked int64)) {
 
 // Slack returns s's live tokens minus its running workers (0 when quiet).
 func Slack[K comparable](s *Scheduler[K]) int64 { return s.slack.Load() }
+
+// Live returns s's live tokens.
+func Live[K comparable](s *Scheduler[K]) int64 { return s.tokens() }

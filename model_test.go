@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -609,6 +610,16 @@ func (r *run) goQuiet() {
 	defer r.mu.Unlock()
 	if !r.quiet.Load() {
 		r.quietAt = r.tick()
+		var running []int
+		for rc := range r.active {
+			running = append(running, rc.id)
+		}
+		if len(running) > 0 {
+			slices.Sort(running)
+			r.errs = append(r.errs, fmt.Sprintf("Shutdown returned nil while tasks %v ran (live tokens %d, slack %d)",
+				running, seqsched.Live(r.s), seqsched.Slack(r.s)))
+			r.late = true
+		}
 	}
 	r.quiet.Store(true)
 }

@@ -85,12 +85,13 @@ type Scheduler[K comparable] struct {
 	// holding one is on its way. A token is taken under the lock that
 	// publishes what holds it, so Shutdown's barrier (closed set, then
 	// every shard lock taken once) sees every token a Submit that saw
-	// closed unset takes, and only then (sealed) may live reaching zero
-	// end it; a worker gives its token back as its last act.
+	// closed unset takes, and only then may live reaching zero end it:
+	// the barrier adds sealedBit, and the scheduler is quiet when live is
+	// sealedBit, read from the one atomic operation that made it so. A
+	// worker gives its token back as its last act.
 	live      atomic.Int64
 	slack     atomic.Int64 // live tokens minus running workers and sessions in the ready queue; kept only under checkTokens
 	closed    atomic.Bool  // Shutdown began: Submit fails
-	sealed    atomic.Bool  // Shutdown's barrier passed: no token can be taken from zero; quiet once live is 0
 	forced    atomic.Bool  // Shutdown gave up: no task starts
 	quiet     chan struct{}
 	quietOnce sync.Once
@@ -174,6 +175,26 @@ func (s *Scheduler[K]) Queued(key K) (high, normal int) {
 	return 0, 0
 }
 
+// sealedBit is added to live once Shutdown's barrier passed (seal), so
+// that "no token left, after the barrier" is one value of one word. A
+// release decides from the value its own decrement returned: with a
+// separate flag, a release that gave back the last token before Shutdown
+// began, and was preempted before it read the flag, read it set later and
+// ended Shutdown while tokens taken since were held. The live tokens
+// never come near it.
+const sealedBit = 1 << 40
+
+// tokens returns the live tokens, without sealedBit.
+func (s *Scheduler[K]) tokens() int64 { return s.live.Load() &^ sealedBit }
+
+// seal marks Shutdown's barrier passed, and the scheduler quiet if no
+// token is held.
+func (s *Scheduler[K]) seal() {
+	if s.live.Add(sealedBit) == sealedBit {
+		s.quietOnce.Do(func() { close(s.quiet) })
+	}
+}
+
 // takeToken takes a live token (see live).
 func (s *Scheduler[K]) takeToken() {
 	s.live.Add(1)
@@ -183,15 +204,18 @@ func (s *Scheduler[K]) takeToken() {
 }
 
 // release gives back n live tokens and reports the scheduler quiet if that
-// was the last once Shutdown's barrier passed. Not once closed is set: a
-// Submit that saw closed unset may hold its shard lock, about to take a
-// token, until the barrier has passed it.
+// was the last once Shutdown's barrier passed (see sealedBit). Not once
+// closed is set: a Submit that saw closed unset may hold its shard lock,
+// about to take a token, until the barrier has passed it.
 func (s *Scheduler[K]) release(n int64) {
 	v := s.live.Add(-n)
+	if hook := releaseHook.Load(); hook != nil {
+		(*hook)(s, v)
+	}
 	if checkTokens && s.slack.Add(-n) < 0 {
 		tokenViolation() // a worker runs without a token: Shutdown could return under it
 	}
-	if v == 0 && s.sealed.Load() {
+	if v == sealedBit {
 		s.quietOnce.Do(func() { close(s.quiet) })
 	}
 }

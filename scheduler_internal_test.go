@@ -4,7 +4,9 @@ import (
 	"context"
 	"reflect"
 	"runtime"
+	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/require"
 )
@@ -110,4 +112,53 @@ func TestNotQuietBeforeShutdownsBarrier(t *testing.T) {
 	default:
 		t.Fatal("Shutdown returned nil but the scheduler is not quiet")
 	}
+}
+
+// A release that gave back the last live token before Shutdown began must
+// not end Shutdown: by the time it asks whether Shutdown has sealed, new
+// tokens may have been taken, and the scheduler is busy again. (CI's
+// fuzzing of the model found this: a worker that exited early in a plan
+// was preempted between its decrement and that question, and when it
+// resumed, after the final Shutdown's barrier, it ended Shutdown while
+// other sessions' tasks ran; FuzzModel inputs 81f856969e868893,
+// eef18bb43b398c91.)
+func TestNotQuietFromAReleaseThatSawZeroBeforeShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := New[int]()
+		require.NoError(t, err)
+		paused, resume := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		hook := func(of any, left int64) {
+			if of == s && left == 0 {
+				once.Do(func() { close(paused); <-resume })
+			}
+		}
+		releaseHook.Store(&hook)
+		defer releaseHook.Store(nil)
+
+		first, err := s.Go(context.Background(), 1, func(context.Context) error { return nil })
+		require.NoError(t, err)
+		<-paused // key 1's worker gave back the last token; it has not decided yet
+		_, err = first.Await(context.Background())
+		require.NoError(t, err)
+
+		gate := make(chan struct{})
+		busy, err := s.Go(context.Background(), 2, func(context.Context) error { <-gate; return nil })
+		require.NoError(t, err)
+		shut := make(chan error, 1)
+		go func() { shut <- s.Shutdown(context.Background()) }()
+		synctest.Wait() // key 2's task waits on gate; Shutdown has sealed and waits
+
+		close(resume)
+		synctest.Wait() // key 1's worker has finished its release and exited
+		select {
+		case err := <-shut:
+			t.Fatalf("Shutdown returned %v while key 2's task was running", err)
+		default:
+		}
+		close(gate)
+		_, err = busy.Await(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, <-shut)
+	})
 }

@@ -147,7 +147,7 @@ func (s *Scheduler[K]) claimSlot(sess *session[K]) bool {
 // (sessions in a start queue count: their starter is one).
 func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K]) {
 	if s.opts.maxConcurrency == 0 {
-		if s.live.Load() > 1 {
+		if s.tokens() > 1 {
 			s.yields.Add(1)
 			runtime.Gosched()
 		}
