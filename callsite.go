@@ -348,14 +348,25 @@ func (c caller[K]) runs(sess *session[K]) bool {
 	return false
 }
 
-// reports reports whether the caller is a reporter that d waits for: a
-// callback it runs (the error handler, the logger) cannot wait for d.
-func (c caller[K]) reports(d *drain) bool {
+// reports reports whether the caller is a reporter (a callback it runs:
+// the error handler, the logger) that must not wait for d, the drain of
+// sess: d waits for it, or it reports a failure of sess's key. A reporter
+// counts as run for every session of the keys it reports, as a worker
+// does for its session and the successors behind it: two reporters of
+// one key, each in a callback waiting for the drain of a session the
+// other's drain waits for (a successor; the closing session), would
+// otherwise wait for each other for ever.
+func (c caller[K]) reports(sess *session[K], d *drain) bool {
 	if c.w == nil {
 		return false
 	}
 	for _, x := range c.w.drains {
 		if x == d {
+			return true
+		}
+	}
+	for _, t := range c.w.dropped {
+		if p, ok := t.job.(*posted[K]); ok && p.key == sess.key {
 			return true
 		}
 	}

@@ -110,7 +110,7 @@ func (s *Scheduler[K]) end(ctx context.Context, c caller[K], sh *shard[K], sess 
 	// retires now rather than when its turn in the ready queue comes.
 	var r retirement[K]
 	unqueued := discard && sess.scheduled && s.retireQueued(sh, sess, &r)
-	self := c.runs(sess) || c.reports(d)
+	self := c.runs(sess) || c.reports(sess, d)
 	sh.mu.Unlock()
 	for i, t := range dropped {
 		t.job.wake(waiters[i])
