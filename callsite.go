@@ -350,14 +350,15 @@ func (c caller[K]) runs(sess *session[K]) bool {
 
 // reports reports whether the caller is a reporter (a callback it runs:
 // the error handler, the logger) that must not wait for d, the drain of
-// sess: d waits for it, or it reports a failure of sess's key. A reporter
-// counts as run for every session of the keys it reports, as a worker
-// does for its session and the successors behind it: two reporters of
-// one key, each in a callback waiting for the drain of a session the
-// other's drain waits for (a successor; the closing session), would
-// otherwise wait for each other for ever.
+// sess: d waits for it, or it is a Discard's reporter (drains wait for
+// it) of sess's key. Such a reporter counts as run for every session of
+// its key, as a worker does for its session and the successors behind it:
+// two reporters of one key, each in a callback waiting for the drain of a
+// session the other's drain waits for (a successor; the closing session),
+// would otherwise wait for each other for ever. A forced Shutdown's
+// reporter, which no drain waits for, counts as neither.
 func (c caller[K]) reports(sess *session[K], d *drain) bool {
-	if c.w == nil {
+	if c.w == nil || len(c.w.drains) == 0 {
 		return false
 	}
 	for _, x := range c.w.drains {

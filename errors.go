@@ -37,8 +37,8 @@ var (
 	// task of the very session they would wait for (or a callback run for
 	// it), and [Scheduler.Shutdown] called from any task or callback of its
 	// scheduler. The error handler and the logger, called to report a
-	// failure of a posted task of a key, count as run for every session of
-	// that key. Remove, Discard, Close and Shutdown have done the rest of
+	// posted task of a key that Discard dropped, count as run for every
+	// session of that key. Remove, Discard, Close and Shutdown have done the rest of
 	// their work when they return it. See Future.Await for how a task is
 	// known.
 	ErrWouldDeadlock = errors.New("seqsched: would deadlock")
