@@ -62,7 +62,9 @@
 // Several instances may share a plain consumer: each gets some of the
 // messages, so order holds within an instance only, and a message that one
 // instance held when it died is redelivered, after its AckWait, possibly to
-// another instance and after later messages of its key.
+// another instance and after later messages of its key. So is a delivery
+// lost on its way to an instance (a pull that ended while it was in
+// flight, a reconnect).
 //
 // For order across instances (and across restarts of a single one),
 // partition the stream with a subject transform such as
@@ -75,9 +77,12 @@
 // messages the previous owner left unacknowledged have come back to it,
 // then runs them in stream order. So per-key order holds across the
 // hand-over, which a plain redelivery does not give (JetStream redelivers
-// in no particular order, and newer messages may come first). An instance
-// that loses its pin drops its queued messages unrun and sends nothing
-// more for them.
+// in no particular order, and newer messages may come first). An owner
+// also catches up again when a delivery to it was lost on its way: every
+// delivery under its pin is its own, so a gap in the consumer's delivery
+// sequence shows the loss, and it holds back what follows until the lost
+// message is redelivered, after its AckWait. An instance that loses its
+// pin drops its queued messages unrun and sends nothing more for them.
 //
 // Delivery is at least once: a message whose handler ran but whose
 // acknowledgement did not reach the server (the instance died, or lost its
@@ -85,7 +90,12 @@
 // message whose stream sequence is at or below the last one it applied for
 // its key, as examples/jetstream's store does. The pin is not a fencing
 // token: an instance that stalls longer than PinnedTTL may still be
-// running a handler when another takes over.
+// running a handler when another takes over, and one whose fetch goroutine
+// stalls (in a key function, say) while the pin moves may still take and
+// answer a message that the server has since redelivered to the new owner:
+// the new owner's catch-up counts that message as one it holds, and may
+// end while another message the stalled instance had is still to come
+// back, behind later ones of its key.
 //
 // # Design notes
 //

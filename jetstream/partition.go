@@ -29,6 +29,18 @@ import (
 // the messages this instance holds (checkCatchUp). Then they are submitted
 // in stream order, and per-key order holds across the hand-over.
 //
+// A pinned epoch also catches up again when a delivery of its own was
+// lost on its way (a pull that ended while messages were in flight to it,
+// a reconnect): the server redelivers such a message only after its
+// AckWait, after the deliveries that followed it. Every delivery the
+// server makes under the epoch's pin goes to this instance, one after the
+// other in the consumer's delivery sequence, so a gap in that sequence
+// tells of the loss (noteDeliveryLocked), and the deliveries from the gap
+// on are held back until the lost ones are back. The messages submitted
+// before the gap need not wait: the lost deliveries came after them, so
+// they are later messages, or redeliveries of ones this epoch holds or
+// resolved.
+//
 // Lock order: gate, then mu. Neither is held while user code runs.
 type partition struct {
 	c      *Consumer
@@ -58,6 +70,7 @@ type partition struct {
 	cuNeed   int              // catching up: the server's unacknowledged count at the last check; -1 before one
 	cuD      uint64           // catching up: the server's last delivered sequence at that check
 	cuMine   int              // catching up: held messages at or below cuD
+	lastDel  uint64           // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
 	waiting  []*held          // held back while catching up
 	resolved resolvedSet      // recently resolved, to recognise their redeliveries
 	closing  bool             // Close has begun: deliveries are given back
@@ -98,7 +111,8 @@ const (
 type held struct {
 	p     *partition
 	msg   jetstream.Msg
-	seq   uint64
+	seq   uint64 // stream sequence
+	del   uint64 // consumer sequence: which delivery of the consumer this is
 	key   sessionKey
 	high  bool
 	epoch uint64
@@ -130,7 +144,32 @@ func (p *partition) startEpochLocked(pin string) {
 	p.epoch++
 	p.owned, p.pin = true, pin
 	p.ectx, p.ecancel = context.WithCancel(p.c.life)
-	p.catchUp, p.cuNeed = p.group != "", -1
+	p.lastDel = 0
+	p.catchUp = false
+	if p.group != "" {
+		p.beginCatchUpLocked()
+	}
+}
+
+// beginCatchUpLocked starts a catch-up (see the type comment); its first
+// check is due at once. Called with mu held.
+func (p *partition) beginCatchUpLocked() {
+	p.catchUp, p.cuNeed, p.cuD, p.cuMine = true, -1, 0, 0
+}
+
+// noteDeliveryLocked follows a pinned epoch's deliveries by their consumer
+// sequence: one that does not follow the last means deliveries were lost
+// on their way, and the epoch catches up again (see the type comment).
+// Called with mu held, for every delivery the epoch takes, duplicates
+// included.
+func (p *partition) noteDeliveryLocked(del uint64) {
+	if p.group == "" {
+		return
+	}
+	if p.lastDel != 0 && del != p.lastDel+1 && !p.catchUp {
+		p.beginCatchUpLocked()
+	}
+	p.lastDel = del
 }
 
 // followPin settles the epoch a delivery under pin belongs to: a pin
@@ -201,6 +240,9 @@ func (p *partition) dispatch(h *held) {
 	var submit *held
 	p.gate.RLock()
 	p.mu.Lock()
+	if !p.closed && !p.closing && p.owned {
+		p.noteDeliveryLocked(h.del)
+	}
 	switch {
 	case p.closed:
 		// Nothing may be sent any more: JetStream redelivers it.
