@@ -43,11 +43,26 @@
 //     one this consumer resolved recently (an answer lost on the way), is
 //     recognised by its stream sequence and not handled again (Stats.
 //     Duplicates).
+//   - Duplicates by key, on a pinned consumer: while an instance holds the
+//     pin, it remembers per key the highest stream sequence it resolved
+//     (acked after the handler returned nil, or terminated). Per-key order
+//     resolved every earlier message of the key first (or holds it still,
+//     if a High one overtook it), so a redelivery at or below it that is
+//     not held is acked (terminated, if it is that terminated message
+//     itself) without its handler. This covers the messages first
+//     delivered since the instance gained the pin; the memory starts empty
+//     with each pin gained. On a plain consumer, which several instances
+//     may share, a lower sequence may be a message another instance (or a
+//     delivery lost on its way) left unapplied, so only the sequence rule
+//     applies.
 //   - Bounds per consumer: each JetStream consumer holds at most its
 //     MaxAckPending messages, which must be at most WithMaxBuffered (checked
 //     by NewConsumer). Memory is bounded by the sum over consumers, whatever
 //     the backlog or the number of keys: idle keys cost nothing (seqsched
-//     forgets them) and the redelivery memory is a fixed ring per consumer.
+//     forgets them) and the redelivery memory is fixed per consumer,
+//     4 × WithMaxBuffered sequences and, on a pinned consumer, as many
+//     keys (the key updated least recently is forgotten first). A
+//     redelivery older than what it remembers runs its handler again.
 //   - Independence: each JetStream consumer has its own fetch goroutine,
 //     bound and lock. A stuck key can stall at most its own consumer, once
 //     its messages fill that consumer's MaxAckPending (the server then
@@ -86,7 +101,9 @@
 //
 // Delivery is at least once: a message whose handler ran but whose
 // acknowledgement did not reach the server (the instance died, or lost its
-// partition) runs again. Because order holds, a handler can skip a
+// partition) runs again on the next owner. (An acknowledgement lost while
+// the instance keeps its pin makes a duplicate by key, see above, as far
+// as the memory reaches.) Because order holds, a handler can skip a
 // message whose stream sequence is at or below the last one it applied for
 // its key, as examples/jetstream's store does. The pin is not a fencing
 // token: an instance that stalls longer than PinnedTTL may still be
@@ -95,7 +112,13 @@
 // answer a message that the server has since redelivered to the new owner:
 // the new owner's catch-up counts that message as one it holds, and may
 // end while another message the stalled instance had is still to come
-// back, behind later ones of its key.
+// back, behind later ones of its key. That message was first delivered
+// before the new owner's pin, so the duplicate rule by key does not take
+// it for a duplicate: it runs, late, but it runs. (Only if a delivery to
+// the new owner was lost on its way in the same catch-up can the miscount
+// hide that delivery instead, which then comes back behind a later
+// message of its key and is taken for a duplicate: a stalled owner, its
+// late answer and a lost delivery at once.)
 //
 // # Design notes
 //
@@ -106,7 +129,8 @@
 // started by Run) keeps one pull outstanding, sized to the room under the
 // bound, and takes each message: settles its epoch from its pin header,
 // computes its key, answers duplicates (resolved.go remembers what was
-// answered), holds and submits new ones. Each message's task (process.go)
+// answered, by sequence and, for the epoch of a pinned consumer, by key),
+// holds and submits new ones. Each message's task (process.go)
 // runs its attempts, backoffs, dead-letter calls and its final answer as a
 // sequence of steps. Every answer to the server (answer.go: Ack, Term,
 // Nak, and the InProgress timer) is sent under the partition's gate, after

@@ -104,7 +104,7 @@ func (p *partition) receive(m jetstream.Msg) {
 			"stream", p.stream, "consumer", p.name, "subject", m.Subject(), "err", err)
 		return
 	}
-	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, del: meta.Sequence.Consumer, at: now()}
+	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, del: meta.Sequence.Consumer, first: meta.NumDelivered == 1, at: now()}
 	if ph := p.c.cfg.priorityHeader; ph != "" {
 		h.high = strings.EqualFold(m.Headers().Get(ph), "high")
 	}

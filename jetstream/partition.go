@@ -71,8 +71,10 @@ type partition struct {
 	cuD      uint64           // catching up: the server's last delivered sequence at that check
 	cuMine   int              // catching up: held messages at or below cuD
 	lastDel  uint64           // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
+	own      uint64           // pinned: the stream sequence of this epoch's first first delivery; 0 before it (see resolvedLocked)
 	waiting  []*held          // held back while catching up
 	resolved resolvedSet      // recently resolved, to recognise their redeliveries
+	applied  appliedKeys      // pinned: per key, the highest resolved in this epoch (see resolved.go)
 	closing  bool             // Close has begun: deliveries are given back
 	closed   bool             // Close has ended: nothing more is sent
 	drained  chan struct{}    // made by drainedCh, closed once held is empty while closing
@@ -113,6 +115,7 @@ type held struct {
 	msg   jetstream.Msg
 	seq   uint64 // stream sequence
 	del   uint64 // consumer sequence: which delivery of the consumer this is
+	first bool   // the message's first delivery
 	key   sessionKey
 	high  bool
 	epoch uint64
@@ -144,7 +147,7 @@ func (p *partition) startEpochLocked(pin string) {
 	p.epoch++
 	p.owned, p.pin = true, pin
 	p.ectx, p.ecancel = context.WithCancel(p.c.life)
-	p.lastDel = 0
+	p.lastDel, p.own = 0, 0
 	p.catchUp = false
 	if p.group != "" {
 		p.beginCatchUpLocked()
@@ -160,16 +163,20 @@ func (p *partition) beginCatchUpLocked() {
 // noteDeliveryLocked follows a pinned epoch's deliveries by their consumer
 // sequence: one that does not follow the last means deliveries were lost
 // on their way, and the epoch catches up again (see the type comment).
+// It also notes the epoch's first first delivery (see resolvedLocked).
 // Called with mu held, for every delivery the epoch takes, duplicates
 // included.
-func (p *partition) noteDeliveryLocked(del uint64) {
+func (p *partition) noteDeliveryLocked(h *held) {
 	if p.group == "" {
 		return
 	}
-	if p.lastDel != 0 && del != p.lastDel+1 && !p.catchUp {
+	if p.lastDel != 0 && h.del != p.lastDel+1 && !p.catchUp {
 		p.beginCatchUpLocked()
 	}
-	p.lastDel = del
+	p.lastDel = h.del
+	if p.own == 0 && h.first {
+		p.own = h.seq
+	}
 }
 
 // followPin settles the epoch a delivery under pin belongs to: a pin
@@ -218,6 +225,7 @@ func (p *partition) endLocked() (int, context.CancelFunc) {
 	}
 	clear(p.held)
 	p.waiting, p.catchUp = nil, false
+	p.applied.reset() // a message this epoch dropped may come back behind one it applied
 	p.checkDrainedLocked()
 	return n, p.ecancel
 }
@@ -241,7 +249,7 @@ func (p *partition) dispatch(h *held) {
 	p.gate.RLock()
 	p.mu.Lock()
 	if !p.closed && !p.closing && p.owned {
-		p.noteDeliveryLocked(h.del)
+		p.noteDeliveryLocked(h)
 	}
 	switch {
 	case p.closed:
@@ -258,7 +266,7 @@ func (p *partition) dispatch(h *held) {
 		// goes on; this one needs no answer.
 		p.st.duplicates.Add(1)
 	default:
-		if termed, ok := p.resolved.get(h.seq); ok {
+		if termed, ok := p.resolvedLocked(h); ok {
 			// Resolved here before, and the answer was lost: answer again.
 			p.mu.Unlock()
 			if termed {
@@ -287,6 +295,36 @@ func (p *partition) dispatch(h *held) {
 	if submit != nil {
 		p.submit(submit)
 	}
+}
+
+// resolvedLocked reports whether h, a delivery not held, was resolved
+// here already, and whether it was terminated: by its sequence, or, on a
+// pinned consumer, by its key's highest resolved sequence in this epoch
+// (see resolved.go). Called with mu held.
+//
+// The key rule is kept to messages first delivered in this epoch (at or
+// above own, for first deliveries come in stream order): a message
+// delivered before it may have been with a previous owner that stalled,
+// and answers of such an owner can end a catch-up early (see the package
+// doc), so one of them may come back after a later message of its key
+// ran here without ever having run itself. What this cannot cover: such
+// a late answer in a catch-up that also waits for a delivery of this
+// epoch lost on its way; the count may then end the catch-up without it.
+func (p *partition) resolvedLocked(h *held) (termed, ok bool) {
+	if termed, ok := p.resolved.get(h.seq); ok {
+		return termed, true
+	}
+	if p.group == "" || p.own == 0 || h.seq < p.own {
+		return false, false
+	}
+	seq, termed, ok := p.applied.get(h.key.key)
+	switch {
+	case !ok || h.seq > seq:
+		return false, false
+	case h.seq == seq:
+		return termed, true
+	}
+	return false, true // an earlier message of its key: its own answer is forgotten
 }
 
 // submit queues h's task on its key's session.
