@@ -203,9 +203,12 @@ func (p *partition) catchUpDue() bool {
 
 // checkCatchUp ends the catch-up once every message the server counts as
 // unacknowledged is one this instance holds: then none is still out with
-// a previous owner, and the held messages run in stream order. Messages
-// delivered after the server's count have a higher sequence than its
-// Delivered.Stream and are not counted.
+// a previous owner or lost on its way, and the held messages run in
+// stream order. Messages delivered after the server's count have a higher
+// sequence than its Delivered.Stream and are not counted. The count
+// relies on every held message being unacknowledged at the server, which
+// only an owner that answers after it lost the pin can break (see the
+// package doc).
 func (p *partition) checkCatchUp(ctx context.Context) {
 	ictx, cancel := context.WithTimeout(ctx, max(p.expiry, time.Second))
 	info, err := p.cons.Info(ictx)

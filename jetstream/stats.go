@@ -40,7 +40,8 @@ type ConsumerStats struct {
 	Owned bool
 	// CatchingUp is true after this instance took the pin over, while it
 	// holds messages back until the previous owner's unacknowledged ones
-	// are back (see the package doc).
+	// are back, and after a delivery to it was lost on its way, until
+	// that one is back (see the package doc).
 	CatchingUp bool
 
 	Received, Acked, Duplicates, Retries, Termed, DeadLettered uint64
