@@ -297,36 +297,6 @@ func (p *partition) dispatch(h *held) {
 	}
 }
 
-// resolvedLocked reports whether h, a delivery not held, was resolved
-// here already, and whether it was terminated: by its sequence, or, on a
-// pinned consumer, by its key's highest resolved sequence in this epoch
-// (see resolved.go). Called with mu held.
-//
-// The key rule is kept to messages first delivered in this epoch (at or
-// above own, for first deliveries come in stream order): a message
-// delivered before it may have been with a previous owner that stalled,
-// and answers of such an owner can end a catch-up early (see the package
-// doc), so one of them may come back after a later message of its key
-// ran here without ever having run itself. What this cannot cover: such
-// a late answer in a catch-up that also waits for a delivery of this
-// epoch lost on its way; the count may then end the catch-up without it.
-func (p *partition) resolvedLocked(h *held) (termed, ok bool) {
-	if termed, ok := p.resolved.get(h.seq); ok {
-		return termed, true
-	}
-	if p.group == "" || p.own == 0 || h.seq < p.own {
-		return false, false
-	}
-	seq, termed, ok := p.applied.get(h.key.key)
-	switch {
-	case !ok || h.seq > seq:
-		return false, false
-	case h.seq == seq:
-		return termed, true
-	}
-	return false, true // an earlier message of its key: its own answer is forgotten
-}
-
 // submit queues h's task on its key's session.
 func (p *partition) submit(h *held) {
 	prio := normal
