@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,4 +131,56 @@ func TestStalledOwnersLateAnswerCostsOrderNotTheMessage(t *testing.T) {
 	st := c.Stats()
 	assert.Zero(t, st.Duplicates, "duplicates")
 	assert.Equal(t, uint64(3), st.Acked, "acks after a handler")
+}
+
+// hangingInfo is a consumer whose Info waits until release is closed (or
+// its ctx ends), as a busy server's answer would; it counts the calls
+// begun and ended.
+type hangingInfo struct {
+	natsjs.Consumer
+	release      chan struct{}
+	begun, ended atomic.Int32
+}
+
+func (h *hangingInfo) Info(ctx context.Context) (*natsjs.ConsumerInfo, error) {
+	h.begun.Add(1)
+	defer h.ended.Add(1)
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return h.Consumer.Info(ctx)
+}
+
+// A catch-up check waits for the server's answer off the fetch goroutine:
+// meanwhile the new owner goes on taking its deliveries (and keeping them
+// in progress) and pulling (and keeping its pin). Were it to wait on the
+// fetch goroutine, deliveries would sit untaken past their AckWait, the
+// server would redeliver them, and the pin would lapse PinnedTTL after
+// the last pull: a previous owner's late answers that a catch-up cannot
+// count.
+func TestCatchUpCheckWaitsForTheServerWithoutHoldingUpDeliveries(t *testing.T) {
+	js, _, consumerFor := pinnedFixture(t) // PinnedTTL 1m
+	hang := &hangingInfo{Consumer: consumerFor(t), release: make(chan struct{})}
+	l := newLedger()
+	c, err := jetstream.NewConsumer([]natsjs.Consumer{hang}, func(ctx context.Context, m natsjs.Msg) error {
+		l.apply("k", seqOf(t, m))
+		return nil
+	}, jetstream.WithMaxBuffered(100), jetstream.WithFetchExpiry(10*time.Second)) // checks wait up to 10s
+	require.NoError(t, err)
+	start(t, c)
+
+	publish(t, js, "k.a", "1") // gains the pin: the catch-up asks for the consumer's info
+	eventually(t, func() bool { return hang.begun.Load() == 1 }, "the catch-up's check asked")
+	for i := 2; i <= 5; i++ {
+		publish(t, js, "k.a", fmt.Sprint(i))
+	}
+	eventually(t, func() bool { return c.Stats().Received == 5 }, "five received: %+v", statsOf(c))
+	assert.Zero(t, hang.ended.Load(), "taken while the check still waited")
+	assert.Equal(t, 5, c.Stats().Consumers[0].Waiting, "held back by the catch-up")
+
+	close(hang.release)
+	eventually(t, func() bool { return l.count() == 5 }, "five applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Equal(t, []uint64{1, 2, 3, 4, 5}, l.key("k"), "in stream order")
 }

@@ -70,6 +70,7 @@ type partition struct {
 	cuNeed   int              // catching up: the server's unacknowledged count at the last check; -1 before one
 	cuD      uint64           // catching up: the server's last delivered sequence at that check
 	cuMine   int              // catching up: held messages at or below cuD
+	cuGen    uint64           // bumped when a catch-up begins, to tell its checks from older ones
 	lastDel  uint64           // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
 	own      uint64           // pinned: the stream sequence of this epoch's first first delivery; 0 before it (see resolvedLocked)
 	waiting  []*held          // held back while catching up
@@ -87,8 +88,11 @@ type partition struct {
 	// Fetch goroutine only (handed to its replacement after a Goexit).
 	batch       jetstream.MessageBatch
 	batchCancel context.CancelFunc
-	keying      *held // the message being taken (see take)
-	failures    int   // fetch errors in a row
+	keying      *held            // the message being taken (see take)
+	failures    int              // fetch errors in a row
+	runWG       *sync.WaitGroup  // Run's, which waits for the catch-up checks too
+	checking    bool             // a catch-up check is in flight (see checkCatchUp)
+	checked     chan checkResult // its answer; room for one
 
 	inflight atomic.Int32
 	st       counters
@@ -158,6 +162,7 @@ func (p *partition) startEpochLocked(pin string) {
 // check is due at once. Called with mu held.
 func (p *partition) beginCatchUpLocked() {
 	p.catchUp, p.cuNeed, p.cuD, p.cuMine = true, -1, 0, 0
+	p.cuGen++
 }
 
 // noteDeliveryLocked follows a pinned epoch's deliveries by their consumer
