@@ -105,20 +105,34 @@
 // the instance keeps its pin makes a duplicate by key, see above, as far
 // as the memory reaches.) Because order holds, a handler can skip a
 // message whose stream sequence is at or below the last one it applied for
-// its key, as examples/jetstream's store does. The pin is not a fencing
-// token: an instance that stalls longer than PinnedTTL may still be
-// running a handler when another takes over, and one whose fetch goroutine
-// stalls (in a key function, say) while the pin moves may still take and
-// answer a message that the server has since redelivered to the new owner:
-// the new owner's catch-up counts that message as one it holds, and may
-// end while another message the stalled instance had is still to come
-// back, behind later ones of its key. That message was first delivered
-// before the new owner's pin, so the duplicate rule by key does not take
-// it for a duplicate: it runs, late, but it runs. (Only if a delivery to
-// the new owner was lost on its way in the same catch-up can the miscount
-// hide that delivery instead, which then comes back behind a later
-// message of its key and is taken for a duplicate: a stalled owner, its
-// late answer and a lost delivery at once.)
+// its key, as examples/jetstream's store does.
+//
+// The pin is not a fencing token. An owner keeps it by pulling: the
+// server moves it PinnedTTL after the owner's last pull request, and the
+// owner sends its next one as soon as a pull ends (every fetch expiry, at
+// most). An owner keeps each message it holds from redelivery with
+// InProgress, the first sent within half an AckWait of taking it: it
+// takes each delivery as it arrives (the catch-up's questions to the
+// server wait on a goroutine of their own). So only an instance that
+// stalls (a key function that blocks its fetch goroutine, a process
+// paused or starved of CPU) can lose its pin while it runs: for longer
+// than PinnedTTL minus the fetch expiry, it may still be running a
+// handler when another instance takes over; for longer than about half
+// the AckWait as well, it may take or answer a message that the server
+// has since redelivered to the new owner. The new owner's catch-up counts
+// such a message as one it holds, and may end while another message the
+// stalled instance had is still to come back, behind later ones of its
+// key. That message was first delivered before the new owner's pin, so
+// the duplicate rule by key does not take it for a duplicate: it runs,
+// late, but it runs. (Only if a delivery to the new owner was lost on its
+// way in the same catch-up can the miscount hide that delivery instead,
+// which then comes back behind a later message of its key and is taken
+// for a duplicate: a stalled owner, its late answer and a lost delivery
+// at once.) To keep clear of this, keep key functions quick, and choose
+// an AckWait (and BackOff steps) of at least twice, and a PinnedTTL
+// minus fetch expiry well above, the longest pause an instance may take.
+// The default fetch expiry on a pinned consumer is half its PinnedTTL
+// (at most 5s).
 //
 // # Design notes
 //
@@ -130,9 +144,12 @@
 // bound, and takes each message: settles its epoch from its pin header,
 // computes its key, answers duplicates (resolved.go remembers what was
 // answered, by sequence and, for the epoch of a pinned consumer, by key),
-// holds and submits new ones. Each message's task (process.go)
-// runs its attempts, backoffs, dead-letter calls and its final answer as a
-// sequence of steps. Every answer to the server (answer.go: Ack, Term,
+// holds and submits new ones. A catch-up's check (fetch.go) asks the
+// server for the consumer's info on a goroutine of its own and hands the
+// answer back, so that the fetch goroutine never waits on the network but
+// for its pull. Each message's task (process.go) runs its attempts,
+// backoffs, dead-letter calls and its final answer as a sequence of
+// steps. Every answer to the server (answer.go: Ack, Term,
 // Nak, and the InProgress timer) is sent under the partition's gate, after
 // checking that the message's epoch is current and the partition open;
 // losing the pin and closing (closing.go) take the gate for writing, so no
@@ -153,5 +170,5 @@
 // the close and returns ErrWouldDeadlock instead of waiting for the
 // caller's own message. Close never waits for a fetch goroutine (a key
 // function may call it), only for held messages; Run waits for its fetch
-// goroutines.
+// goroutines and their catch-up checks.
 package jetstream
