@@ -31,6 +31,9 @@ func (p *partition) resolve(h *held, r reply) bool {
 	delete(p.held, h.seq)
 	if r != replyNak {
 		p.resolved.add(h.seq, r == replyTerm)
+		if p.group != "" {
+			p.applied.add(h.key.key, h.seq, r == replyTerm)
+		}
 	}
 	p.checkDrainedLocked()
 	p.mu.Unlock()

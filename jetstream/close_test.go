@@ -239,24 +239,32 @@ func TestLostPinDropsQueuedWorkAndAnswersNothingForIt(t *testing.T) {
 	<-started
 	eventually(t, func() bool { return first.Stats().Buffered == 3 }, "three held by the first instance")
 
+	// The second instance's pull waits at the server for as long as the
+	// test runs: the pin goes to it, not to a new pull of the first.
 	second, err := jetstream.NewConsumer([]natsjs.Consumer{consumerFor(t)}, func(ctx context.Context, m natsjs.Msg) error {
 		l.apply("k", seqOf(t, m))
 		return nil
-	}, jetstream.WithMaxBuffered(100), jetstream.WithFetchExpiry(300*time.Millisecond))
+	}, jetstream.WithMaxBuffered(100), jetstream.WithFetchExpiry(30*time.Second))
 	require.NoError(t, err)
 	start(t, second)
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 2 }, "both instances' pulls waiting: %d", lazy(func() any { return info(t, probe).NumWaiting }))
 	// The operator (or PinnedTTL) unpins the partition; the server pins
-	// it anew when it has a message to deliver, and the first instance
-	// learns it at its next pull.
+	// it anew when it has a message to deliver, to a pull that carries no
+	// pin (the second instance's), and tells the first instance's pull
+	// that its pin is void.
 	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
 	publish(t, js, "k.a", "x")
 	eventually(t, func() bool { return first.Stats().Dropped == 3 }, "the first instance dropped what it held")
 	close(release)
-	eventually(t, func() bool { return l.count() == 4 }, "the second instance applied all four")
+	eventually(t, func() bool { return l.count() == 4 }, "the second instance applied all four: applied %v; first %+v; second %+v",
+		lazy(func() any { return l.key("k") }), statsOf(first), statsOf(second))
 	assert.Equal(t, []uint64{1, 2, 3, 4}, l.key("k"), "in order, after its catch-up")
 	assert.True(t, lost.Load(), "the running handler saw its ctx canceled")
 	assert.Empty(t, a.list(), "the first instance answered nothing")
 	st := first.Stats().Consumers[0]
 	assert.False(t, st.Owned)
 	assert.Zero(t, st.Acked)
+	assert.True(t, second.Stats().Consumers[0].Owned, "the second instance owns the partition")
 }

@@ -86,7 +86,11 @@ func newPartitions(cons []jetstream.Consumer, cfg *config, c *Consumer) ([]*part
 		}
 		if ok && c != nil {
 			p.held = make(map[uint64]*held)
+			p.checked = make(chan checkResult, 1)
 			p.resolved.init(4 * cfg.buffered)
+			if p.group != "" {
+				p.applied.init(4 * cfg.buffered)
+			}
 			parts = append(parts, p)
 		}
 	}

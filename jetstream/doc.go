@@ -43,11 +43,26 @@
 //     one this consumer resolved recently (an answer lost on the way), is
 //     recognised by its stream sequence and not handled again (Stats.
 //     Duplicates).
+//   - Duplicates by key, on a pinned consumer: while an instance holds the
+//     pin, it remembers per key the highest stream sequence it resolved
+//     (acked after the handler returned nil, or terminated). Per-key order
+//     resolved every earlier message of the key first (or holds it still,
+//     if a High one overtook it), so a redelivery at or below it that is
+//     not held is acked (terminated, if it is that terminated message
+//     itself) without its handler. This covers the messages first
+//     delivered since the instance gained the pin; the memory starts empty
+//     with each pin gained. On a plain consumer, which several instances
+//     may share, a lower sequence may be a message another instance (or a
+//     delivery lost on its way) left unapplied, so only the sequence rule
+//     applies.
 //   - Bounds per consumer: each JetStream consumer holds at most its
 //     MaxAckPending messages, which must be at most WithMaxBuffered (checked
 //     by NewConsumer). Memory is bounded by the sum over consumers, whatever
 //     the backlog or the number of keys: idle keys cost nothing (seqsched
-//     forgets them) and the redelivery memory is a fixed ring per consumer.
+//     forgets them) and the redelivery memory is fixed per consumer,
+//     4 × WithMaxBuffered sequences and, on a pinned consumer, as many
+//     keys (the key updated least recently is forgotten first). A
+//     redelivery older than what it remembers runs its handler again.
 //   - Independence: each JetStream consumer has its own fetch goroutine,
 //     bound and lock. A stuck key can stall at most its own consumer, once
 //     its messages fill that consumer's MaxAckPending (the server then
@@ -62,7 +77,9 @@
 // Several instances may share a plain consumer: each gets some of the
 // messages, so order holds within an instance only, and a message that one
 // instance held when it died is redelivered, after its AckWait, possibly to
-// another instance and after later messages of its key.
+// another instance and after later messages of its key. So is a delivery
+// lost on its way to an instance (a pull that ended while it was in
+// flight, a reconnect).
 //
 // For order across instances (and across restarts of a single one),
 // partition the stream with a subject transform such as
@@ -75,17 +92,47 @@
 // messages the previous owner left unacknowledged have come back to it,
 // then runs them in stream order. So per-key order holds across the
 // hand-over, which a plain redelivery does not give (JetStream redelivers
-// in no particular order, and newer messages may come first). An instance
-// that loses its pin drops its queued messages unrun and sends nothing
-// more for them.
+// in no particular order, and newer messages may come first). An owner
+// also catches up again when a delivery to it was lost on its way: every
+// delivery under its pin is its own, so a gap in the consumer's delivery
+// sequence shows the loss, and it holds back what follows until the lost
+// message is redelivered, after its AckWait. An instance that loses its
+// pin drops its queued messages unrun and sends nothing more for them.
 //
 // Delivery is at least once: a message whose handler ran but whose
 // acknowledgement did not reach the server (the instance died, or lost its
-// partition) runs again. Because order holds, a handler can skip a
+// partition) runs again on the next owner. (An acknowledgement lost while
+// the instance keeps its pin makes a duplicate by key, see above, as far
+// as the memory reaches.) Because order holds, a handler can skip a
 // message whose stream sequence is at or below the last one it applied for
-// its key, as examples/jetstream's store does. The pin is not a fencing
-// token: an instance that stalls longer than PinnedTTL may still be
-// running a handler when another takes over.
+// its key, as examples/jetstream's store does.
+//
+// The pin is not a fencing token. An owner keeps it by pulling: the
+// server moves it PinnedTTL after the owner's last pull request, and the
+// owner sends its next one as soon as a pull ends (every fetch expiry, at
+// most). An owner keeps each message it holds from redelivery with
+// InProgress, the first sent within half an AckWait of taking it: it
+// takes each delivery as it arrives (the catch-up's questions to the
+// server wait on a goroutine of their own). So only an instance that
+// stalls (a key function that blocks its fetch goroutine, a process
+// paused or starved of CPU) can lose its pin while it runs: for longer
+// than PinnedTTL minus the fetch expiry, it may still be running a
+// handler when another instance takes over; for longer than about half
+// the AckWait as well, it may take or answer a message that the server
+// has since redelivered to the new owner. The new owner's catch-up counts
+// such a message as one it holds, and may end while another message the
+// stalled instance had is still to come back, behind later ones of its
+// key. That message was first delivered before the new owner's pin, so
+// the duplicate rule by key does not take it for a duplicate: it runs,
+// late, but it runs. (Only if a delivery to the new owner was lost on its
+// way in the same catch-up can the miscount hide that delivery instead,
+// which then comes back behind a later message of its key and is taken
+// for a duplicate: a stalled owner, its late answer and a lost delivery
+// at once.) To keep clear of this, keep key functions quick, and choose
+// an AckWait (and BackOff steps) of at least twice, and a PinnedTTL
+// minus fetch expiry well above, the longest pause an instance may take.
+// The default fetch expiry on a pinned consumer is half its PinnedTTL
+// (at most 5s).
 //
 // # Design notes
 //
@@ -96,9 +143,13 @@
 // started by Run) keeps one pull outstanding, sized to the room under the
 // bound, and takes each message: settles its epoch from its pin header,
 // computes its key, answers duplicates (resolved.go remembers what was
-// answered), holds and submits new ones. Each message's task (process.go)
-// runs its attempts, backoffs, dead-letter calls and its final answer as a
-// sequence of steps. Every answer to the server (answer.go: Ack, Term,
+// answered, by sequence and, for the epoch of a pinned consumer, by key),
+// holds and submits new ones. A catch-up's check (fetch.go) asks the
+// server for the consumer's info on a goroutine of its own and hands the
+// answer back, so that the fetch goroutine never waits on the network but
+// for its pull. Each message's task (process.go) runs its attempts,
+// backoffs, dead-letter calls and its final answer as a sequence of
+// steps. Every answer to the server (answer.go: Ack, Term,
 // Nak, and the InProgress timer) is sent under the partition's gate, after
 // checking that the message's epoch is current and the partition open;
 // losing the pin and closing (closing.go) take the gate for writing, so no
@@ -119,5 +170,5 @@
 // the close and returns ErrWouldDeadlock instead of waiting for the
 // caller's own message. Close never waits for a fetch goroutine (a key
 // function may call it), only for held messages; Run waits for its fetch
-// goroutines.
+// goroutines and their catch-up checks.
 package jetstream

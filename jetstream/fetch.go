@@ -16,6 +16,7 @@ import (
 // for by Run) carries on from the partition's fetch state.
 func (p *partition) fetchLoop(ctx context.Context, wg *sync.WaitGroup) {
 	defer wg.Done()
+	p.runWG = wg
 	normal := false
 	defer func() {
 		if !normal {
@@ -55,26 +56,39 @@ func (p *partition) fetch(ctx context.Context) {
 
 // pullSize returns the next pull's batch, the room left under the bound
 // (at least 1: a pinned consumer must keep pulling to keep its pin, and
-// the server sends no more than MaxAckPending anyway), and its expiry,
-// shorter while catching up so that the catch-up is checked every tick.
+// the server sends no more than MaxAckPending anyway), and its expiry:
+// shorter while catching up, so that the catch-up is checked every tick,
+// and while waiting for a pin, so that the catch-up after gaining it is
+// checked early too (the pull that receives the pin goes on, and a pull
+// is never ended early: nats.go drops what is in flight to it).
 func (p *partition) pullSize() (int, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := max(1, p.bound-len(p.held))
 	exp := p.expiry
-	if p.catchUp {
+	if p.catchUp || (p.group != "" && !p.owned) {
 		exp = max(min(exp, p.tick), 100*time.Millisecond)
 	}
 	return n, exp
 }
 
-// drainBatch takes every message of the current pull, then handles how it
-// ended.
+// drainBatch takes every message of the current pull, and the catch-up
+// checks' answers meanwhile, then handles how the pull ended.
 func (p *partition) drainBatch(ctx context.Context) {
-	for m := range p.batch.Messages() {
-		p.receive(m)
-		if p.catchUpDue() {
-			p.checkCatchUp(ctx)
+	msgs := p.batch.Messages()
+	for msgs != nil {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				msgs = nil
+				break
+			}
+			p.receive(m)
+			if p.catchUpDue() {
+				p.checkCatchUp(ctx)
+			}
+		case r := <-p.checked:
+			p.catchUpChecked(ctx, r)
 		}
 	}
 	err := p.batch.Error()
@@ -104,7 +118,7 @@ func (p *partition) receive(m jetstream.Msg) {
 			"stream", p.stream, "consumer", p.name, "subject", m.Subject(), "err", err)
 		return
 	}
-	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, at: now()}
+	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, del: meta.Sequence.Consumer, first: meta.NumDelivered == 1, at: now()}
 	if ph := p.c.cfg.priorityHeader; ph != "" {
 		h.high = strings.EqualFold(m.Headers().Get(ph), "high")
 	}
@@ -201,25 +215,82 @@ func (p *partition) catchUpDue() bool {
 	return p.catchUp && (p.cuNeed < 0 || p.cuMine >= p.cuNeed)
 }
 
-// checkCatchUp ends the catch-up once every message the server counts as
-// unacknowledged is one this instance holds: then none is still out with
-// a previous owner, and the held messages run in stream order. Messages
-// delivered after the server's count have a higher sequence than its
-// Delivered.Stream and are not counted.
+// A catch-up check asks the server for the consumer's info on a goroutine
+// of its own, so that the fetch goroutine never waits for it: while it
+// waited, it would send no pull (and the pin lapses PinnedTTL after the
+// last one) and take no message (and a message not taken gets no
+// InProgress, so the server redelivers it after its AckWait, to whoever
+// holds the pin by then). The answer comes back to the fetch goroutine
+// on p.checked, which holds at most one: one check is in flight at a
+// time, and the goroutine, counted in Run's wait group, never blocks.
+
+// checkResult is a catch-up check's answer, for the catch-up it was asked
+// for: a later one (the epoch changed, or a delivery was lost since)
+// needs a count taken after it began.
+type checkResult struct {
+	info  *jetstream.ConsumerInfo
+	err   error
+	quiet bool // err because Run ended: no log
+	epoch uint64
+	gen   uint64
+}
+
+// checkCatchUp asks for a catch-up check, unless one is in flight: its
+// answer is applied against the messages held when it comes, which
+// covers whatever arrived meanwhile (see catchUpChecked).
 func (p *partition) checkCatchUp(ctx context.Context) {
-	ictx, cancel := context.WithTimeout(ctx, max(p.expiry, time.Second))
-	info, err := p.cons.Info(ictx)
-	cancel()
-	if err != nil {
-		if ctx.Err() == nil {
-			p.c.logAt(p.c.life, levelWarn, "seqsched/jetstream: consumer info failed while catching up; retrying",
-				"stream", p.stream, "consumer", p.name, "err", err)
-		}
+	if p.checking {
 		return
 	}
 	p.mu.Lock()
 	if !p.catchUp {
 		p.mu.Unlock()
+		return
+	}
+	epoch, gen := p.epoch, p.cuGen
+	p.mu.Unlock()
+	p.checking = true
+	wg := p.runWG
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ictx, cancel := context.WithTimeout(ctx, max(p.expiry, time.Second))
+		info, err := p.cons.Info(ictx)
+		cancel()
+		p.checked <- checkResult{info: info, err: err, quiet: ctx.Err() != nil, epoch: epoch, gen: gen}
+	}()
+}
+
+// catchUpChecked ends the catch-up once every message the server counts
+// as unacknowledged is one this instance holds: then none is still out
+// with a previous owner or lost on its way, and the held messages run in
+// stream order. Messages delivered after the server's count have a higher
+// sequence than its Delivered.Stream and are not counted; those delivered
+// before it and held now were unacknowledged when it was taken. The count
+// relies on every held message being unacknowledged at the server, which
+// only an owner that answers after it lost the pin can break (see the
+// package doc). It runs on the fetch goroutine.
+func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
+	p.checking = false
+	if r.err != nil {
+		// The next delivery, or the pull's end, asks again.
+		if !r.quiet {
+			p.c.logAt(p.c.life, levelWarn, "seqsched/jetstream: consumer info failed while catching up; retrying",
+				"stream", p.stream, "consumer", p.name, "err", r.err)
+		}
+		return
+	}
+	info := r.info
+	p.mu.Lock()
+	if !p.catchUp {
+		p.mu.Unlock()
+		return
+	}
+	if r.epoch != p.epoch || r.gen != p.cuGen {
+		// Taken before this catch-up began: it may miss what this one
+		// waits for. Ask again, after it.
+		p.mu.Unlock()
+		p.checkCatchUp(ctx)
 		return
 	}
 	for _, g := range info.PriorityGroups {

@@ -174,6 +174,13 @@ func (l *ledger) call(seq uint64) int {
 	return l.calls[seq]
 }
 
+// calledFor returns how many times call(seq) was made.
+func (l *ledger) calledFor(seq uint64) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.calls[seq]
+}
+
 func (l *ledger) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()

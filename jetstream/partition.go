@@ -29,6 +29,18 @@ import (
 // the messages this instance holds (checkCatchUp). Then they are submitted
 // in stream order, and per-key order holds across the hand-over.
 //
+// A pinned epoch also catches up again when a delivery of its own was
+// lost on its way (a pull that ended while messages were in flight to it,
+// a reconnect): the server redelivers such a message only after its
+// AckWait, after the deliveries that followed it. Every delivery the
+// server makes under the epoch's pin goes to this instance, one after the
+// other in the consumer's delivery sequence, so a gap in that sequence
+// tells of the loss (noteDeliveryLocked), and the deliveries from the gap
+// on are held back until the lost ones are back. The messages submitted
+// before the gap need not wait: the lost deliveries came after them, so
+// they are later messages, or redeliveries of ones this epoch holds or
+// resolved.
+//
 // Lock order: gate, then mu. Neither is held while user code runs.
 type partition struct {
 	c      *Consumer
@@ -58,8 +70,12 @@ type partition struct {
 	cuNeed   int              // catching up: the server's unacknowledged count at the last check; -1 before one
 	cuD      uint64           // catching up: the server's last delivered sequence at that check
 	cuMine   int              // catching up: held messages at or below cuD
+	cuGen    uint64           // bumped when a catch-up begins, to tell its checks from older ones
+	lastDel  uint64           // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
+	own      uint64           // pinned: the stream sequence of this epoch's first first delivery; 0 before it (see resolvedLocked)
 	waiting  []*held          // held back while catching up
 	resolved resolvedSet      // recently resolved, to recognise their redeliveries
+	applied  appliedKeys      // pinned: per key, the highest resolved in this epoch (see resolved.go)
 	closing  bool             // Close has begun: deliveries are given back
 	closed   bool             // Close has ended: nothing more is sent
 	drained  chan struct{}    // made by drainedCh, closed once held is empty while closing
@@ -72,8 +88,11 @@ type partition struct {
 	// Fetch goroutine only (handed to its replacement after a Goexit).
 	batch       jetstream.MessageBatch
 	batchCancel context.CancelFunc
-	keying      *held // the message being taken (see take)
-	failures    int   // fetch errors in a row
+	keying      *held            // the message being taken (see take)
+	failures    int              // fetch errors in a row
+	runWG       *sync.WaitGroup  // Run's, which waits for the catch-up checks too
+	checking    bool             // a catch-up check is in flight (see checkCatchUp)
+	checked     chan checkResult // its answer; room for one
 
 	inflight atomic.Int32
 	st       counters
@@ -98,7 +117,9 @@ const (
 type held struct {
 	p     *partition
 	msg   jetstream.Msg
-	seq   uint64
+	seq   uint64 // stream sequence
+	del   uint64 // consumer sequence: which delivery of the consumer this is
+	first bool   // the message's first delivery
 	key   sessionKey
 	high  bool
 	epoch uint64
@@ -130,7 +151,37 @@ func (p *partition) startEpochLocked(pin string) {
 	p.epoch++
 	p.owned, p.pin = true, pin
 	p.ectx, p.ecancel = context.WithCancel(p.c.life)
-	p.catchUp, p.cuNeed = p.group != "", -1
+	p.lastDel, p.own = 0, 0
+	p.catchUp = false
+	if p.group != "" {
+		p.beginCatchUpLocked()
+	}
+}
+
+// beginCatchUpLocked starts a catch-up (see the type comment); its first
+// check is due at once. Called with mu held.
+func (p *partition) beginCatchUpLocked() {
+	p.catchUp, p.cuNeed, p.cuD, p.cuMine = true, -1, 0, 0
+	p.cuGen++
+}
+
+// noteDeliveryLocked follows a pinned epoch's deliveries by their consumer
+// sequence: one that does not follow the last means deliveries were lost
+// on their way, and the epoch catches up again (see the type comment).
+// It also notes the epoch's first first delivery (see resolvedLocked).
+// Called with mu held, for every delivery the epoch takes, duplicates
+// included.
+func (p *partition) noteDeliveryLocked(h *held) {
+	if p.group == "" {
+		return
+	}
+	if p.lastDel != 0 && h.del != p.lastDel+1 && !p.catchUp {
+		p.beginCatchUpLocked()
+	}
+	p.lastDel = h.del
+	if p.own == 0 && h.first {
+		p.own = h.seq
+	}
 }
 
 // followPin settles the epoch a delivery under pin belongs to: a pin
@@ -179,6 +230,7 @@ func (p *partition) endLocked() (int, context.CancelFunc) {
 	}
 	clear(p.held)
 	p.waiting, p.catchUp = nil, false
+	p.applied.reset() // a message this epoch dropped may come back behind one it applied
 	p.checkDrainedLocked()
 	return n, p.ecancel
 }
@@ -201,6 +253,9 @@ func (p *partition) dispatch(h *held) {
 	var submit *held
 	p.gate.RLock()
 	p.mu.Lock()
+	if !p.closed && !p.closing && p.owned {
+		p.noteDeliveryLocked(h)
+	}
 	switch {
 	case p.closed:
 		// Nothing may be sent any more: JetStream redelivers it.
@@ -216,7 +271,7 @@ func (p *partition) dispatch(h *held) {
 		// goes on; this one needs no answer.
 		p.st.duplicates.Add(1)
 	default:
-		if termed, ok := p.resolved.get(h.seq); ok {
+		if termed, ok := p.resolvedLocked(h); ok {
 			// Resolved here before, and the answer was lost: answer again.
 			p.mu.Unlock()
 			if termed {

@@ -9,7 +9,7 @@ import "github.com/seqsched/seqsched"
 type Stats struct {
 	Received     uint64 // deliveries taken from JetStream, redeliveries included
 	Acked        uint64 // messages acknowledged after their handler returned nil
-	Duplicates   uint64 // redeliveries of a message still held or already resolved here: not handled again
+	Duplicates   uint64 // redeliveries of a message still held or already resolved here (by its sequence, or on a pinned consumer by its key's): not handled again
 	Retries      uint64 // failed attempts retried in place
 	Termed       uint64 // messages terminated after a terminal error or their last attempt
 	DeadLettered uint64 // of Termed, those the dead-letter function accepted
@@ -40,7 +40,8 @@ type ConsumerStats struct {
 	Owned bool
 	// CatchingUp is true after this instance took the pin over, while it
 	// holds messages back until the previous owner's unacknowledged ones
-	// are back (see the package doc).
+	// are back, and after a delivery to it was lost on its way, until
+	// that one is back (see the package doc).
 	CatchingUp bool
 
 	Received, Acked, Duplicates, Retries, Termed, DeadLettered uint64

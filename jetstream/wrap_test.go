@@ -8,7 +8,10 @@ import (
 
 // wrapConsumer is a JetStream consumer whose fetched messages pass through
 // wrap: how the tests watch, drop or fail a message's answers to the
-// server without touching the package's internals.
+// server without touching the package's internals. A nil from wrap loses
+// the delivery on its way, as nats.go does with the messages still in
+// flight when a pull's ctx ends, or a reconnect with those on the wire:
+// the server counts it delivered and redelivers it after its AckWait.
 type wrapConsumer struct {
 	natsjs.Consumer
 	wrap func(natsjs.Msg) natsjs.Msg
@@ -23,7 +26,9 @@ func (w wrapConsumer) Fetch(n int, opts ...natsjs.FetchOpt) (natsjs.MessageBatch
 	go func() { // ends when the fetch does: the consumer reads every message
 		defer close(out)
 		for m := range b.Messages() {
-			out <- w.wrap(m)
+			if wm := w.wrap(m); wm != nil {
+				out <- wm
+			}
 		}
 	}()
 	return wrapBatch{b, out}, nil
