@@ -124,11 +124,11 @@
 // stalled instance had is still to come back, behind later ones of its
 // key. That message was first delivered before the new owner's pin, so
 // the duplicate rule by key does not take it for a duplicate: it runs,
-// late, but it runs. (Only if a delivery to the new owner was lost on its
-// way in the same catch-up can the miscount hide that delivery instead,
-// which then comes back behind a later message of its key and is taken
-// for a duplicate: a stalled owner, its late answer and a lost delivery
-// at once.) To keep clear of this, keep key functions quick, and choose
+// late, but it runs. So does a delivery to the new owner lost on its way
+// in the same catch-up, which the miscount can hide too: the gap in the
+// consumer sequence that shows the loss also takes the messages before
+// it out of the duplicate rule by key. To keep clear of this (order, not
+// loss), keep key functions quick, and choose
 // an AckWait (and BackOff steps) of at least twice, and a PinnedTTL
 // minus fetch expiry well above, the longest pause an instance may take.
 // The default fetch expiry on a pinned consumer is half its PinnedTTL

@@ -175,8 +175,17 @@ func (p *partition) noteDeliveryLocked(h *held) {
 	if p.group == "" {
 		return
 	}
-	if p.lastDel != 0 && h.del != p.lastDel+1 && !p.catchUp {
-		p.beginCatchUpLocked()
+	if p.lastDel != 0 && h.del != p.lastDel+1 {
+		// The lost deliveries are of messages below this one (first
+		// deliveries come in stream order): the key rule no longer
+		// covers them (see resolvedLocked), so a lost message that comes
+		// back after later ones of its key ran, past a catch-up a stalled
+		// previous owner's late answer ended early, runs rather than
+		// being taken for a duplicate.
+		p.own = 0
+		if !p.catchUp {
+			p.beginCatchUpLocked()
+		}
 	}
 	p.lastDel = h.del
 	if p.own == 0 && h.first {

@@ -44,9 +44,12 @@ package jetstream
 // delivered before it may have been with a previous owner that stalled,
 // and answers of such an owner can end a catch-up early (see the package
 // doc), so one of them may come back after a later message of its key
-// ran here without ever having run itself. What this cannot cover: such
-// a late answer in a catch-up that also waits for a delivery of this
-// epoch lost on its way; the count may then end the catch-up without it.
+// ran here without ever having run itself. For the same reason a
+// delivery of this epoch lost on its way (a gap in the consumer
+// sequence) moves own past it (noteDeliveryLocked): a late answer during
+// the catch-up that waits for it may end that catch-up early, and the
+// lost message then comes back after later ones of its key; it runs,
+// late, rather than being acknowledged unrun.
 func (p *partition) resolvedLocked(h *held) (termed, ok bool) {
 	if termed, ok := p.resolved.get(h.seq); ok {
 		return termed, true
