@@ -23,10 +23,11 @@ import (
 //
 // shutdownClosedHook, if set, runs in Shutdown between setting closed and
 // its barrier: a test stops there to show that the scheduler does not go
-// quiet before the barrier. releaseHook, if set, runs in release once the
-// tokens are given back, with the scheduler and the count left, before release decides
-// whether the scheduler is quiet: a test stops there to show that the
-// decision does not read a count that has moved since.
+// quiet before the barrier. releaseHook, if set, runs in release (under
+// checkTokens) once the tokens are given back, with the scheduler and the
+// count left, before release decides whether the scheduler is quiet: a
+// test stops there to show that the decision does not read a count that
+// has moved since.
 var (
 	shutdownClosedHook func()
 	releaseHook        atomic.Pointer[func(s any, left int64)] // atomic: a worker of an earlier test may still be in release

@@ -38,9 +38,9 @@ var (
 	// it), and [Scheduler.Shutdown] called from any task or callback of its
 	// scheduler. The error handler and the logger, called to report a
 	// posted task of a key that Discard dropped, count as run for every
-	// session of that key. Remove, Discard, Close and Shutdown have done the rest of
-	// their work when they return it. See Future.Await for how a task is
-	// known.
+	// session of that key. Remove, Discard, Close and Shutdown have done
+	// the rest of their work when they return it. See Future.Await for how
+	// a task is known.
 	ErrWouldDeadlock = errors.New("seqsched: would deadlock")
 
 	// ErrInvalidOption is wrapped by the [*OptionError] that New and Submit

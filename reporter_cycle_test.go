@@ -14,21 +14,6 @@ import (
 	"github.com/seqsched/seqsched"
 )
 
-// actingHandler is a slog handler whose Handle runs act with the number of
-// the record (1, 2, ...).
-type actingHandler struct {
-	n   atomic.Int32
-	act func(n int32)
-}
-
-func (h *actingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *actingHandler) Handle(context.Context, slog.Record) error {
-	h.act(h.n.Add(1))
-	return nil
-}
-func (h *actingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *actingHandler) WithGroup(string) slog.Handler      { return h }
-
 // Two reporters of one key, each logging a dropped post, must not wait for
 // each other: the first one's logger removes the key (waiting for the
 // successor's drain, which waits for the second reporter), the second
@@ -47,9 +32,11 @@ func reportersOfOneKey(t *testing.T) {
 	var errs [3]error
 	waiting := [3]chan struct{}{nil, make(chan struct{}), make(chan struct{})}
 	done := [3]chan struct{}{nil, make(chan struct{}), make(chan struct{})}
-	handler := &actingHandler{act: func(n int32) {
+	var records atomic.Int32
+	handler := &funcHandler{handle: func(context.Context, slog.Record) error {
+		n := records.Add(1)
 		if n > 2 {
-			return
+			return nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -60,6 +47,7 @@ func reportersOfOneKey(t *testing.T) {
 		} else {
 			errs[n] = h1.Discard(ctx) // the first session's drain
 		}
+		return nil
 	}}
 	var err error
 	s, err = seqsched.New[string](seqsched.WithLogger(slog.New(handler)))

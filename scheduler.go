@@ -209,11 +209,13 @@ func (s *Scheduler[K]) takeToken() {
 // about to take a token, until the barrier has passed it.
 func (s *Scheduler[K]) release(n int64) {
 	v := s.live.Add(-n)
-	if hook := releaseHook.Load(); hook != nil {
-		(*hook)(s, v)
-	}
-	if checkTokens && s.slack.Add(-n) < 0 {
-		tokenViolation() // a worker runs without a token: Shutdown could return under it
+	if checkTokens {
+		if hook := releaseHook.Load(); hook != nil {
+			(*hook)(s, v)
+		}
+		if s.slack.Add(-n) < 0 {
+			tokenViolation() // a worker runs without a token: Shutdown could return under it
+		}
 	}
 	if v == sealedBit {
 		s.quietOnce.Do(func() { close(s.quiet) })

@@ -15,19 +15,21 @@ type slots[K comparable] struct {
 	resumers []*resumer     // tasks back from an Await, waiting for a slot
 }
 
-// push queues sess, with the live token it holds, in the ready queue.
+// queue puts sess, with the live token it holds, in the ready queue.
 // Under checkTokens the token is counted as the queue's, not a worker's
 // (see checks.go), so that a token lost while its session waits shows.
-func (q *slots[K]) push(s *Scheduler[K], sess *session[K]) {
-	q.ready.push(sess)
+// Called with slots.mu held.
+func (s *Scheduler[K]) queue(sess *session[K]) {
+	s.slots.ready.push(sess)
 	if checkTokens {
 		s.slack.Add(-1)
 	}
 }
 
-// pop takes the ready queue's head, if any, with its live token.
-func (q *slots[K]) pop(s *Scheduler[K]) *session[K] {
-	sess := q.ready.pop()
+// unqueue takes the ready queue's head, if any, with its live token.
+// Called with slots.mu held.
+func (s *Scheduler[K]) unqueue() *session[K] {
+	sess := s.slots.ready.pop()
 	if checkTokens && sess != nil {
 		s.slack.Add(1)
 	}
@@ -101,13 +103,13 @@ func (q *slots[K]) cancelBack(ls *lentSlot) {
 // handOn passes on a slot its holder gives up: to the oldest resumer, else
 // to the head of the ready queue, which it returns for the caller to run;
 // with neither, the slot is freed. Called with mu held.
-func (q *slots[K]) handOn(s *Scheduler[K]) *session[K] {
-	if q.grantResumer() {
+func (s *Scheduler[K]) handOn() *session[K] {
+	if s.slots.grantResumer() {
 		return nil
 	}
-	sess := q.pop(s)
+	sess := s.unqueue()
 	if sess == nil {
-		q.running--
+		s.slots.running--
 	}
 	return sess
 }
@@ -128,7 +130,7 @@ func (s *Scheduler[K]) claimSlot(sess *session[K]) bool {
 		// After a forced shutdown nobody serves the ready queue: start the
 		// session anyway, it finds its queues emptied and retires.
 		if s.slots.running >= max && !s.forced.Load() {
-			s.slots.push(s, sess)
+			s.queue(sess)
 			s.slots.mu.Unlock()
 			return false
 		}
@@ -160,10 +162,10 @@ func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K]) {
 			// sess waits with a token of its own, taken before another
 			// goroutine can pop it; the worker exits with its own.
 			s.takeToken()
-			s.slots.push(s, sess)
+			s.queue(sess)
 			next = nil
-		} else if head := s.slots.pop(s); head != nil {
-			s.slots.push(s, sess)
+		} else if head := s.unqueue(); head != nil {
+			s.queue(sess)
 			next = head // head's live token passes to sess
 		}
 	}
@@ -183,7 +185,7 @@ func (s *Scheduler[K]) passSlot() *session[K] {
 		return nil
 	}
 	s.slots.mu.Lock()
-	sess := s.slots.handOn(s)
+	sess := s.handOn()
 	s.slots.mu.Unlock()
 	if sess != nil {
 		s.release(1) // its token merges into this worker's
@@ -218,7 +220,7 @@ func (s *Scheduler[K]) lend(ls *lentSlot) bool {
 		ls.lent = true
 		// After a forced Shutdown the head still starts: it finds its
 		// queues emptied and retires, releasing its token.
-		if head := s.slots.handOn(s); head != nil {
+		if head := s.handOn(); head != nil {
 			s.startWorker(head) // head's live token moves to the worker
 		}
 	}
@@ -323,7 +325,7 @@ func (s *Scheduler[K]) retireQueued(sh *shard[K], sess *session[K], r *retiremen
 func (s *Scheduler[K]) abortSlots() (waiting []*session[K]) {
 	s.slots.mu.Lock()
 	defer s.slots.mu.Unlock()
-	for sess := s.slots.pop(s); sess != nil; sess = s.slots.pop(s) {
+	for sess := s.unqueue(); sess != nil; sess = s.unqueue() {
 		waiting = append(waiting, sess)
 	}
 	for len(s.slots.resumers) > 0 {
