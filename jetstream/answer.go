@@ -18,17 +18,21 @@ const (
 
 // resolve sends h's answer to the server, unless h is gone (its epoch
 // ended, or it was resolved already) or the partition closed. It reports
-// whether the answer was sent.
+// whether h was resolved here: its answer sent or, for an Ack or Term
+// that might arrive after h's AckWait ran out at the server, withheld for
+// its redelivery (see answerableLocked; the withholding is logged).
 func (p *partition) resolve(h *held, r reply) bool {
 	p.gate.RLock()
-	defer p.gate.RUnlock()
 	p.mu.Lock()
 	if h.gone || h.epoch != p.epoch || p.closed {
 		p.mu.Unlock()
+		p.gate.RUnlock()
 		return false
 	}
 	h.gone = true
 	delete(p.held, h.seq)
+	t := now()
+	withheld := r != replyNak && !p.answerableLocked(h, t)
 	if r != replyNak {
 		p.resolved.add(h.seq, r == replyTerm)
 		if p.group != "" {
@@ -36,7 +40,16 @@ func (p *partition) resolve(h *held, r reply) bool {
 		}
 	}
 	p.checkDrainedLocked()
+	anchor := h.anchor
 	p.mu.Unlock()
+	if withheld {
+		p.gate.RUnlock()
+		p.st.dropped.Add(1)
+		p.c.logAt(p.c.life, levelWarn, "seqsched/jetstream: answer withheld: the message's AckWait may have run out at the server (this instance stalled); its redelivery gets the answer, or runs again on the partition's new owner",
+			"stream", p.stream, "consumer", p.name, "sequence", h.seq, "terminate", r == replyTerm, "late", t.Sub(anchor.Add(p.fresh)))
+		return true
+	}
+	defer p.gate.RUnlock()
 	switch r {
 	case replyAck:
 		_ = h.msg.Ack()
@@ -72,16 +85,21 @@ func (p *partition) armLocked() {
 	p.hbArmed = true
 	p.hbWG.Add(1)
 	if p.hb == nil {
-		p.hb = time.AfterFunc(p.tick, p.beat)
+		p.hb = time.AfterFunc(p.beatEvery, p.beat)
 	} else {
-		p.hb.Reset(p.tick)
+		p.hb.Reset(p.beatEvery)
 	}
 }
 
 // beat sends InProgress for every held message that has been held for
-// more than half a tick, so that none reaches its AckWait while queued,
-// running, retrying or held back by a catch-up. It runs on the timer's
-// goroutine and calls no user code.
+// more than half a tick (on a pinned consumer: whose anchor is more than a
+// tick old; beats come every half tick there, so each is refreshed at
+// least a tick before its answer window ends), so that none reaches its
+// AckWait while queued, running, retrying or held back by a catch-up. On a pinned consumer a message past its
+// answer window (see answerableLocked) gets none: its AckWait may have
+// run out already, so it is left to come back, which renews its window
+// if it comes back here. It runs on the timer's goroutine and calls no
+// user code.
 func (p *partition) beat() {
 	defer p.hbWG.Done()
 	p.gate.RLock()
@@ -89,9 +107,18 @@ func (p *partition) beat() {
 	p.hbArmed = false
 	msgs := p.hbBuf[:0]
 	if p.owned && !p.closed {
-		cutoff := now().Add(-p.tick / 2)
+		t := now()
+		cutoff := t.Add(-p.tick / 2)
 		for _, h := range p.held {
-			if h.at.Before(cutoff) {
+			switch {
+			case p.group == "":
+				if h.at.Before(cutoff) {
+					msgs = append(msgs, h.msg)
+				}
+			case !p.answerableLocked(h, t):
+			case p.skipProgress != nil && p.skipProgress(h.seq):
+			case h.anchor.Before(t.Add(-p.tick)):
+				h.anchor = t // before the InProgress goes out
 				msgs = append(msgs, h.msg)
 			}
 		}

@@ -57,9 +57,10 @@ func TestDeliveryLostOnItsWayIsNotOvertakenByItsKeysLaterMessages(t *testing.T) 
 	assert.Zero(t, st.Duplicates)
 }
 
-// A previous owner that stalls while the pin moves (here a plain client
-// that took 1 and 2 and kept only 1 in progress) may answer a message the
-// server has meanwhile redelivered to the new owner. The new owner's
+// A previous owner that is not this package (here a plain client that
+// took 1 and 2 and kept only 1 in progress) may answer a message the
+// server has meanwhile redelivered to the new owner; this package's own
+// owners withhold such answers (see stall_test.go). The new owner's
 // catch-up counts that message (2) as its own and ends while 1 is still
 // out: 1 comes back after 3, a later message of its key, ran. That is the
 // limit the package doc names; what must not happen on top of it is that

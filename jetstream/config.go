@@ -63,6 +63,7 @@ func newPartitions(cons []jetstream.Consumer, cfg *config, c *Consumer) ([]*part
 			ok = false
 		}
 		p.tick = wait / 3
+		p.beatEvery = p.tick
 		switch cc.PriorityPolicy {
 		case jetstream.PriorityPolicyNone:
 		case jetstream.PriorityPolicyPinned:
@@ -72,13 +73,17 @@ func newPartitions(cons []jetstream.Consumer, cfg *config, c *Consumer) ([]*part
 				break
 			}
 			p.group = cc.PriorityGroups[0]
+			p.fresh = wait - p.tick/2
+			p.beatEvery = p.tick / 2
 			ttl := cc.PinnedTTL
 			switch {
 			case cfg.expirySet && cfg.fetchExpiry >= ttl:
 				bad(s, n, "PinnedTTL %v not above WithFetchExpiry(%v): the pin would lapse between pulls", ttl, cfg.fetchExpiry)
 				ok = false
 			case !cfg.expirySet:
-				p.expiry = max(min(cfg.fetchExpiry, ttl/2), 100*time.Millisecond)
+				// At most a tick, so that a message arrives with most of
+				// its answer window still ahead (see answerableLocked).
+				p.expiry = max(min(cfg.fetchExpiry, ttl/2, p.tick), 100*time.Millisecond)
 			}
 		default:
 			bad(s, n, "PriorityPolicy %s not supported: use none (a plain consumer) or pinned (a partition)", policyName(cc.PriorityPolicy))

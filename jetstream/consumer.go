@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -343,5 +344,9 @@ func (c *Consumer) logAt(ctx context.Context, level slog.Level, msg string, args
 	})
 }
 
-// now is the clock, read for queue times and handler durations.
-func now() time.Time { return time.Now() }
+// now is the clock, read for queue times, handler durations and answer
+// windows. Tests move it forward (clockSkew) to stand for a stall: time
+// that passed while nothing ran.
+func now() time.Time { return time.Now().Add(time.Duration(clockSkew.Load())) }
+
+var clockSkew atomic.Int64

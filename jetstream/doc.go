@@ -107,32 +107,44 @@
 // message whose stream sequence is at or below the last one it applied for
 // its key, as examples/jetstream's store does.
 //
-// The pin is not a fencing token. An owner keeps it by pulling: the
-// server moves it PinnedTTL after the owner's last pull request, and the
-// owner sends its next one as soon as a pull ends (every fetch expiry, at
-// most). An owner keeps each message it holds from redelivery with
-// InProgress, the first sent within half an AckWait of taking it: it
-// takes each delivery as it arrives (the catch-up's questions to the
-// server wait on a goroutine of their own). So only an instance that
-// stalls (a key function that blocks its fetch goroutine, a process
-// paused or starved of CPU) can lose its pin while it runs: for longer
-// than PinnedTTL minus the fetch expiry, it may still be running a
-// handler when another instance takes over; for longer than about half
-// the AckWait as well, it may take or answer a message that the server
-// has since redelivered to the new owner. The new owner's catch-up counts
-// such a message as one it holds, and may end while another message the
-// stalled instance had is still to come back, behind later ones of its
-// key. That message was first delivered before the new owner's pin, so
-// the duplicate rule by key does not take it for a duplicate: it runs,
-// late, but it runs. So does a delivery to the new owner lost on its way
-// in the same catch-up, which the miscount can hide too: the gap in the
-// consumer sequence that shows the loss also takes the messages before
-// it out of the duplicate rule by key. To keep clear of this (order, not
-// loss), keep key functions quick, and choose
-// an AckWait (and BackOff steps) of at least twice, and a PinnedTTL
-// minus fetch expiry well above, the longest pause an instance may take.
-// The default fetch expiry on a pinned consumer is half its PinnedTTL
-// (at most 5s).
+// The pin is not a fencing token, so an owner fences its own answers. An
+// owner keeps the pin by pulling: the server moves it PinnedTTL after the
+// owner's last pull request, and the owner sends its next one as soon as
+// a pull ends (every fetch expiry, at most). It keeps each message it
+// holds from redelivery with InProgress, and takes each delivery as it
+// arrives (the catch-up's questions to the server wait on a goroutine of
+// their own). So only an instance that stalls (a key function that blocks
+// its fetch goroutine, a process paused or starved of CPU) can lose its
+// pin while it runs, and only for longer than PinnedTTL minus the fetch
+// expiry. It may then still be running a handler when another instance
+// takes over (its ctx is canceled once the instance learns; the message
+// runs again on the new owner, at least once). What it never does is
+// answer a message whose AckWait may have run out at the server: an
+// owner acknowledges or terminates a held message only within its answer
+// window, the shortest AckWait (or BackOff step) less a sixth of it,
+// counted from a time at or before the server last started that wait
+// (the pull request that brought the message, or the last InProgress sent
+// for it). Past the window the server may have redelivered the message to
+// a new owner, whose catch-up would count it as held while the answer
+// took it off the server's count of unacknowledged messages, and so end
+// while another message it waits for is still out. Such an answer is
+// withheld, logged at Warn and counted in Dropped: a redelivery to the
+// same instance gets it, without running the handler again; on a new
+// owner the message runs again. On a pinned consumer the default fetch
+// expiry is at most a third of the AckWait (and half the PinnedTTL, and
+// 5s), so that a message arrives with most of its window ahead, and
+// InProgress goes out every sixth of the AckWait.
+//
+// What is left is an assumption: an answer reaches the server within a
+// sixth of the AckWait of being sent. A connection that stalls for longer
+// (a reconnect), or a client other than this package answering for the
+// consumer, can still end a catch-up early. The message it waits for then
+// runs late, after later ones of its key: it was first delivered before
+// the new owner's pin, so the duplicate rule by key does not take it for
+// a duplicate. So does a delivery to the new owner lost on its way in the
+// same catch-up, which the miscount can hide too: the gap in the consumer
+// sequence that shows the loss also takes the messages before it out of
+// the duplicate rule by key. Order is lost then, never the message.
 //
 // # Design notes
 //

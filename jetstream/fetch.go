@@ -43,6 +43,7 @@ func (p *partition) fetch(ctx context.Context) {
 		if p.group != "" {
 			opts = append(opts, jetstream.FetchPriorityGroup(p.group))
 		}
+		p.pullAt = now()
 		b, err := p.cons.Fetch(n, opts...)
 		if err != nil {
 			cancel()
@@ -118,7 +119,7 @@ func (p *partition) receive(m jetstream.Msg) {
 			"stream", p.stream, "consumer", p.name, "subject", m.Subject(), "err", err)
 		return
 	}
-	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, del: meta.Sequence.Consumer, first: meta.NumDelivered == 1, at: now()}
+	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, del: meta.Sequence.Consumer, first: meta.NumDelivered == 1, at: now(), anchor: p.pullAt}
 	if ph := p.c.cfg.priorityHeader; ph != "" {
 		h.high = strings.EqualFold(m.Headers().Get(ph), "high")
 	}
@@ -268,8 +269,9 @@ func (p *partition) checkCatchUp(ctx context.Context) {
 // sequence than its Delivered.Stream and are not counted; those delivered
 // before it and held now were unacknowledged when it was taken. The count
 // relies on every held message being unacknowledged at the server, which
-// only an owner that answers after it lost the pin can break (see the
-// package doc). It runs on the fetch goroutine.
+// only an answer that arrives after the message's AckWait ran out can
+// break: this package's owners withhold those (answerableLocked), other
+// clients may not (see the package doc). It runs on the fetch goroutine.
 func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 	p.checking = false
 	if r.err != nil {

@@ -208,7 +208,11 @@ func WithPriorityHeader(name string) Option {
 // WithFetchExpiry sets how long each pull request waits for messages on the
 // server. For a pinned consumer each pull also renews the pin, so d must be
 // below every pinned consumer's PinnedTTL. d must be >= 100ms; the default
-// is 5s, capped at half the PinnedTTL of pinned consumers.
+// is 5s, capped on a pinned consumer at half its PinnedTTL and a third of
+// its shortest AckWait (or BackOff step). Longer pulls on a pinned
+// consumer leave a message that arrives late in one less of its answer
+// window (see the package doc), so a late InProgress is more likely to
+// cost it a redelivery.
 func WithFetchExpiry(d time.Duration) Option {
 	name := fmt.Sprintf("WithFetchExpiry(%v)", d)
 	return optFunc{name, func(c *config) {

@@ -49,7 +49,15 @@ type partition struct {
 	stream string
 	name   string
 	group  string        // the pinned priority group; "" for a plain consumer
-	tick   time.Duration // InProgress interval: a third of the shortest redelivery wait
+	tick   time.Duration // a third of the shortest redelivery wait: InProgress goes out every tick or sooner
+	// beatEvery is the InProgress timer's period: a tick, or half of one on
+	// a pinned consumer, whose answer windows leave less room (see beat).
+	beatEvery time.Duration
+	// fresh is, on a pinned consumer, how long after its anchor a held
+	// message may still be answered: the shortest redelivery wait less
+	// half a tick, the answer's allowance for its way to the server (see
+	// answerableLocked).
+	fresh  time.Duration
 	expiry time.Duration // how long a pull request waits
 	bound  int           // WithMaxBuffered
 
@@ -84,11 +92,15 @@ type partition struct {
 	hbStop   bool
 	hbWG     sync.WaitGroup // the InProgress callback in flight, if any
 	hbBuf    []jetstream.Msg
+	// skipProgress, set by tests only, makes beat send no InProgress for
+	// the sequences it names, as if it came too late for them.
+	skipProgress func(seq uint64) bool
 
 	// Fetch goroutine only (handed to its replacement after a Goexit).
 	batch       jetstream.MessageBatch
 	batchCancel context.CancelFunc
 	keying      *held            // the message being taken (see take)
+	pullAt      time.Time        // when the current pull request was made: before the server got it
 	failures    int              // fetch errors in a row
 	runWG       *sync.WaitGroup  // Run's, which waits for the catch-up checks too
 	checking    bool             // a catch-up check is in flight (see checkCatchUp)
@@ -125,7 +137,12 @@ type held struct {
 	epoch uint64
 	ctx   context.Context // the epoch's: the task's submit ctx
 	at    time.Time       // delivered
-	stage uint8           // fetch goroutine: how far take got
+	// anchor is, on a pinned consumer, a time at or before the server last
+	// started the message's AckWait: when this instance made the pull that
+	// brought it (or its latest redelivery), or sent its latest InProgress.
+	// Guarded by p.mu.
+	anchor time.Time
+	stage  uint8 // fetch goroutine: how far take got
 
 	gone    bool // guarded by p.mu: nothing more is sent for it; its task does nothing
 	started bool // guarded by p.mu: its task began
@@ -144,6 +161,27 @@ type held struct {
 }
 
 const pinHeader = "Nats-Pin-Id"
+
+// answerableLocked reports whether an Ack or Term for h, sent at t, surely
+// reaches the server before h's AckWait runs out there, on a pinned
+// consumer (on a plain one it always is: see below). The server starts
+// the AckWait when it delivers h and again when an InProgress for it
+// arrives; h.anchor is a time at or before that. An answer sent within
+// fresh of the anchor arrives in time, provided it takes less than half a
+// tick on its way. Past that, the server may have redelivered h, to
+// another instance if this one lost its pin meanwhile without knowing it
+// yet (it stalled): an Ack from here would then take from the server's
+// count of unacknowledged messages one that the new owner holds, and the
+// new owner's catch-up could end while a message it waits for is still
+// out (see checkCatchUp). So such an answer is withheld: h is remembered
+// as resolved, and its next delivery to this instance, if any, gets the
+// answer; on another instance it runs again (at least once).
+//
+// A plain consumer has no catch-up to miscount: its answers always go.
+// Called with mu held.
+func (p *partition) answerableLocked(h *held, t time.Time) bool {
+	return p.group == "" || t.Before(h.anchor.Add(p.fresh))
+}
 
 // startEpochLocked starts an epoch owned under pin. Called with gate
 // write-locked and mu held (or before the consumer is shared).
@@ -277,11 +315,23 @@ func (p *partition) dispatch(h *held) {
 		return
 	case p.held[h.seq] != nil:
 		// Redelivered while held (an InProgress came late): the held copy
-		// goes on; this one needs no answer.
+		// goes on; this one needs no answer. Its AckWait started again
+		// with this delivery, to this instance.
+		if o := p.held[h.seq]; h.anchor.After(o.anchor) {
+			o.anchor = h.anchor
+		}
 		p.st.duplicates.Add(1)
 	default:
 		if termed, ok := p.resolvedLocked(h); ok {
-			// Resolved here before, and the answer was lost: answer again.
+			// Resolved here before, and the answer was lost: answer again,
+			// unless this delivery too may have run out (see
+			// answerableLocked): then the next one is answered.
+			if !p.answerableLocked(h, now()) {
+				p.mu.Unlock()
+				p.st.dropped.Add(1)
+				p.gate.RUnlock()
+				return
+			}
 			p.mu.Unlock()
 			if termed {
 				_ = h.msg.Term()

@@ -14,7 +14,7 @@ type Stats struct {
 	Termed       uint64 // messages terminated after a terminal error or their last attempt
 	DeadLettered uint64 // of Termed, those the dead-letter function accepted
 	GivenBack    uint64 // messages given back (Nak) for redelivery: by Close, or delivered while closing
-	Dropped      uint64 // messages left unanswered, for JetStream to redeliver: their partition was lost, or Close had ended
+	Dropped      uint64 // messages left unanswered, for JetStream to redeliver: their partition was lost, Close had ended, or (pinned) the answer came past the message's answer window (see the package doc)
 	Heartbeats   uint64 // InProgress signals sent for held messages
 	InFlight     int    // messages in progress: running their handler, waiting to retry, or being dead-lettered
 	Buffered     int    // messages held: delivered and not yet acked, terminated, given back or dropped

@@ -1,0 +1,170 @@
+package jetstream_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seqsched/seqsched/jetstream"
+)
+
+// stallingConsumer is a JetStream consumer whose Fetch can be made to
+// wait, as the fetch goroutine of a stalled instance would: it sends no
+// pull (so the pin may move without this instance knowing) and takes no
+// delivery (so a redelivery cannot reach it).
+type stallingConsumer struct {
+	natsjs.Consumer
+	stalled atomic.Bool
+	entered chan struct{} // a Fetch began waiting; room for one
+	resume  chan struct{} // closed to end the stall
+	acks    atomic.Int32  // Acks sent, by any delivery
+}
+
+func newStalling(cons natsjs.Consumer) *stallingConsumer {
+	return &stallingConsumer{Consumer: cons, entered: make(chan struct{}, 1), resume: make(chan struct{})}
+}
+
+func (s *stallingConsumer) Fetch(n int, opts ...natsjs.FetchOpt) (natsjs.MessageBatch, error) {
+	if s.stalled.Load() {
+		select {
+		case s.entered <- struct{}{}:
+		default:
+		}
+		<-s.resume
+	}
+	return wrapConsumer{s.Consumer, func(m natsjs.Msg) natsjs.Msg {
+		return hookMsg{Msg: m, onAck: func() bool { s.acks.Add(1); return true }}
+	}}.Fetch(n, opts...)
+}
+
+// stall makes the next Fetch wait, and waits for it: from then on the
+// instance pulls nothing until unstall.
+func (s *stallingConsumer) stall(t *testing.T) {
+	s.stalled.Store(true)
+	select {
+	case <-s.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stalled instance's fetch did not come back for its next pull")
+	}
+}
+
+func (s *stallingConsumer) unstall() {
+	s.stalled.Store(false)
+	close(s.resume)
+}
+
+// An owner that stalls past a held message's AckWait does not answer it:
+// the server may have redelivered it (to a new owner, had the pin moved),
+// and its Ack would then wrongly take it off the server's count of
+// unacknowledged messages. The answer is withheld, and its redelivery to
+// this same instance gets it, without a second handler call.
+func TestAnswerPastTheAckWaitIsWithheldForTheRedelivery(t *testing.T) {
+	js, _, consumerFor := pinnedFixture(t) // AckWait 500ms
+	cons := newStalling(consumerFor(t))
+	gate := make(chan struct{})
+	calls := newLedger()
+	c, err := jetstream.NewConsumer([]natsjs.Consumer{cons}, func(ctx context.Context, m natsjs.Msg) error {
+		if calls.call(seqOf(t, m)) == 1 {
+			<-gate
+		}
+		return nil
+	}, jetstream.WithMaxBuffered(100), jetstream.WithLogger(discard))
+	require.NoError(t, err)
+	var undo func()
+	t.Cleanup(func() { // after the consumer's Close
+		if undo != nil {
+			undo()
+		}
+	})
+	start(t, c)
+
+	seq := publish(t, js, "k.a", "1")
+	eventually(t, func() bool { return calls.calledFor(seq) == 1 }, "its handler running: %+v", statsOf(c))
+	cons.stall(t)
+	undo = jetstream.AdvanceClock(time.Second) // the instance stalls past the AckWait
+	close(gate)
+	eventually(t, func() bool { return c.Stats().Dropped == 1 }, "the answer withheld: %+v", statsOf(c))
+	assert.Zero(t, cons.acks.Load(), "Acks sent past the AckWait")
+	assert.Zero(t, c.Stats().Acked)
+
+	cons.unstall() // the redelivery comes back to this instance, and gets the answer
+	eventually(t, func() bool { return cons.acks.Load() == 1 }, "the redelivery acknowledged: %+v", statsOf(c))
+	probe := consumerFor(t)
+	eventually(t, func() bool { return info(t, probe).NumAckPending == 0 }, "nothing pending")
+	assert.Equal(t, 1, calls.calledFor(seq), "handler calls")
+	assert.Equal(t, uint64(1), c.Stats().Duplicates, "the redelivery, answered")
+}
+
+// The scenario the withholding is for. The owner A holds x1 and x2 (key
+// x) and y (key y), and stalls: it pulls nothing more, and x1's and x2's
+// InProgress come too late, so the server redelivers them, to B, which
+// took the pin meanwhile. B catches up: x1, x2 and a later z (key y) are
+// back with it, y is still out with A. Then A's handlers of x1 and x2
+// return. Were A to acknowledge them, the server's count of
+// unacknowledged messages (y, z) would be covered by what B holds (x1,
+// x2, z), B's catch-up would end, and z would run before y. A withholds
+// those answers instead; B waits for y, which comes back once A learns it
+// lost the pin; y runs before z.
+func TestStalledOwnersLateAnswersCannotEndTheNewOwnersCatchUpEarly(t *testing.T) {
+	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms
+	l := newLedger()
+	gateX, gateY := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(gateY) })
+	consA := newStalling(consumerFor(t))
+	a, err := jetstream.NewConsumer([]natsjs.Consumer{consA}, func(ctx context.Context, m natsjs.Msg) error {
+		switch m.Subject() {
+		case "k.x":
+			<-gateX
+		case "k.y":
+			select {
+			case <-gateY:
+			case <-ctx.Done(): // its partition was lost: apply nothing
+				return ctx.Err()
+			}
+		}
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	}, jetstream.WithMaxBuffered(100), jetstream.WithLogger(discard))
+	require.NoError(t, err)
+	start(t, a)
+
+	x1 := publish(t, js, "k.x", "x1")
+	x2 := publish(t, js, "k.x", "x2")
+	y := publish(t, js, "k.y", "y")
+	eventually(t, func() bool {
+		st := a.Stats()
+		return st.Buffered == 3 && st.InFlight == 2 && !st.Consumers[0].CatchingUp
+	}, "A holds x1, x2 and y, running x1 and y: %+v", statsOf(a))
+
+	consA.stall(t)
+	jetstream.SkipProgress(a, func(s uint64) bool { return s == x1 || s == x2 })
+	b, err := jetstream.NewConsumer([]natsjs.Consumer{consumerFor(t)}, func(ctx context.Context, m natsjs.Msg) error {
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	}, jetstream.WithMaxBuffered(100))
+	require.NoError(t, err)
+	start(t, b)
+	probe := consumerFor(t)
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 1 }, "only B's pull waiting")
+	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
+	z := publish(t, js, "k.y", "z") // pins B
+	eventually(t, func() bool { return b.Stats().Consumers[0].Waiting == 3 }, "B holds z, x1 and x2 back: %+v", statsOf(b))
+
+	close(gateX) // A's late handlers return
+	eventually(t, func() bool { st := a.Stats(); return st.Acked+st.Dropped == 2 }, "A resolved x1 and x2: %+v", statsOf(a))
+
+	consA.unstall() // A pulls, learns it lost the pin, and drops y; y comes back to B
+	eventually(t, func() bool { return len(l.key("k.y")) == 2 }, "B applied y and z: %v", lazy(func() any { return l.key("k.y") }))
+	assert.Equal(t, []uint64{y, z}, l.key("k.y"), "y before z")
+	assert.Equal(t, uint64(3), a.Stats().Dropped, "A dropped x1 and x2 (their answers withheld) and y (with its epoch)")
+	assert.Zero(t, consA.acks.Load(), "A's Acks")
+	eventually(t, func() bool { return len(l.key("k.x")) == 4 }, "B ran x1 and x2 again (at least once)")
+	assert.Equal(t, []uint64{x1, x2, x1, x2}, l.key("k.x"))
+	eventually(t, func() bool { return info(t, probe).NumAckPending == 0 }, "nothing pending")
+	assert.False(t, a.Stats().Consumers[0].Owned)
+}
