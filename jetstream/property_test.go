@@ -131,6 +131,18 @@ type instance struct {
 }
 
 func TestPartitionedInstancesKilledAndRestartedLoseNothingAndKeepOrder(t *testing.T) {
+	partitionedProperty(t, false)
+}
+
+// The same, with every instance stalling now and then: the package's clock
+// jumps 600ms forward every 250ms, as if the instances had not run
+// meanwhile (the server's clock does not jump). Held messages then pass
+// their answer window: their answers are withheld, and they come back.
+func TestPartitionedInstancesThatStallLoseNothingAndKeepOrder(t *testing.T) {
+	partitionedProperty(t, true)
+}
+
+func partitionedProperty(t *testing.T, stalls bool) {
 	const (
 		partitions = 4
 		keys       = 40
@@ -250,6 +262,30 @@ func TestPartitionedInstancesKilledAndRestartedLoseNothingAndKeepOrder(t *testin
 		t.Logf("stopped instance %d (abruptly: %v; owned %d partitions) at %d applied", victim.id, abrupt, most, w.appliedCount())
 	}
 
+	if stalls {
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		var undo []func()
+		go func() {
+			defer close(stopped)
+			tick := time.NewTicker(250 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					undo = append(undo, jetstream.AdvanceClock(600*time.Millisecond))
+				}
+			}
+		}()
+		t.Cleanup(func() { // after every instance's Close
+			<-stopped
+			for _, u := range undo {
+				u()
+			}
+		})
+		defer close(stop)
+	}
 	for range instances {
 		launch()
 	}
@@ -299,7 +335,13 @@ func TestPartitionedInstancesKilledAndRestartedLoseNothingAndKeepOrder(t *testin
 			t.Errorf("published out of order: %v", seqs)
 		}
 	}
-	t.Logf("%d published, %d applications (%d duplicates after kills), %d acks", total, w.applies, w.applies-total, w.acks)
+	withheld := uint64(0)
+	mu.Lock()
+	for _, in := range live {
+		withheld += in.c.Stats().Dropped
+	}
+	mu.Unlock()
+	t.Logf("%d published, %d applications (%d duplicates after kills), %d acks; the live instances dropped %d", total, w.applies, w.applies-total, w.acks, withheld)
 }
 
 // rng2 gives each message a handler time of 0–2ms, derived from its
