@@ -95,11 +95,11 @@ func (p *partition) armLocked() {
 // more than half a tick (on a pinned consumer: whose anchor is more than a
 // tick old; beats come every half tick there, so each is refreshed at
 // least a tick before its answer window ends), so that none reaches its
-// AckWait while queued, running, retrying or held back by a catch-up. On a pinned consumer a message past its
-// answer window (see answerableLocked) gets none: its AckWait may have
-// run out already, so it is left to come back, which renews its window
-// if it comes back here. It runs on the timer's goroutine and calls no
-// user code.
+// AckWait while queued, running, retrying or held back by a catch-up. On
+// a pinned consumer a message past its answer window (see
+// answerableLocked) gets none: its AckWait may have run out already, so
+// it is left to come back, which renews its window if it comes back
+// here. It runs on the timer's goroutine and calls no user code.
 func (p *partition) beat() {
 	defer p.hbWG.Done()
 	p.gate.RLock()

@@ -165,7 +165,10 @@
 // Nak, and the InProgress timer) is sent under the partition's gate, after
 // checking that the message's epoch is current and the partition open;
 // losing the pin and closing (closing.go) take the gate for writing, so no
-// answer of an old epoch, and none after Close, goes out.
+// answer of an old epoch, and none after Close, goes out. On a pinned
+// consumer an Ack or Term also needs the message's answer window
+// (answerableLocked in partition.go; see Scaling out): past it the answer
+// is withheld for the message's redelivery.
 //
 // User code runs only at these sites, each through call (process.go),
 // never with a lock held:
