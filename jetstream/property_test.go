@@ -135,7 +135,7 @@ func TestPartitionedInstancesKilledAndRestartedLoseNothingAndKeepOrder(t *testin
 }
 
 // The same, with every instance stalling now and then: the package's clock
-// jumps 600ms forward every 250ms, as if the instances had not run
+// jumps 600ms forward every 100–400ms, as if the instances had not run
 // meanwhile (the server's clock does not jump). Held messages then pass
 // their answer window: their answers are withheld, and they come back.
 func TestPartitionedInstancesThatStallLoseNothingAndKeepOrder(t *testing.T) {
@@ -265,15 +265,20 @@ func partitionedProperty(t *testing.T, stalls bool) {
 	if stalls {
 		stop, stopped := make(chan struct{}), make(chan struct{})
 		var undo []func()
+		// The pauses between stalls are random: at a fixed period they
+		// could keep the same phase to the server's redeliveries (every
+		// AckWait), and every redelivery of a withheld answer would then
+		// arrive across a stall and be withheld again.
+		srng := rand.New(rand.NewPCG(seed, 2))
 		go func() {
 			defer close(stopped)
-			tick := time.NewTicker(250 * time.Millisecond)
-			defer tick.Stop()
 			for {
+				pause := time.NewTimer(time.Duration(100+srng.IntN(300)) * time.Millisecond)
 				select {
 				case <-stop:
+					pause.Stop()
 					return
-				case <-tick.C:
+				case <-pause.C:
 					undo = append(undo, jetstream.AdvanceClock(600*time.Millisecond))
 				}
 			}
@@ -308,7 +313,30 @@ func partitionedProperty(t *testing.T, stalls bool) {
 	}
 	publishSome(total - published)
 
-	eventually(t, func() bool { return w.appliedCount() == total }, "every message applied (%d of %d)", w.appliedCount(), total)
+	// state describes, when the wait fails, each live instance's
+	// partitions and each consumer's server-side counts.
+	state := lazy(func() any {
+		var b strings.Builder
+		mu.Lock()
+		for id, in := range live {
+			for _, cs := range in.c.Stats().Consumers {
+				fmt.Fprintf(&b, "\ninstance %d %s: owned %v catching up %v buffered %d waiting %d in flight %d dropped %d duplicates %d",
+					id, cs.Consumer, cs.Owned, cs.CatchingUp, cs.Buffered, cs.Waiting, cs.InFlight, cs.Dropped, cs.Duplicates)
+			}
+		}
+		mu.Unlock()
+		for p := range partitions {
+			if cn, err := js.Consumer(context.Background(), "P", fmt.Sprintf("part-%d", p)); err == nil {
+				if i, err := cn.Info(context.Background()); err == nil {
+					fmt.Fprintf(&b, "\nserver part-%d: ack pending %d pending %d redelivered %d waiting %d",
+						p, i.NumAckPending, i.NumPending, i.NumRedelivered, i.NumWaiting)
+				}
+			}
+		}
+		return b.String()
+	})
+	eventually(t, func() bool { return w.appliedCount() == total }, "every message applied (%d of %d):%v",
+		lazy(func() any { return w.appliedCount() }), total, state)
 	for p := range partitions {
 		cn, err := js.Consumer(context.Background(), "P", fmt.Sprintf("part-%d", p))
 		if err != nil {
