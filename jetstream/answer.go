@@ -18,9 +18,10 @@ const (
 
 // resolve sends h's answer to the server, unless h is gone (its epoch
 // ended, or it was resolved already) or the partition closed. It reports
-// whether h was resolved here: its answer sent or, for an Ack or Term
-// that might arrive after h's AckWait ran out at the server, withheld for
-// its redelivery (see answerableLocked; the withholding is logged).
+// whether h was resolved here: its answer sent or, for an answer that
+// might arrive after h's AckWait ran out at the server, withheld (see
+// answerableLocked): an Ack or Term for its redelivery, which is logged,
+// a Nak for good.
 func (p *partition) resolve(h *held, r reply) bool {
 	p.gate.RLock()
 	p.mu.Lock()
@@ -32,7 +33,7 @@ func (p *partition) resolve(h *held, r reply) bool {
 	h.gone = true
 	delete(p.held, h.seq)
 	t := now()
-	withheld := r != replyNak && !p.answerableLocked(h, t)
+	late := !p.answerableLocked(h, t)
 	if r != replyNak {
 		p.resolved.add(h.seq, r == replyTerm)
 		if p.group != "" {
@@ -42,7 +43,12 @@ func (p *partition) resolve(h *held, r reply) bool {
 	p.checkDrainedLocked()
 	anchor := h.anchor
 	p.mu.Unlock()
-	if withheld {
+	if late && r == replyNak {
+		p.gate.RUnlock()
+		p.st.dropped.Add(1)
+		return true
+	}
+	if late {
 		p.gate.RUnlock()
 		p.st.dropped.Add(1)
 		p.c.logAt(p.c.life, levelWarn, "seqsched/jetstream: answer withheld: the message's AckWait may have run out at the server (this instance stalled); its redelivery gets the answer, or runs again on the partition's new owner",
@@ -99,41 +105,61 @@ func (p *partition) armLocked() {
 // a pinned consumer a message past its answer window (see
 // answerableLocked) gets none: its AckWait may have run out already, so
 // it is left to come back, which renews its window if it comes back
-// here. It runs on the timer's goroutine and calls no user code.
+// here. An InProgress that nats.go could not send moves the anchor
+// back. It runs on the timer's goroutine and calls no user code.
 func (p *partition) beat() {
 	defer p.hbWG.Done()
 	p.gate.RLock()
 	p.mu.Lock()
 	p.hbArmed = false
-	msgs := p.hbBuf[:0]
+	items := p.hbBuf[:0]
+	t := now()
 	if p.owned && !p.closed {
-		t := now()
 		cutoff := t.Add(-p.tick / 2)
 		for _, h := range p.held {
 			switch {
 			case p.group == "":
 				if h.at.Before(cutoff) {
-					msgs = append(msgs, h.msg)
+					items = append(items, beatItem{h: h})
 				}
 			case !p.answerableLocked(h, t):
 			case p.skipProgress != nil && p.skipProgress(h.seq):
 			case h.anchor.Before(t.Add(-p.tick)):
+				items = append(items, beatItem{h: h, prev: h.anchor, moved: true})
 				h.anchor = t // before the InProgress goes out
-				msgs = append(msgs, h.msg)
 			}
 		}
 	}
 	p.mu.Unlock()
-	for _, m := range msgs {
-		_ = m.InProgress()
+	failed := false
+	for i := range items {
+		if err := items[i].h.msg.InProgress(); err != nil && items[i].moved {
+			items[i].failed, failed = true, true
+		}
 	}
-	p.st.heartbeats.Add(uint64(len(msgs)))
+	p.st.heartbeats.Add(uint64(len(items)))
 	p.gate.RUnlock()
-	clear(msgs)
 	p.mu.Lock()
-	p.hbBuf = msgs[:0]
+	if failed {
+		for _, it := range items {
+			if it.failed && it.h.anchor.Equal(t) {
+				it.h.anchor = it.prev
+			}
+		}
+	}
+	clear(items)
+	p.hbBuf = items[:0]
 	p.armLocked()
 	p.mu.Unlock()
+}
+
+// beatItem is a message beat sends InProgress for, with its anchor before
+// (on a pinned consumer), to restore if the InProgress fails.
+type beatItem struct {
+	h      *held
+	prev   time.Time
+	moved  bool
+	failed bool
 }
 
 // giveBackDelay is how long a message given back waits on the server

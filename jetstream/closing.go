@@ -16,12 +16,18 @@ func (p *partition) beginClose() {
 	p.mu.Lock()
 	p.closing = true
 	var back []*held
+	late := 0
 	if !p.closed {
+		t := now()
 		for _, h := range p.held {
 			if !h.started {
 				h.gone = true
 				delete(p.held, h.seq)
-				back = append(back, h)
+				if p.answerableLocked(h, t) {
+					back = append(back, h)
+				} else {
+					late++ // it comes back after its AckWait (see answerableLocked)
+				}
 			}
 		}
 	}
@@ -33,6 +39,7 @@ func (p *partition) beginClose() {
 		giveBack(h.msg)
 	}
 	p.st.givenBack.Add(uint64(len(back)))
+	p.st.dropped.Add(uint64(late))
 }
 
 func bySeq(a, b *held) int { return cmp.Compare(a.seq, b.seq) }
@@ -66,9 +73,15 @@ func (p *partition) close() {
 	p.mu.Lock()
 	p.closing = true
 	var back []*held
+	late := 0
+	t := now()
 	for _, h := range p.held {
 		h.gone = true
-		back = append(back, h)
+		if p.answerableLocked(h, t) {
+			back = append(back, h)
+		} else {
+			late++ // it comes back after its AckWait (see answerableLocked)
+		}
 	}
 	clear(p.held)
 	p.waiting, p.catchUp = nil, false
@@ -83,6 +96,7 @@ func (p *partition) close() {
 		giveBack(h.msg)
 	}
 	p.st.givenBack.Add(uint64(len(back)))
+	p.st.dropped.Add(uint64(late))
 	p.mu.Lock()
 	p.closed = true
 	p.checkDrainedLocked()

@@ -73,6 +73,10 @@ func newPartitions(cons []jetstream.Consumer, cfg *config, c *Consumer) ([]*part
 				break
 			}
 			p.group = cc.PriorityGroups[0]
+			if wait < 300*time.Millisecond {
+				bad(s, n, "AckWait (or a BackOff step) of %v on a pinned consumer: must be >= 300ms, so that a pull (at least 100ms) fits in a third of it and each message arrives well within its answer window (see the package doc)", wait)
+				ok = false
+			}
 			p.fresh = wait - p.tick/2
 			p.beatEvery = p.tick / 2
 			ttl := cc.PinnedTTL

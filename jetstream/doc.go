@@ -39,7 +39,8 @@
 //     waiting message holds no concurrency slot.
 //   - No redelivery while held: every held message (queued, running,
 //     retrying) gets InProgress every third of its AckWait (or of the
-//     shortest BackOff step). A redelivery of a message still held, or of
+//     shortest BackOff step), sooner on a pinned consumer (see Scaling
+//     out). A redelivery of a message still held, or of
 //     one this consumer resolved recently (an answer lost on the way), is
 //     recognised by its stream sequence and not handled again (Stats.
 //     Duplicates).
@@ -110,41 +111,50 @@
 // The pin is not a fencing token, so an owner fences its own answers. An
 // owner keeps the pin by pulling: the server moves it PinnedTTL after the
 // owner's last pull request, and the owner sends its next one as soon as
-// a pull ends (every fetch expiry, at most). It keeps each message it
-// holds from redelivery with InProgress, and takes each delivery as it
-// arrives (the catch-up's questions to the server wait on a goroutine of
-// their own). So only an instance that stalls (a key function that blocks
-// its fetch goroutine, a process paused or starved of CPU) can lose its
-// pin while it runs, and only for longer than PinnedTTL minus the fetch
-// expiry. It may then still be running a handler when another instance
-// takes over (its ctx is canceled once the instance learns; the message
-// runs again on the new owner, at least once). What it never does is
+// a pull ends. It keeps each message it holds from redelivery with
+// InProgress, and takes each delivery as it arrives (the catch-up's
+// questions to the server wait on a goroutine of their own). So only an
+// instance that stalls (a key function that blocks its fetch goroutine, a
+// process paused or starved of CPU, a host suspended, a partitioned
+// network) can lose its pin while it runs, and only for longer than
+// PinnedTTL minus the fetch expiry. It may then still be running
+// handlers when another instance takes over, even of messages its stall
+// already made it too late to answer (their ctx is canceled once it
+// learns; they run again on the new owner: at least once, so a handler
+// that must not apply a message twice skips one at or below the last
+// sequence it applied for its key, see above). What it never does is
 // answer a message whose AckWait may have run out at the server: an
-// owner acknowledges or terminates a held message only within its answer
-// window, the shortest AckWait (or BackOff step) less a sixth of it,
-// counted from a time at or before the server last started that wait
-// (the pull request that brought the message, or the last InProgress sent
-// for it). Past the window the server may have redelivered the message to
-// a new owner, whose catch-up would count it as held while the answer
-// took it off the server's count of unacknowledged messages, and so end
-// while another message it waits for is still out. Such an answer is
-// withheld, logged at Warn and counted in Dropped: a redelivery to the
-// same instance gets it, without running the handler again; on a new
-// owner the message runs again. On a pinned consumer the default fetch
-// expiry is at most a third of the AckWait (and half the PinnedTTL, and
-// 5s), so that a message arrives with most of its window ahead, and
-// InProgress goes out every sixth of the AckWait.
+// owner acknowledges, terminates or gives back a held message only within
+// its answer window, the shortest AckWait (or BackOff step) less a sixth
+// of it, counted from a time at or before the server last started that
+// wait (the pull request that brought the message, or the last
+// InProgress sent for it), by the monotonic clock and by the wall clock
+// alike. Past the window the server may have redelivered the message to a
+// new owner, whose catch-up would count it as held while an Ack took it
+// off the server's count of unacknowledged messages, and so end while
+// another message it waits for is still out. Such an answer is withheld
+// and counted in Dropped (and logged at Warn when a handler's answer is
+// withheld): a redelivery to the same instance gets it, without running
+// the handler again; on a new owner the message runs again. A pinned
+// consumer's pulls wait at most a third of that AckWait, whatever
+// WithFetchExpiry says, and its InProgress timer fires every sixth of it,
+// so that a message arrives with most of its window ahead and is
+// refreshed at least a third of the AckWait before the window ends; its
+// AckWait must be at least 300ms.
 //
-// What is left is an assumption: an answer reaches the server within a
-// sixth of the AckWait of being sent. A connection that stalls for longer
-// (a reconnect), or a client other than this package answering for the
-// consumer, can still end a catch-up early. The message it waits for then
-// runs late, after later ones of its key: it was first delivered before
-// the new owner's pin, so the duplicate rule by key does not take it for
-// a duplicate. So does a delivery to the new owner lost on its way in the
-// same catch-up, which the miscount can hide too: the gap in the consumer
-// sequence that shows the loss also takes the messages before it out of
-// the duplicate rule by key. Order is lost then, never the message.
+// What is left is an assumption: an answer or an InProgress reaches the
+// server within a sixth of the AckWait of the window's check, a pause of
+// the process between the check and the write to the connection
+// included. A connection that holds them longer (a reconnect, a network
+// that drops packets), or a client other than this package answering for
+// the consumer, can still end a catch-up early. The message it waits for
+// then runs late, after later ones of its key: it was first delivered
+// before the new owner's pin, so the duplicate rule by key does not take
+// it for a duplicate. So does a delivery to the new owner lost on its way
+// in the same catch-up, which the miscount can hide too: the gap in the
+// consumer sequence that shows the loss also takes the messages before it
+// out of the duplicate rule by key. Order is lost then, never the
+// message.
 //
 // # Design notes
 //

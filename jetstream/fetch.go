@@ -58,16 +58,18 @@ func (p *partition) fetch(ctx context.Context) {
 // pullSize returns the next pull's batch, the room left under the bound
 // (at least 1: a pinned consumer must keep pulling to keep its pin, and
 // the server sends no more than MaxAckPending anyway), and its expiry:
-// shorter while catching up, so that the catch-up is checked every tick,
-// and while waiting for a pin, so that the catch-up after gaining it is
-// checked early too (the pull that receives the pin goes on, and a pull
-// is never ended early: nats.go drops what is in flight to it).
+// on a pinned consumer at most a tick, whatever WithFetchExpiry says, so
+// that a message arrives with most of its answer window ahead (its anchor
+// is the pull's start: see answerableLocked); this also checks a catch-up
+// every tick, and the catch-up after gaining a pin early (the pull that
+// receives the pin goes on, and a pull is never ended early: nats.go
+// drops what is in flight to it).
 func (p *partition) pullSize() (int, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := max(1, p.bound-len(p.held))
 	exp := p.expiry
-	if p.catchUp || (p.group != "" && !p.owned) {
+	if p.group != "" {
 		exp = max(min(exp, p.tick), 100*time.Millisecond)
 	}
 	return n, exp

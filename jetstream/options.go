@@ -208,11 +208,10 @@ func WithPriorityHeader(name string) Option {
 // WithFetchExpiry sets how long each pull request waits for messages on the
 // server. For a pinned consumer each pull also renews the pin, so d must be
 // below every pinned consumer's PinnedTTL. d must be >= 100ms; the default
-// is 5s, capped on a pinned consumer at half its PinnedTTL and a third of
-// its shortest AckWait (or BackOff step). Longer pulls on a pinned
-// consumer leave a message that arrives late in one less of its answer
-// window (see the package doc), so a late InProgress is more likely to
-// cost it a redelivery.
+// is 5s, capped on a pinned consumer at half its PinnedTTL. Whatever d, a
+// pinned consumer's pulls wait at most a third of its shortest AckWait
+// (or BackOff step), at least 100ms: a message's answer window counts
+// from the start of the pull that brought it (see the package doc).
 func WithFetchExpiry(d time.Duration) Option {
 	name := fmt.Sprintf("WithFetchExpiry(%v)", d)
 	return optFunc{name, func(c *config) {

@@ -91,7 +91,7 @@ type partition struct {
 	hbArmed  bool
 	hbStop   bool
 	hbWG     sync.WaitGroup // the InProgress callback in flight, if any
-	hbBuf    []jetstream.Msg
+	hbBuf    []beatItem
 	// skipProgress, set by tests only, makes beat send no InProgress for
 	// the sequences it names, as if it came too late for them.
 	skipProgress func(seq uint64) bool
@@ -177,10 +177,21 @@ const pinHeader = "Nats-Pin-Id"
 // as resolved, and its next delivery to this instance, if any, gets the
 // answer; on another instance it runs again (at least once).
 //
+// A Nak (a message given back) is withheld past the window too: from an
+// owner that lost the pin it would make the server redeliver, after
+// giveBackDelay, a message the new owner holds and counts on for its own
+// window. The message comes back anyway, after its AckWait.
+//
 // A plain consumer has no catch-up to miscount: its answers always go.
 // Called with mu held.
 func (p *partition) answerableLocked(h *held, t time.Time) bool {
-	return p.group == "" || t.Before(h.anchor.Add(p.fresh))
+	if p.group == "" {
+		return true
+	}
+	// The monotonic clock stops while the host sleeps (a suspended
+	// laptop or VM), the server's AckWait does not: the time on the wall
+	// clock counts too, whichever is longer.
+	return t.Sub(h.anchor) < p.fresh && t.Round(0).Sub(h.anchor.Round(0)) < p.fresh
 }
 
 // startEpochLocked starts an epoch owned under pin. Called with gate
@@ -308,9 +319,14 @@ func (p *partition) dispatch(h *held) {
 		// Nothing may be sent any more: JetStream redelivers it.
 		p.st.dropped.Add(1)
 	case p.closing || !p.owned:
+		late := !p.answerableLocked(h, now())
 		p.mu.Unlock()
-		giveBack(h.msg)
-		p.st.givenBack.Add(1)
+		if late {
+			p.st.dropped.Add(1)
+		} else {
+			giveBack(h.msg)
+			p.st.givenBack.Add(1)
+		}
 		p.gate.RUnlock()
 		return
 	case p.held[h.seq] != nil:

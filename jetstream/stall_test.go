@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +24,10 @@ type stallingConsumer struct {
 	entered chan struct{} // a Fetch began waiting; room for one
 	resume  chan struct{} // closed to end the stall
 	acks    atomic.Int32  // Acks sent, by any delivery
+	naks    atomic.Int32  // Naks sent
+	// failProgress makes every InProgress fail, as nats.go's does when it
+	// cannot send one.
+	failProgress atomic.Bool
 }
 
 func newStalling(cons natsjs.Consumer) *stallingConsumer {
@@ -38,8 +43,24 @@ func (s *stallingConsumer) Fetch(n int, opts ...natsjs.FetchOpt) (natsjs.Message
 		<-s.resume
 	}
 	return wrapConsumer{s.Consumer, func(m natsjs.Msg) natsjs.Msg {
-		return hookMsg{Msg: m, onAck: func() bool { s.acks.Add(1); return true }}
+		return failingProgress{hookMsg{Msg: m,
+			onAck: func() bool { s.acks.Add(1); return true },
+			onNak: func() bool { s.naks.Add(1); return true },
+		}, &s.failProgress}
 	}}.Fetch(n, opts...)
+}
+
+// failingProgress is a message whose InProgress fails while fail is set.
+type failingProgress struct {
+	hookMsg
+	fail *atomic.Bool
+}
+
+func (m failingProgress) InProgress() error {
+	if m.fail.Load() {
+		return errors.New("InProgress not sent")
+	}
+	return m.hookMsg.InProgress()
 }
 
 // stall makes the next Fetch wait, and waits for it: from then on the
@@ -172,4 +193,95 @@ func TestStalledOwnersLateAnswersCannotEndTheNewOwnersCatchUpEarly(t *testing.T)
 	assert.Empty(t, la.key("k.y"), "A's: y's handler saw its ctx canceled")
 	eventually(t, func() bool { return info(t, probe).NumAckPending == 0 }, "nothing pending")
 	assert.False(t, a.Stats().Consumers[0].Owned)
+}
+
+// A pinned consumer's pulls wait at most a third of the AckWait, whatever
+// WithFetchExpiry says: a message's answer window counts from the start
+// of the pull that brought it, so one that arrived late in a long pull
+// would be past its window on arrival, and its answer withheld with
+// nothing stalled. Each message here is published after the consumer
+// idled for longer than the window (a 30s pull would still be waiting).
+func TestPinnedPullsStayShortWhateverTheFetchExpiry(t *testing.T) {
+	js, _, consumerFor := pinnedFixture(t) // AckWait 500ms: window 417ms
+	c, err := jetstream.NewConsumer([]natsjs.Consumer{consumerFor(t)}, func(ctx context.Context, m natsjs.Msg) error { return nil },
+		jetstream.WithMaxBuffered(100), jetstream.WithFetchExpiry(30*time.Second), jetstream.WithLogger(discard))
+	require.NoError(t, err)
+	start(t, c)
+	for i := 1; i <= 3; i++ {
+		<-time.After(600 * time.Millisecond) // idle: a long pull would be older than the window
+		publish(t, js, "k.a", "m")
+		eventually(t, func() bool { st := c.Stats(); return st.Acked+st.Dropped == uint64(i) }, "message %d answered: %+v", i, statsOf(c))
+	}
+	st := c.Stats()
+	assert.Equal(t, uint64(3), st.Acked, "acked")
+	assert.Zero(t, st.Dropped, "withheld")
+}
+
+// An InProgress that could not be sent does not move the message's answer
+// window: a handler that ran past the window, while every InProgress
+// failed, has its answer withheld rather than sent after the server may
+// have redelivered the message.
+func TestFailedInProgressDoesNotRenewTheWindow(t *testing.T) {
+	js, _, consumerFor := pinnedFixture(t) // AckWait 500ms: window 417ms
+	cons := newStalling(consumerFor(t))
+	gate := make(chan struct{})
+	c, err := jetstream.NewConsumer([]natsjs.Consumer{cons}, func(ctx context.Context, m natsjs.Msg) error {
+		<-gate
+		<-time.After(600 * time.Millisecond) // the work outlasts the window
+		return nil
+	}, jetstream.WithMaxBuffered(100), jetstream.WithLogger(discard))
+	require.NoError(t, err)
+	start(t, c)
+
+	publish(t, js, "k.a", "1")
+	eventually(t, func() bool { return c.Stats().InFlight == 1 }, "its handler running: %+v", statsOf(c))
+	cons.stall(t) // no redelivery can renew the window
+	cons.failProgress.Store(true)
+	close(gate)
+	eventually(t, func() bool { st := c.Stats(); return st.Acked+st.Dropped == 1 }, "answered: %+v", statsOf(c))
+	assert.Equal(t, uint64(1), c.Stats().Dropped, "withheld")
+	assert.Zero(t, cons.acks.Load(), "Acks sent")
+	cons.failProgress.Store(false)
+	cons.unstall()
+}
+
+// Close gives back the messages that have not started, except those past
+// their answer window: from an owner that stalled and lost its pin, a
+// Nak would make the server redeliver at once a message the new owner
+// holds and counts on keeping for its own window. They come back after
+// their AckWait anyway.
+func TestCloseGivesNothingBackPastItsWindow(t *testing.T) {
+	js, _, consumerFor := pinnedFixture(t) // AckWait 500ms
+	cons := newStalling(consumerFor(t))
+	gate := make(chan struct{})
+	c, err := jetstream.NewConsumer([]natsjs.Consumer{cons}, func(ctx context.Context, m natsjs.Msg) error {
+		<-gate
+		return nil
+	}, jetstream.WithMaxBuffered(100), jetstream.WithLogger(discard))
+	require.NoError(t, err)
+	var undo func()
+	t.Cleanup(func() {
+		if undo != nil {
+			undo()
+		}
+	})
+	r := start(t, c)
+
+	publish(t, js, "k.a", "1")
+	publish(t, js, "k.a", "2") // queued behind 1
+	eventually(t, func() bool { st := c.Stats(); return st.InFlight == 1 && st.Buffered == 2 }, "1 running, 2 queued: %+v", statsOf(c))
+	cons.stall(t)
+	undo = jetstream.AdvanceClock(time.Second) // the instance stalls past the AckWait
+	closed := make(chan error, 1)
+	go func() { closed <- r.close(t, 10*time.Second) }()
+	eventually(t, func() bool { return c.Stats().Dropped == 1 }, "2 left for the server, not given back: %+v", statsOf(c))
+	close(gate)
+	eventually(t, func() bool { return c.Stats().Dropped == 2 }, "1's answer withheld: %+v", statsOf(c))
+	cons.unstall() // Run waits for the fetch goroutine, which finds its ctx ended
+	require.NoError(t, <-closed)
+	assert.Zero(t, cons.naks.Load(), "Naks sent")
+	assert.Zero(t, cons.acks.Load(), "Acks sent")
+	st := c.Stats()
+	assert.Equal(t, uint64(2), st.Dropped, "2 not given back, 1's answer withheld")
+	assert.Zero(t, st.GivenBack)
 }
