@@ -285,3 +285,38 @@ func TestCloseGivesNothingBackPastItsWindow(t *testing.T) {
 	assert.Equal(t, uint64(2), st.Dropped, "2 not given back, 1's answer withheld")
 	assert.Zero(t, st.GivenBack)
 }
+
+// A message's window counts from the start of the pull that brought it,
+// not from when the fetch goroutine took it: deliveries that waited
+// behind a key function that blocked (a stall of the fetch goroutine)
+// may be past their AckWait already, and their answers are withheld.
+func TestWindowCountsFromThePullNotFromTakingTheDelivery(t *testing.T) {
+	js, _, consumerFor := pinnedFixture(t) // AckWait 500ms
+	publish(t, js, "k.a", "1")
+	publish(t, js, "k.b", "2") // both in the first pull
+	cons := newStalling(consumerFor(t))
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	c, err := jetstream.NewConsumer([]natsjs.Consumer{cons}, func(ctx context.Context, m natsjs.Msg) error { return nil },
+		jetstream.WithMaxBuffered(100), jetstream.WithLogger(discard),
+		jetstream.WithKeyFunc(func(m natsjs.Msg) string {
+			if once.CompareAndSwap(false, true) {
+				close(entered)
+				<-release // the fetch goroutine stalls, 2 waiting behind it
+			}
+			return m.Subject()
+		}))
+	require.NoError(t, err)
+	var undo func()
+	t.Cleanup(func() {
+		if undo != nil {
+			undo()
+		}
+	})
+	start(t, c)
+	<-entered
+	undo = jetstream.AdvanceClock(time.Second) // the stall outlasts the AckWait
+	close(release)
+	eventually(t, func() bool { return c.Stats().Dropped == 2 }, "both answers withheld: %+v", statsOf(c))
+	assert.Zero(t, cons.acks.Load(), "Acks sent")
+}
