@@ -74,6 +74,19 @@ func (s *stallingConsumer) stall(t *testing.T) {
 	}
 }
 
+// stallClock returns a func that moves the package's clock forward, as a
+// stall of every consumer would. The clock goes back when the test ends,
+// after the cleanups registered later (a consumer's Close, by start).
+func stallClock(t *testing.T) func(time.Duration) {
+	var undo []func()
+	t.Cleanup(func() {
+		for _, u := range undo {
+			u()
+		}
+	})
+	return func(d time.Duration) { undo = append(undo, jetstream.AdvanceClock(d)) }
+}
+
 func (s *stallingConsumer) unstall() {
 	s.stalled.Store(false)
 	close(s.resume)
@@ -96,18 +109,13 @@ func TestAnswerPastTheAckWaitIsWithheldForTheRedelivery(t *testing.T) {
 		return nil
 	}, jetstream.WithMaxBuffered(100), jetstream.WithLogger(discard))
 	require.NoError(t, err)
-	var undo func()
-	t.Cleanup(func() { // after the consumer's Close
-		if undo != nil {
-			undo()
-		}
-	})
+	advance := stallClock(t) // before start: the clock goes back after Close
 	start(t, c)
 
 	seq := publish(t, js, "k.a", "1")
 	eventually(t, func() bool { return calls.calledFor(seq) == 1 }, "its handler running: %+v", statsOf(c))
 	cons.stall(t)
-	undo = jetstream.AdvanceClock(time.Second) // the instance stalls past the AckWait
+	advance(time.Second) // the instance stalls past the AckWait
 	close(gate)
 	eventually(t, func() bool { return c.Stats().Dropped == 1 }, "the answer withheld: %+v", statsOf(c))
 	assert.Zero(t, cons.acks.Load(), "Acks sent past the AckWait")
@@ -259,19 +267,14 @@ func TestCloseGivesNothingBackPastItsWindow(t *testing.T) {
 		return nil
 	}, jetstream.WithMaxBuffered(100), jetstream.WithLogger(discard))
 	require.NoError(t, err)
-	var undo func()
-	t.Cleanup(func() {
-		if undo != nil {
-			undo()
-		}
-	})
+	advance := stallClock(t) // before start: the clock goes back after Close
 	r := start(t, c)
 
 	publish(t, js, "k.a", "1")
 	publish(t, js, "k.a", "2") // queued behind 1
 	eventually(t, func() bool { st := c.Stats(); return st.InFlight == 1 && st.Buffered == 2 }, "1 running, 2 queued: %+v", statsOf(c))
 	cons.stall(t)
-	undo = jetstream.AdvanceClock(time.Second) // the instance stalls past the AckWait
+	advance(time.Second) // the instance stalls past the AckWait
 	closed := make(chan error, 1)
 	go func() { closed <- r.close(t, 10*time.Second) }()
 	eventually(t, func() bool { return c.Stats().Dropped == 1 }, "2 left for the server, not given back: %+v", statsOf(c))
@@ -307,15 +310,10 @@ func TestWindowCountsFromThePullNotFromTakingTheDelivery(t *testing.T) {
 			return m.Subject()
 		}))
 	require.NoError(t, err)
-	var undo func()
-	t.Cleanup(func() {
-		if undo != nil {
-			undo()
-		}
-	})
+	advance := stallClock(t) // before start: the clock goes back after Close
 	start(t, c)
 	<-entered
-	undo = jetstream.AdvanceClock(time.Second) // the stall outlasts the AckWait
+	advance(time.Second) // the stall outlasts the AckWait
 	close(release)
 	eventually(t, func() bool { return c.Stats().Dropped == 2 }, "both answers withheld: %+v", statsOf(c))
 	assert.Zero(t, cons.acks.Load(), "Acks sent")
