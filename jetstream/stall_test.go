@@ -3,6 +3,7 @@ package jetstream_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -317,4 +318,39 @@ func TestWindowCountsFromThePullNotFromTakingTheDelivery(t *testing.T) {
 	close(release)
 	eventually(t, func() bool { return c.Stats().Dropped == 2 }, "both answers withheld: %+v", statsOf(c))
 	assert.Zero(t, cons.acks.Load(), "Acks sent")
+}
+
+// The log of a withheld answer runs the logger on the message's task,
+// with the task's ctx: a logger that panics, calls runtime.Goexit or
+// calls Close with that ctx (which returns ErrWouldDeadlock rather than
+// wait for the task the logger runs on) leaves the answer withheld and
+// the message task finished.
+func TestWithheldAnswerLoggerThatPanicsGoexitsOrCloses(t *testing.T) {
+	for _, b := range []misbehave{panics, goexits, closes} {
+		t.Run(b.String(), func(t *testing.T) {
+			js, _, consumerFor := pinnedFixture(t) // AckWait 500ms
+			cons := newStalling(consumerFor(t))
+			gate := make(chan struct{})
+			var cp atomic.Pointer[jetstream.Consumer]
+			var calls atomic.Int32
+			c, err := jetstream.NewConsumer([]natsjs.Consumer{cons}, func(ctx context.Context, m natsjs.Msg) error {
+				<-gate
+				return nil
+			}, jetstream.WithMaxBuffered(100), jetstream.WithLogger(slog.New(misbehavingLog{t, b, &cp, &calls})))
+			require.NoError(t, err)
+			cp.Store(c)
+			advance := stallClock(t) // before start: the clock goes back after Close
+			start(t, c)
+
+			publish(t, js, "k.a", "1")
+			eventually(t, func() bool { return c.Stats().InFlight == 1 }, "its handler running: %+v", statsOf(c))
+			cons.stall(t)
+			advance(time.Second)
+			close(gate)
+			eventually(t, func() bool { st := c.Stats(); return st.Dropped == 1 && st.InFlight == 0 }, "withheld, the task finished: %+v", statsOf(c))
+			assert.Equal(t, int32(1), calls.Load(), "logger calls")
+			assert.Zero(t, cons.acks.Load(), "Acks sent")
+			cons.unstall()
+		})
+	}
 }
