@@ -43,14 +43,12 @@ func (p *partition) resolve(h *held, r reply) bool {
 	p.checkDrainedLocked()
 	anchor := h.anchor
 	p.mu.Unlock()
-	if late && r == replyNak {
-		p.gate.RUnlock()
-		p.st.dropped.Add(1)
-		return true
-	}
 	if late {
 		p.gate.RUnlock()
 		p.st.dropped.Add(1)
+		if r == replyNak {
+			return true
+		}
 		p.c.logAt(p.c.life, levelWarn, "seqsched/jetstream: answer withheld: the message's AckWait may have run out at the server (this instance stalled); its redelivery gets the answer, or runs again on the partition's new owner",
 			"stream", p.stream, "consumer", p.name, "sequence", h.seq, "terminate", r == replyTerm, "late", t.Sub(anchor.Add(p.fresh)))
 		return true
@@ -125,7 +123,7 @@ func (p *partition) beat() {
 			case !p.answerableLocked(h, t):
 			case p.skipProgress != nil && p.skipProgress(h.seq):
 			case h.anchor.Before(t.Add(-p.tick)):
-				items = append(items, beatItem{h: h, prev: h.anchor, moved: true})
+				items = append(items, beatItem{h: h, prev: h.anchor})
 				h.anchor = t // before the InProgress goes out
 			}
 		}
@@ -133,7 +131,7 @@ func (p *partition) beat() {
 	p.mu.Unlock()
 	failed := false
 	for i := range items {
-		if err := items[i].h.msg.InProgress(); err != nil && items[i].moved {
+		if err := items[i].h.msg.InProgress(); err != nil && p.group != "" {
 			items[i].failed, failed = true, true
 		}
 	}
@@ -158,7 +156,6 @@ func (p *partition) beat() {
 type beatItem struct {
 	h      *held
 	prev   time.Time
-	moved  bool
 	failed bool
 }
 

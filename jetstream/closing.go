@@ -16,33 +16,50 @@ func (p *partition) beginClose() {
 	p.mu.Lock()
 	p.closing = true
 	var back []*held
-	late := 0
 	if !p.closed {
-		t := now()
 		for _, h := range p.held {
 			if !h.started {
 				h.gone = true
 				delete(p.held, h.seq)
-				if p.answerableLocked(h, t) {
-					back = append(back, h)
-				} else {
-					late++ // it comes back after its AckWait (see answerableLocked)
-				}
+				back = append(back, h)
 			}
 		}
 	}
+	back, late := p.answerableOnlyLocked(back)
 	p.waiting, p.catchUp = nil, false
 	p.checkDrainedLocked()
 	p.mu.Unlock()
-	slices.SortFunc(back, bySeq)
-	for _, h := range back {
-		giveBack(h.msg)
-	}
-	p.st.givenBack.Add(uint64(len(back)))
-	p.st.dropped.Add(uint64(late))
+	p.giveBackAll(back, late)
 }
 
 func bySeq(a, b *held) int { return cmp.Compare(a.seq, b.seq) }
+
+// giveBackAll gives hs back in stream order, and counts late more as
+// dropped (see answerableOnlyLocked). Called with no lock but the gate.
+func (p *partition) giveBackAll(hs []*held, late int) {
+	slices.SortFunc(hs, bySeq)
+	for _, h := range hs {
+		giveBack(h.msg)
+	}
+	p.st.givenBack.Add(uint64(len(hs)))
+	p.st.dropped.Add(uint64(late))
+}
+
+// answerableOnlyLocked keeps, in place, the messages of hs that may still
+// be given back, and counts the others: past their answer window, they
+// come back after their AckWait (see answerableLocked). Called with mu
+// held.
+func (p *partition) answerableOnlyLocked(hs []*held) (kept []*held, late int) {
+	t := now()
+	kept = hs[:0]
+	for _, h := range hs {
+		if p.answerableLocked(h, t) {
+			kept = append(kept, h)
+		}
+	}
+	clear(hs[len(kept):])
+	return kept, len(hs) - len(kept)
+}
 
 // drainedCh returns a channel closed once no message is held (while
 // closing).
@@ -73,16 +90,11 @@ func (p *partition) close() {
 	p.mu.Lock()
 	p.closing = true
 	var back []*held
-	late := 0
-	t := now()
 	for _, h := range p.held {
 		h.gone = true
-		if p.answerableLocked(h, t) {
-			back = append(back, h)
-		} else {
-			late++ // it comes back after its AckWait (see answerableLocked)
-		}
+		back = append(back, h)
 	}
+	back, late := p.answerableOnlyLocked(back)
 	clear(p.held)
 	p.waiting, p.catchUp = nil, false
 	p.hbStop = true
@@ -91,12 +103,7 @@ func (p *partition) close() {
 		p.hbWG.Done()
 	}
 	p.mu.Unlock()
-	slices.SortFunc(back, bySeq)
-	for _, h := range back {
-		giveBack(h.msg)
-	}
-	p.st.givenBack.Add(uint64(len(back)))
-	p.st.dropped.Add(uint64(late))
+	p.giveBackAll(back, late)
 	p.mu.Lock()
 	p.closed = true
 	p.checkDrainedLocked()
