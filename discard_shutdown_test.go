@@ -22,7 +22,7 @@ import (
 func TestDiscardReportsNothingAfterShutdownReturnedNil(t *testing.T) {
 	for round := range 20 {
 		var shutDown, late atomic.Bool
-		s, err := seqsched.New[string](seqsched.WithErrorHandler(func(string, error) {
+		s, err := seqsched.New[string](seqsched.WithErrorHandler(func(context.Context, string, error) {
 			if shutDown.Load() {
 				late.Store(true)
 			}

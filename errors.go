@@ -23,24 +23,23 @@ var (
 	ErrSessionClosing = errors.New("seqsched: session closing")
 
 	// ErrDiscarded resolves every task that [Scheduler.Discard] dropped
-	// without running it, and is the cause (see context.Cause) of the
-	// running task's ctx's end.
+	// without running it, and is what [Cause] returns for the ctx of the
+	// task that was running when Discard ended its session.
 	ErrDiscarded = errors.New("seqsched: discarded")
 
 	// ErrQueueFull is returned by Submit when the session's queue for the
 	// task's priority already holds the WithMaxQueue limit.
 	ErrQueueFull = errors.New("seqsched: queue full")
 
-	// ErrWouldDeadlock is returned by a call that would wait for the
-	// goroutine it runs on, which could never end: [Scheduler.Remove],
-	// [Scheduler.Discard], [Session.Close] or [Future.Await] called from a
-	// task of the very session they would wait for (or a callback run for
-	// it), and [Scheduler.Shutdown] called from any task or callback of its
-	// scheduler. The error handler and the logger, called to report a
-	// posted task of a key that Discard dropped, count as run for every
-	// session of that key. Remove, Discard, Close and Shutdown have done
-	// the rest of their work when they return it. See Future.Await for how
-	// a task is known.
+	// ErrWouldDeadlock is returned by a call that would wait for its own
+	// caller, which could never end: [Scheduler.Remove],
+	// [Scheduler.Discard], [Session.Close], [Session.Discard] or
+	// [Future.Await] for work of the session whose task or callback calls
+	// it, and [Scheduler.Shutdown] from any task or callback of its
+	// scheduler. The caller is known by the ctx it passes, and by nothing
+	// else: a task's ctx (or one derived from it), or the ctx a callback
+	// was given (see [WithErrorHandler]). Remove, Discard, Close and
+	// Shutdown have done the rest of their work when they return it.
 	ErrWouldDeadlock = errors.New("seqsched: would deadlock")
 
 	// ErrInvalidOption is wrapped by the [*OptionError] that New and Submit
@@ -61,8 +60,9 @@ var (
 	// func, or a struct holding one).
 	ErrInvalidKey = errors.New("seqsched: invalid key")
 
-	// ErrNotNew is returned by the methods of a nil or zero Scheduler, and
-	// of a nil or zero *Session: make one with [New] (and [Scheduler.Open]).
+	// ErrNotNew is returned by the methods of a nil or zero Scheduler, of a
+	// nil or zero *Session, and by Await of a nil or zero *Future: make
+	// them with [New], [Scheduler.Open] and Submit.
 	ErrNotNew = errors.New("seqsched: not made by New")
 
 	// ErrGoexit resolves the future of a task that called runtime.Goexit

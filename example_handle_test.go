@@ -64,7 +64,7 @@ func ExampleSubmitTo() {
 
 // Posted tasks have no future: their failures go to WithErrorHandler.
 func ExampleWithErrorHandler() {
-	s, err := seqsched.New[string](seqsched.WithErrorHandler(func(key string, err error) {
+	s, err := seqsched.New[string](seqsched.WithErrorHandler(func(_ context.Context, key string, err error) {
 		fmt.Printf("%s: %v\n", key, err)
 	}))
 	if err != nil {
@@ -118,7 +118,7 @@ func ExampleScheduler_Discard() {
 	f, _ := s.Go(context.Background(), "conn-7", func(ctx context.Context) error {
 		close(sending)
 		<-ctx.Done() // a slow write, cut short by Discard
-		fmt.Println("send cut short:", context.Cause(ctx))
+		fmt.Println("send cut short:", seqsched.Cause(ctx))
 		return ctx.Err()
 	})
 	<-sending

@@ -24,10 +24,9 @@ import "context"
 // [ErrNotNew]. A Session is safe for concurrent use.
 type Session[K comparable] struct {
 	s      *Scheduler[K]
-	sh     *shard[K]
 	sess   *session[K]
 	key    K
-	closed bool // Close was called; guarded by sh.mu
+	closed bool // Close was called; guarded by the session's shard lock
 }
 
 // Open returns a handle on key's session, making the session if key has
@@ -38,7 +37,7 @@ type Session[K comparable] struct {
 // [ErrClosed] once Shutdown has begun, or a [*KeyError] for a key a map
 // cannot hold.
 func (s *Scheduler[K]) Open(key K) (*Session[K], error) {
-	if s == nil || s.shards == nil {
+	if !s.usable() {
 		return nil, ErrNotNew
 	}
 	if err := s.validKey(key); err != nil {
@@ -47,11 +46,10 @@ func (s *Scheduler[K]) Open(key K) (*Session[K], error) {
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if s.closed.Load() {
+	if s.core.closed.Load() {
 		return nil, ErrClosed
 	}
-	sess := sh.open(s, key)
-	return &Session[K]{s: s, sh: sh, sess: sess, key: key}, nil
+	return &Session[K]{s: s, sess: s.open(sh, key), key: key}, nil
 }
 
 // usable reports whether h was made by Open.
@@ -70,11 +68,11 @@ func (h *Session[K]) Key() K {
 // Go queues fn on the handle's session and returns its future, as
 // [Scheduler.Go] does for the key, with the same rules and errors.
 func (h *Session[K]) Go(ctx context.Context, fn func(context.Context) error, opts ...TaskOption) (*Future[struct{}], error) {
-	if fn == nil {
-		return nil, ErrNilFunc
-	}
 	if !h.usable() {
 		return nil, ErrNotNew
+	}
+	if fn == nil {
+		return nil, ErrNilFunc
 	}
 	return submit[K, struct{}](ctx, h.s, h, h.key, nil, fn, opts)
 }
@@ -83,11 +81,11 @@ func (h *Session[K]) Go(ctx context.Context, fn func(context.Context) error, opt
 // [Submit] does for the key, with the same rules and errors.
 func SubmitTo[K comparable, T any](ctx context.Context, h *Session[K], fn func(context.Context) (T, error),
 	opts ...TaskOption) (*Future[T], error) {
-	if fn == nil {
-		return nil, ErrNilFunc
-	}
 	if !h.usable() {
 		return nil, ErrNotNew
+	}
+	if fn == nil {
+		return nil, ErrNilFunc
 	}
 	return submit(ctx, h.s, h, h.key, fn, nil, opts)
 }
@@ -103,26 +101,32 @@ func (h *Session[K]) Post(ctx context.Context, fn func(context.Context) error, o
 }
 
 // Queued returns how many tasks wait in the session's High and Normal
-// lanes, the running one not counted: how a messaging server spots a slow
-// client before its queue is full. A closed handle reports 0, 0.
+// lanes (and those of a closing session of its key that it waits behind),
+// the running one not counted: how a messaging server spots a slow client
+// before its queue is full. A closed handle reports 0, 0.
 func (h *Session[K]) Queued() (high, normal int) {
 	if !h.usable() {
 		return 0, 0
 	}
-	h.sh.mu.Lock()
-	defer h.sh.mu.Unlock()
-	if h.closed || h.sess.gone {
+	sh := h.sess.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if h.closed || h.sess.state == stateGone {
 		return 0, 0
 	}
-	return h.sess.high.n, h.sess.normal.n
+	for p := h.sess; p != nil; p = p.pred {
+		high += p.high.n
+		normal += p.normal.n
+	}
+	return high, normal
 }
 
 // Close releases the handle. If it was the session's last open handle,
 // Close drains the session and forgets it, as [Scheduler.Remove] does for
 // the key, with the same rules and errors: new tasks are refused at once,
 // accepted ones run, then the session is forgotten and the key is fresh.
-// An earlier Close returns nil at once, and so does Close of a closed
-// handle or of one whose session Remove or Discard ended.
+// Close of a handle that is not the last returns nil at once, and so does
+// Close of a closed handle or of one whose session Remove or Discard ended.
 func (h *Session[K]) Close(ctx context.Context) error {
 	return h.end(ctx, false)
 }
@@ -136,7 +140,7 @@ func (h *Session[K]) Discard(ctx context.Context) error {
 	return h.end(ctx, true)
 }
 
-// end is Close (discard unset) and Discard.
+// end is Close (discard false) and Discard.
 func (h *Session[K]) end(ctx context.Context, discard bool) error {
 	if !h.usable() {
 		return ErrNotNew
@@ -144,12 +148,8 @@ func (h *Session[K]) end(ctx context.Context, discard bool) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
-	s := h.s
-	c, err := s.callerOf(ctx) // the caller's code, before anything changes
-	if err != nil {
-		return err
-	}
-	sh, sess := h.sh, h.sess
+	sess := h.sess
+	sh := sess.sh
 	sh.mu.Lock()
 	switch {
 	case h.closed && discard:
@@ -158,7 +158,7 @@ func (h *Session[K]) end(ctx context.Context, discard bool) error {
 	case h.closed:
 		sh.mu.Unlock()
 		return nil
-	case sess.gone:
+	case sess.state == stateGone:
 		h.closed = true
 		sh.mu.Unlock()
 		if discard {
@@ -168,10 +168,10 @@ func (h *Session[K]) end(ctx context.Context, discard bool) error {
 	}
 	if !discard {
 		h.closed = true
-		if !sh.unhold(sess) {
+		if sess.handles--; sess.handles > 0 {
 			sh.mu.Unlock()
 			return nil
 		}
 	}
-	return s.end(ctx, c, sh, sess, discard)
+	return h.s.end(ctx, sh, sess, discard)
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/seqsched/seqsched"
 	"github.com/stretchr/testify/require"
@@ -86,4 +88,47 @@ func awaitAll[T any](t testing.TB, fs ...*seqsched.Future[T]) {
 		_, err := f.Await(context.Background())
 		require.NoError(t, err, "future %d", i)
 	}
+}
+
+// funcHandler is the tests' one slog.Handler double: handle (if set) is
+// called for every record, on the goroutine that logs it.
+type funcHandler struct {
+	handle func(context.Context, slog.Record) error
+}
+
+func (h *funcHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *funcHandler) Handle(ctx context.Context, r slog.Record) error {
+	if h.handle == nil {
+		return nil
+	}
+	return h.handle(ctx, r)
+}
+func (h *funcHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *funcHandler) WithGroup(string) slog.Handler      { return h }
+
+// within fails the test if f does not return within d: a guard against a
+// hang, never a synchronisation.
+func within(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s did not return within %v", what, d)
+	}
+}
+
+// seedBytes turns a seed into the bytes a generator reads (the model test's
+// and the keys fuzzer's): the same seed, the same bytes.
+func seedBytes(seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 0x5eb5c4ed))
+	b := make([]byte, 64+r.IntN(448))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
 }

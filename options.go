@@ -1,6 +1,7 @@
 package seqsched
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -29,7 +30,7 @@ type options struct {
 	logger         *slog.Logger
 	yieldInterval  time.Duration
 	weight         any // func(K) int, checked against K by newOptions
-	errHandler     any // func(K, error), checked against K by newOptions
+	errHandler     any // func(context.Context, K, error), checked against K by newOptions
 	highBurst      int
 	slowTask       time.Duration
 	waitHistogram  bool
@@ -75,12 +76,12 @@ func newOptions[K comparable](opts []Option) (options, error) {
 	case o.highBurst < 0:
 		return o, &OptionError{Option: highBurstOption(o.highBurst).String(),
 			Reason: "must be >= 0 (0 means strict High-first)"}
-	case o.slowTask < 0:
-		return o, &OptionError{Option: slowTaskOption(o.slowTask).String(),
-			Reason: "must be >= 0 (0 means off)"}
 	case o.shards < 0 || o.shards&(o.shards-1) != 0:
 		return o, &OptionError{Option: fmt.Sprintf("shards(%d)", o.shards),
 			Reason: "must be a power of two"}
+	case o.slowTask < 0:
+		return o, &OptionError{Option: slowTaskOption(o.slowTask).String(),
+			Reason: "must be >= 0 (0 means off)"}
 	}
 	if o.weight != nil {
 		w, ok := o.weight.(func(K) int)
@@ -94,7 +95,7 @@ func newOptions[K comparable](opts []Option) (options, error) {
 		}
 	}
 	if o.errHandler != nil {
-		h, ok := o.errHandler.(func(K, error))
+		h, ok := o.errHandler.(func(context.Context, K, error))
 		switch {
 		case !ok:
 			var key K
@@ -137,21 +138,19 @@ func WithMaxQueue(n int) Option { return maxQueueOption(n) }
 // WithLogger sets where the scheduler logs, each record with the session's
 // key; the default is slog.Default(), so that failures nobody handles
 // still reach the process's log. Records: a task that panicked or called
-// runtime.Goexit, a submit ctx whose Err did, a failed WithErrorHandler
-// and a bad [WithWeight] value (Error; the last once per scheduler); a
-// slow task (Warn, with [WithSlowTask]); and, without [WithErrorHandler],
-// a posted task's failure: Error for fn's own error, Warn for one a forced
-// Shutdown dropped, and Debug for one that never ran because the ctx its
-// submitter passed ended or Discard dropped it, which is what a server
-// sees when a client goes away. l must not be nil; to discard logs, pass
-// slog.New(slog.DiscardHandler).
+// runtime.Goexit, a WithErrorHandler or WithWeight function that did, and
+// a WithWeight value out of range (Error; the weight's once per
+// scheduler); a slow task (Warn, with [WithSlowTask]); and, without
+// [WithErrorHandler], a posted task's failure, at a level chosen by where
+// it came from: Error for fn's own error (whatever it wraps), Warn for a
+// task a forced Shutdown dropped, and Debug for one that never ran because
+// the ctx its submitter passed ended or Discard dropped it, which is what a
+// server sees when a client goes away. l must not be nil; to discard logs,
+// pass slog.New(slog.DiscardHandler).
 //
-// The handler runs on the scheduler's goroutines, with no lock held. It may
-// panic (the record is dropped), call runtime.Goexit (another goroutine
-// carries the session's work on), call back into the scheduler (see
-// [ErrWouldDeadlock] for the calls that would wait for it), or block (that
-// goroutine's sessions wait, and Shutdown gives up at its ctx's end as for
-// a blocked task); none of these loses a task or a slot.
+// The handler runs on the scheduler's goroutines, with no lock held, and
+// is given a ctx that identifies the session's worker: see
+// [WithErrorHandler] for what a callback may do.
 func WithLogger(l *slog.Logger) Option { return loggerOption{l} }
 
 // WithYieldInterval adds a time quantum to turns: a session's turn also ends
@@ -162,30 +161,45 @@ func WithLogger(l *slog.Logger) Option { return loggerOption{l} }
 // default) means off.
 func WithYieldInterval(d time.Duration) Option { return yieldIntervalOption(d) }
 
-// WithWeight gives sessions different service levels: when a session starts
-// a turn, the turn lasts yieldAfter × weight(key) tasks. Weights must be
-// MinWeight..MaxWeight; a weight out of range, or a weight function that
-// panics or calls runtime.Goexit, is logged at Error, once per scheduler,
-// and counts as 1. weight is called once per turn, on the scheduler's
-// goroutine, and nothing is stored for idle sessions. Its key type must be the scheduler's: New returns an
-// [*OptionError] otherwise.
+// WithWeight gives sessions different service levels: when a session
+// starts a turn, the turn lasts yieldAfter × weight(key) tasks. Weights
+// must be MinWeight..MaxWeight; a weight out of range, or a weight function
+// that panics or calls runtime.Goexit, is logged at Error, once per
+// scheduler, and counts as 1. weight is called once per turn, on the
+// scheduler's goroutine, and nothing is stored for idle sessions. It is
+// given no ctx, so it must not wait on the scheduler (Await, Remove,
+// Discard, Close, Shutdown): it should be a quick lookup. Its key type must
+// be the scheduler's: New returns an [*OptionError] otherwise.
 func WithWeight[K comparable](weight func(key K) int) Option { return &weightOption{weight} }
 
 // WithErrorHandler sets where the failures of tasks queued with Post go:
 // fn's error, a [*PanicError], [ErrGoexit], or, for a task that never ran,
 // its submit ctx's error, [ErrDiscarded] or [ErrClosed]. f is called once
-// per failed task, with its key, on a goroutine of the scheduler, with no
-// lock held: for a task that started or was skipped, as soon as its
-// outcome is known and before the session's next task starts; for tasks
-// that Discard or a forced Shutdown dropped, on a goroutine of their own,
-// before Discard returns and before a later Shutdown returns nil. So a
-// Remove or Shutdown that returns nil finds every failure reported. f may
-// panic (logged), call runtime.Goexit (logged; the next report goes on),
-// block, or call back into the scheduler (a call that would wait for the
-// goroutine f runs on returns [ErrWouldDeadlock]). Without it failures go
-// to the log (see [WithLogger]). Its key type must be the scheduler's: New
-// returns an [*OptionError] otherwise.
-func WithErrorHandler[K comparable](f func(key K, err error)) Option { return &errHandlerOption{f} }
+// per failed task, with its key, on the goroutine of the task's session,
+// with no lock held, before the session's next task starts; for tasks that
+// Discard or a forced Shutdown dropped, as soon as the session's running
+// task (if any) returns, and before Discard, Remove and Shutdown return
+// nil. So a Remove or Shutdown that returns nil finds every failure
+// reported. Without it failures go to the log (see [WithLogger]). Its key
+// type must be the scheduler's: New returns an [*OptionError] otherwise.
+//
+// The callback rules, for f and for the logger's handler alike:
+//
+//   - A panic or runtime.Goexit in f (or in a method of a value it
+//     returns) is logged, and the session goes on; nothing is lost.
+//   - f may call any method of the scheduler. The ctx it is given
+//     identifies the session's worker: a waiting call given that ctx
+//     (Await, Remove, Discard, Close, Shutdown) that would wait for f's own
+//     session returns [ErrWouldDeadlock] instead, having done the rest of
+//     its work; under [WithMaxConcurrency] a wait given it lends the slot.
+//     A waiting call given another ctx is not recognised, and may wait for
+//     ever.
+//   - While f runs, its session runs nothing else: an f that blocks holds
+//     up its session's tasks (and Shutdown, until its ctx ends).
+//   - The ctx is never done and must not be kept after f returns.
+func WithErrorHandler[K comparable](f func(ctx context.Context, key K, err error)) Option {
+	return &errHandlerOption{f}
+}
 
 type errHandlerOption struct{ fn any }
 

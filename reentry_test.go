@@ -14,10 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The structural checks of the second hardening: every callback may call
-// every public operation, on its own session, another one, or the
-// scheduler, and each completes or returns ErrWouldDeadlock; and no user
-// code ever runs with a lock of the scheduler held.
+// Re-entry: fn, the error handler and the logger may call every public
+// operation, on their own session, another one, or the scheduler, with the
+// ctx they were given; each completes or returns ErrWouldDeadlock.
 
 // reentry is one public operation a callback makes, and what it may return.
 type reentry struct {
@@ -111,29 +110,13 @@ var reentries = []reentry{
 }
 
 // callers are the places user code runs from which the test re-enters.
-var callers = []string{"fn with its ctx", "fn with Background", "error handler", "logger", "weight", "submit ctx's Err"}
-
-// onceCtx is a submit ctx whose Err runs f once.
-type onceCtx struct {
-	context.Context
-	f *func()
-}
-
-func (c onceCtx) Err() error {
-	if f := *c.f; f != nil {
-		*c.f = nil
-		f()
-	}
-	return c.Context.Err()
-}
+// Each passes the ctx it was given: re-entry is known by ctx alone.
+var callers = []string{"fn", "error handler", "logger"}
 
 func TestEveryCallbackMayReenterAnything(t *testing.T) {
 	for _, limit := range []int{0, 1} {
 		for _, from := range callers {
 			for _, re := range reentries {
-				if re.await && (from == "fn with Background" || from == "submit ctx's Err") {
-					continue
-				}
 				t.Run(fmt.Sprintf("limit=%d/%s/%s", limit, from, re.name), func(t *testing.T) {
 					reenterFrom(t, limit, from, re)
 				})
@@ -157,25 +140,18 @@ func reenterFrom(t *testing.T, limit int, from string, re reentry) {
 	opts := []seqsched.Option{seqsched.WithMaxConcurrency(limit)}
 	switch from {
 	case "error handler":
-		opts = append(opts, seqsched.WithErrorHandler(func(key string, _ error) {
+		opts = append(opts, seqsched.WithErrorHandler(func(ctx context.Context, key string, _ error) {
 			if key == "a" && armed.Load() {
-				fire(context.Background())
+				fire(ctx)
 			}
 		}))
 	case "logger":
-		opts = append(opts, seqsched.WithLogger(slog.New(&funcHandler{handle: func(_ context.Context, r slog.Record) error {
+		opts = append(opts, seqsched.WithLogger(slog.New(&funcHandler{handle: func(ctx context.Context, r slog.Record) error {
 			if armed.Load() && r.Message == "seqsched: task panicked" {
-				fire(context.Background())
+				fire(ctx)
 			}
 			return nil
 		}})))
-	case "weight":
-		opts = append(opts, seqsched.WithWeight(func(key string) int {
-			if key == "a" && armed.Load() {
-				fire(context.Background())
-			}
-			return 1
-		}))
 	}
 	s, err := seqsched.New[string](opts...)
 	require.NoError(t, err)
@@ -194,11 +170,8 @@ func reenterFrom(t *testing.T, limit int, from string, re reentry) {
 
 	// The trigger on "a".
 	switch from {
-	case "fn with its ctx", "fn with Background":
+	case "fn":
 		_, err = e.own.Go(context.Background(), func(ctx context.Context) error {
-			if from == "fn with Background" {
-				ctx = context.Background()
-			}
 			fire(ctx)
 			return nil
 		})
@@ -206,11 +179,6 @@ func reenterFrom(t *testing.T, limit int, from string, re reentry) {
 		err = e.own.Post(context.Background(), func(context.Context) error { return errors.New("fail") })
 	case "logger":
 		err = e.own.Post(context.Background(), func(context.Context) error { panic("logged") })
-	case "weight":
-		err = e.own.Post(context.Background(), func(context.Context) error { return nil })
-	case "submit ctx's Err":
-		f := func() { fire(context.Background()) }
-		err = e.own.Post(onceCtx{context.Background(), &f}, func(context.Context) error { return nil })
 	}
 	require.NoError(t, err)
 	select {

@@ -14,14 +14,12 @@ import (
 	"github.com/seqsched/seqsched"
 )
 
-// Two reporters of one key, each logging a dropped post, must not wait for
-// each other: the first one's logger removes the key (waiting for the
-// successor's drain, which waits for the second reporter), the second
-// one's discards the first session (waiting for its drain, which waits for
-// the first reporter). Each is a wait on its own goroutine, one step
-// removed; the library must answer ErrWouldDeadlock rather than let both
-// wait for ever (CI's FuzzModel input c0f891c1c11d93f0, a logger's Remove
-// of its record's key that never returned).
+// Two sessions of one key, each logging a dropped post, must not wait for
+// each other: the first one's logger removes the key (the successor, which
+// waits behind the first session), the second one's discards the first
+// session. Given the ctx the logger was given, each call that would wait
+// for its own caller answers ErrWouldDeadlock (or finds the session gone)
+// rather than let both wait for ever.
 func TestReportersOfOneKeyNeverWaitForEachOther(t *testing.T) {
 	synctest.Test(t, reportersOfOneKey)
 }
@@ -30,18 +28,14 @@ func reportersOfOneKey(t *testing.T) {
 	var s *seqsched.Scheduler[string]
 	var h1 *seqsched.Session[string]
 	var errs [3]error
-	waiting := [3]chan struct{}{nil, make(chan struct{}), make(chan struct{})}
-	done := [3]chan struct{}{nil, make(chan struct{}), make(chan struct{})}
 	var records atomic.Int32
-	handler := &funcHandler{handle: func(context.Context, slog.Record) error {
+	handler := &funcHandler{handle: func(ctx context.Context, r slog.Record) error {
 		n := records.Add(1)
 		if n > 2 {
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		defer close(done[n])
-		close(waiting[n])
 		if n == 1 {
 			errs[n] = s.Remove(ctx, "k") // the successor's drain
 		} else {
@@ -69,17 +63,10 @@ func reportersOfOneKey(t *testing.T) {
 	require.NoError(t, h2.Post(ctx, func(context.Context) error { return nil })) // dropped by the second Discard
 
 	discarded := make(chan error, 2)
-	go func() { discarded <- h1.Discard(ctx) }() // reporter 1: its logger removes the key
-	<-waiting[1]
-	go func() { discarded <- h2.Discard(ctx) }() // reporter 2: its logger discards the first session
-	<-waiting[2]
+	go func() { discarded <- h1.Discard(ctx) }() // its report's logger removes the key
+	go func() { discarded <- h2.Discard(ctx) }() // its report's logger discards the first session
+	synctest.Wait()
 	close(gate)
-	<-done[1]
-	<-done[2]
-	for n := 1; n <= 2; n++ {
-		require.False(t, errors.Is(errs[n], context.DeadlineExceeded),
-			"the logger of reporter %d waited for the other reporter, which waited for it", n)
-	}
 	_, err = busy.Await(ctx)
 	require.NoError(t, err)
 	require.NoError(t, <-removed)
@@ -87,5 +74,8 @@ func reportersOfOneKey(t *testing.T) {
 		err := <-discarded
 		require.True(t, err == nil || errors.Is(err, seqsched.ErrSessionClosing), "Discard = %v", err)
 	}
+	require.Equal(t, int32(2), records.Load(), "both dropped posts were logged")
+	require.ErrorIs(t, errs[1], seqsched.ErrWouldDeadlock, "the first session's logger removing its own key's successor")
+	require.ErrorIs(t, errs[2], seqsched.ErrSessionClosing, "the successor's logger discarding the first session, gone by then")
 	require.NoError(t, s.Shutdown(ctx))
 }

@@ -1,38 +1,3 @@
-// Package seqsched runs tasks in order per session, with a priority lane,
-// fairly across sessions, and with no goroutine for an idle session.
-//
-// Servers that talk to many clients need each client's work to run one task
-// at a time in the order it was submitted (a WebSocket connection's
-// outbound messages, a bank account's operations), urgent work to jump the
-// queue, and one chatty client to never starve the rest. A [Scheduler] keys
-// tasks by session: each session has a High and a Normal FIFO, gets a
-// goroutine only while it has work, and gives way to waiting sessions after
-// a bounded number of tasks.
-//
-//	s, err := seqsched.New[string]()
-//	if err != nil { ... }
-//	defer s.Shutdown(context.Background())
-//
-//	f, err := seqsched.Submit(ctx, s, "alice", func(ctx context.Context) (int, error) {
-//		return withdraw(ctx, "alice", 50)
-//	})
-//	if err != nil { ... } // not accepted: ErrClosed, ErrSessionClosing, ErrQueueFull
-//	balance, err := f.Await(ctx)
-//
-//	s.Go(ctx, "alice", freezeAccount, seqsched.High) // runs before alice's queued work
-//
-// Costs: one allocation per task (the task and its future together, 128
-// bytes plus the result), no goroutine per task, no channel unless a future
-// is awaited with a cancelable ctx or its Done is called, and no goroutine
-// for a session once its queues are empty (only a small record, of which a
-// scheduler keeps a bounded number for reuse). BENCHMARKS.md in the
-// repository has the measured numbers.
-//
-// Every function the scheduler is given (fn, a ctx's methods, the logger,
-// the weight function, the error handler) may panic, call runtime.Goexit,
-// block, or call back into the scheduler: nothing is lost, the scheduler
-// stays usable, and a call that would wait for the goroutine it runs on
-// returns [ErrWouldDeadlock] instead.
 package seqsched
 
 import (
@@ -43,73 +8,100 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seqsched/seqsched/internal/histogram"
 )
 
-// Scheduler runs tasks keyed by session (K, for example a connection ID or an
-// account number), under these rules:
+// Scheduler runs tasks keyed by session (K, for example a connection ID or
+// an account number), under these rules:
 //
 //   - Tasks of one session never overlap and start in submission order
 //     within a priority; each task happens-before the next of its session.
-//   - When a session picks its next task it takes the oldest High task, else
-//     the oldest Normal one. A running task is never interrupted. High
+//   - When a session picks its next task it takes the oldest High task,
+//     else the oldest Normal one. A running task is never interrupted. High
 //     tasks can starve Normal ones of their own session if they keep coming
-//     (see WithHighBurst).
+//     (see [WithHighBurst]).
 //   - A session gets a goroutine only when it has work, at most one at a
 //     time, and gives it up when its queues are empty; a task that blocks
 //     delays no other session. An idle session keeps no goroutine and no
 //     tasks, and memory does not grow with the number of keys ever seen.
 //     New starts no goroutine; there are no timers and no polling.
-//   - After every WithYieldAfter tasks (a turn; see also WithWeight and
-//     WithYieldInterval) a session checks for waiting sessions. Under
-//     WithMaxConcurrency it goes to the back of the FIFO ready queue and
+//   - After every [WithYieldAfter] tasks (a turn; see also [WithWeight] and
+//     [WithYieldInterval]) a session checks for waiting sessions. Under
+//     [WithMaxConcurrency] it goes to the back of the FIFO ready queue and
 //     hands its slot to the head; without a limit it calls runtime.Gosched.
 //     A lone session drains without yielding.
 //
-// Create one with [New]; the zero value is not usable. All methods are safe
-// for concurrent use, including from inside tasks and every callback. Stop
-// it with [Scheduler.Shutdown], which waits for the goroutines it started.
+// Create one with [New]; the zero value is not usable. Most callers want
+// [Scheduler.Open] and a handle's Post (fire and forget, failures to
+// [WithErrorHandler] or the log), and [Submit] when a result is awaited.
+// All methods are safe for concurrent use, including from tasks and
+// callbacks (see [WithErrorHandler] for what a callback may call). Stop it
+// with [Scheduler.Shutdown], which waits for the goroutines it started.
 type Scheduler[K comparable] struct {
 	opts    options
 	seed    maphash.Seed
 	shards  []shard[K]
 	mask    uint64
-	idleCap int // each shard's idle records (see keepIdle): idleRecords over all shards
+	idleCap int // idle records kept per shard
 	slots   slots[K]
-	pool    sync.Pool // of *session[K]
-	workers sync.Pool // of *worker[K]
+	core    core
 
-	// live counts the live tokens: one per worker, and one per session
-	// waiting in the ready queue (see the design comment on type worker
-	// and on activate). Shutdown is done when it reaches zero. Sessions in
-	// a shard's start queue hold none: while it is not empty, a starter
-	// holding one is on its way. A token is taken under the lock that
-	// publishes what holds it, so Shutdown's barrier (closed set, then
+	// live counts the live tokens: one per goroutine the scheduler runs,
+	// and one per session waiting in the ready queue. Shutdown is done when
+	// it reaches zero after its barrier. A token is taken under the lock
+	// that publishes what holds it, so Shutdown's barrier (closed set, then
 	// every shard lock taken once) sees every token a Submit that saw
-	// closed unset takes, and only then may live reaching zero end it:
-	// the barrier adds sealedBit, and the scheduler is quiet when live is
-	// sealedBit, read from the one atomic operation that made it so. A
-	// worker gives its token back as its last act.
+	// closed unset takes; the barrier then adds sealedBit, and the
+	// scheduler is quiet when one atomic operation leaves live at exactly
+	// sealedBit. A goroutine gives its token back as its last act.
 	live      atomic.Int64
-	slack     atomic.Int64 // live tokens minus running workers and sessions in the ready queue; kept only under checkTokens
-	closed    atomic.Bool  // Shutdown began: Submit fails
-	forced    atomic.Bool  // Shutdown gave up: no task starts
 	quiet     chan struct{}
 	quietOnce sync.Once
-	closeOnce sync.Once
-	cancel    context.CancelFunc // cancels core.force: Shutdown gave up
-	core      core               // what tasks need of the scheduler
+	sealOnce  sync.Once
+	forceOnce sync.Once
 
 	yields    atomic.Uint64
 	slowTasks atomic.Uint64
 
-	checkKeys    bool           // K can hold a key a map cannot (see keyCheckNeeded)
-	errHandler   func(K, error) // WithErrorHandler, or nil
-	weight       func(K) int    // WithWeight, or nil
-	weightLogged atomic.Bool    // a bad weight was logged
-	hist         *[2]histogram  // queue waits by priority, for the quantiles; nil without WithWaitHistogram
-	waitHist     *[2]HistogramRecorder
-	runHist      *[2]HistogramRecorder // run times by priority; nil without WithRunHistogram
-	epoch        time.Time             // time origin of task.at
+	checkKeys    bool                            // K can hold a key a map cannot (see keyCheckNeeded)
+	errHandler   func(context.Context, K, error) // WithErrorHandler, or nil
+	weight       func(K) int                     // WithWeight, or nil
+	weightLogged atomic.Bool                     // a bad weight was logged
+	waitQ        *[2]quantiles                   // queue waits by priority, for WaitStats; nil without WithWaitHistogram
+	waitHist     *[2]histogram.Recorder          // queue waits by priority; nil without WithWaitHistogram
+	runHist      *[2]histogram.Recorder          // run times by priority; nil without WithRunHistogram
+	epoch        time.Time                       // time origin of task.at
+}
+
+// core is what a task and the waits need of their scheduler, without the
+// key type.
+type core struct {
+	force  context.Context // canceled when Shutdown gives up
+	cancel context.CancelFunc
+	closed atomic.Bool // Shutdown began: Submit fails
+	forced atomic.Bool // Shutdown gave up: no task starts
+	lender lender      // the scheduler, for loans of slots; nil without a limit
+}
+
+// lender is the part of a Scheduler that a wait needs to lend its caller's
+// slot (see slots.go).
+type lender interface {
+	lendBase(*base) (uint64, bool)
+	reclaimBase(*base, uint64)
+}
+
+// lend lends the slot of the session whose task or callback waits; it
+// returns a func to call when the wait ends, or nil.
+func (c *core) lend(caller *base) (reclaim func()) {
+	if c.lender == nil {
+		return nil
+	}
+	epoch, ok := c.lender.lendBase(caller)
+	if !ok {
+		return nil
+	}
+	return func() { c.lender.reclaimBase(caller, epoch) }
 }
 
 // New returns a scheduler configured by opts. It starts no goroutine. An
@@ -129,103 +121,238 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 		seed:    maphash.MakeSeed(),
 		shards:  make([]shard[K], n),
 		mask:    uint64(n - 1),
-		idleCap: idleRecords / n,
+		idleCap: max(idleRecords/n, 1),
 		quiet:   make(chan struct{}),
 	}
-	var force context.Context
-	force, s.cancel = context.WithCancel(context.Background())
-	s.core = core{force: force, owner: s}
+	s.core.force, s.core.cancel = context.WithCancel(context.Background())
+	s.slots.max = o.maxConcurrency
+	if o.maxConcurrency > 0 {
+		s.core.lender = s
+	}
 	s.weight, _ = o.weight.(func(K) int)
-	s.errHandler, _ = o.errHandler.(func(K, error))
+	s.errHandler, _ = o.errHandler.(func(context.Context, K, error))
 	s.checkKeys = keyCheckNeeded(reflect.TypeFor[K]())
 	if o.waitHistogram {
-		s.hist, s.waitHist = new([2]histogram), new([2]HistogramRecorder)
+		s.waitQ, s.waitHist = new([2]quantiles), new([2]histogram.Recorder)
 	}
 	if o.runHistogram {
-		s.runHist = new([2]HistogramRecorder)
+		s.runHist = new([2]histogram.Recorder)
 	}
 	if o.waitHistogram || o.runHistogram {
 		s.epoch = time.Now()
 	}
-	s.pool.New = func() any {
-		sess := &session[K]{lanes: lanes{core: &s.core}}
-		sess.launch = func() { s.launch(sess) }
-		return sess
-	}
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.starterFn = func() { s.runStarter(sh) }
-	}
-	s.workers.New = s.newWorker
 	return s, nil
 }
 
+func (s *Scheduler[K]) lendBase(b *base) (uint64, bool)   { return s.lend(s.sessionOf(b)) }
+func (s *Scheduler[K]) reclaimBase(b *base, epoch uint64) { s.reclaim(s.sessionOf(b), epoch) }
+
+// sessionOf returns the session whose base b is. A session's base is its
+// first field, and every base of this scheduler belongs to a session[K].
+func (s *Scheduler[K]) sessionOf(b *base) *session[K] { return b.owner.(*session[K]) }
+
+// usable reports whether s was made by New.
+func (s *Scheduler[K]) usable() bool { return s != nil && s.shards != nil }
+
+// Submit queues fn as a task on session key and returns its future.
+//
+// The error is non-nil only when the task was not accepted: [ErrClosed]
+// once Shutdown has begun, a [*SessionError] wrapping [ErrSessionClosing]
+// while key is being removed or discarded, [ErrQueueFull] past
+// WithMaxQueue, a [*KeyError] (wrapping [ErrInvalidKey]) for a key a map
+// cannot hold (a NaN, or an interface holding a slice, map or func),
+// [ErrNilFunc], [ErrNilContext], [ErrNotNew], or an [*OptionError] for a
+// bad [TaskOption]. Submit never blocks, and calls none of ctx's methods.
+//
+// fn runs on a goroutine of the scheduler with a ctx that carries ctx's
+// values and deadline. That ctx is done when ctx is, when Shutdown gives
+// up, when [Scheduler.Discard] ends the session (see [Cause]), or once the
+// task is over (its future resolved), whichever comes first; it keeps the
+// context.Context contract, so it may be kept, watched and derived from on
+// any goroutine. If ctx is done before the task starts, fn never runs and
+// the future resolves with ctx.Err(). A panic in fn is recovered and
+// resolves the future with a [*PanicError], and runtime.Goexit with
+// [ErrGoexit]; the session goes on.
+//
+// A task may queue follow-up work with its own ctx: when ctx is a task's
+// ctx itself, the new task inherits the ctx that task was submitted with
+// (values, deadline, cancellation), not the end of that task. A ctx derived
+// from a task's ctx (WithValue, WithTimeout, ...) ends with that task, like
+// any child context; pass context.WithoutCancel(ctx) for work that must
+// outlive the task whatever ctx it was given.
+func Submit[K comparable, T any](ctx context.Context, s *Scheduler[K], key K,
+	fn func(context.Context) (T, error), opts ...TaskOption) (*Future[T], error) {
+	if fn == nil {
+		return nil, ErrNilFunc
+	}
+	return submit(ctx, s, nil, key, fn, nil, opts)
+}
+
+// Go is Submit for a task with no result. It follows Submit's rules.
+func (s *Scheduler[K]) Go(ctx context.Context, key K, fn func(context.Context) error,
+	opts ...TaskOption) (*Future[struct{}], error) {
+	if fn == nil {
+		return nil, ErrNilFunc
+	}
+	return submit[K, struct{}](ctx, s, nil, key, nil, fn, opts)
+}
+
+// Post queues fn on session key with no future: fire and forget. It keeps
+// every other guarantee of [Scheduler.Go] (order, the High lane, fn's ctx,
+// fairness, panics recovered, Remove and Shutdown drain it) and returns the
+// same errors when the task is not accepted. Its failures go to
+// [WithErrorHandler], or without one to the log (see [WithLogger]): fn's
+// error, a [*PanicError], [ErrGoexit], or, for a task that never ran, its
+// submit ctx's error, [ErrDiscarded] or [ErrClosed].
+//
+// The ctx decides how long the task may wait: pass the ctx of what the work
+// is for. With a connection's ctx, messages posted to a client are dropped
+// unrun once the connection is gone (their failure, the ctx's error, is
+// logged at Debug), which is what a server wants on disconnect:
+//
+//	h.Post(conn.Context(), func(ctx context.Context) error { return conn.Write(ctx, msg) })
+//
+// With context.Background(), the task runs whatever happens to its
+// submitter (until Discard or a forced Shutdown).
+func (s *Scheduler[K]) Post(ctx context.Context, key K, fn func(context.Context) error, opts ...TaskOption) error {
+	return post(ctx, s, nil, key, fn, opts)
+}
+
+// submit is Submit and Go, by key (h nil) or through a handle: exactly one
+// of fn and fn0 is set (Go's fn is kept as it is, so that it needs no
+// wrapper closure). It checks what it can before it allocates.
+func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], h *Session[K], key K,
+	fn func(context.Context) (T, error), fn0 func(context.Context) error, opts []TaskOption) (*Future[T], error) {
+	prio, err := s.admissible(ctx, h, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	f := &Future[T]{fn: fn, fn0: fn0}
+	f.t.parent, f.t.prio, f.t.job = submitCtx(ctx), prio, f
+	f.wg.Add(1)
+	if err := s.accept(h, key, &f.t); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// post is Scheduler.Post (h nil) and Session.Post.
+func post[K comparable](ctx context.Context, s *Scheduler[K], h *Session[K], key K,
+	fn func(context.Context) error, opts []TaskOption) error {
+	if fn == nil {
+		return ErrNilFunc
+	}
+	prio, err := s.admissible(ctx, h, key, opts)
+	if err != nil {
+		return err
+	}
+	p := &posted[K]{fn: fn, key: key}
+	p.t.parent, p.t.prio, p.t.job = submitCtx(ctx), prio, p
+	return s.accept(h, key, &p.t)
+}
+
+// admissible checks what Submit, Go and Post can check before they
+// allocate: the scheduler, ctx, the options, and a key given by value (h
+// nil; a handle's key was checked at Open).
+func (s *Scheduler[K]) admissible(ctx context.Context, h *Session[K], key K, opts []TaskOption) (Priority, error) {
+	if h == nil && !s.usable() {
+		return 0, ErrNotNew
+	}
+	if ctx == nil {
+		return 0, ErrNilContext
+	}
+	prio, err := taskPriority(opts)
+	if err == nil && h == nil {
+		err = s.validKey(key)
+	}
+	return prio, err
+}
+
+// accept queues t on h's session, or on key's when h is nil (making the
+// session if key has none), and starts the session's goroutine if it needs
+// one.
+func (s *Scheduler[K]) accept(h *Session[K], key K, t *task) error {
+	if s.waitHist != nil {
+		t.at = time.Since(s.epoch).Nanoseconds()
+	}
+	var sh *shard[K]
+	var sess *session[K]
+	if h != nil {
+		sh, sess = h.sess.sh, h.sess
+		sh.mu.Lock()
+		if h.closed || sess.drain != nil || sess.state == stateGone {
+			sh.mu.Unlock()
+			return &SessionError{Key: key, Err: ErrSessionClosing}
+		}
+	} else {
+		sh = s.shard(key)
+		sh.mu.Lock()
+		if sess = sh.sessions[key]; sess != nil && sess.drain != nil {
+			sh.mu.Unlock()
+			return &SessionError{Key: key, Err: ErrSessionClosing}
+		}
+	}
+	if s.core.closed.Load() {
+		sh.mu.Unlock()
+		return ErrClosed
+	}
+	if sess == nil {
+		sess = s.makeSession(sh, key)
+	}
+	q := &sess.normal
+	if t.prio == High {
+		q = &sess.high
+	}
+	if max := s.opts.maxQueue; max > 0 && q.n >= max {
+		sh.mu.Unlock()
+		return ErrQueueFull
+	}
+	start := s.admit(sh, sess, t)
+	sh.mu.Unlock()
+	if start {
+		go sess.start()
+	}
+	return nil
+}
+
 // Queued returns how many tasks wait in key's High and Normal lanes, the
-// running one not counted; an unknown or idle key reports 0, 0.
+// running one not counted, including those of a closing session that key's
+// new session waits behind; an unknown or idle key reports 0, 0.
 func (s *Scheduler[K]) Queued(key K) (high, normal int) {
-	if s == nil || s.shards == nil || s.validKey(key) != nil {
+	if !s.usable() || s.validKey(key) != nil {
 		return 0, 0
 	}
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sess := sh.sessions[key]; sess != nil {
-		return sess.high.n, sess.normal.n
+	for sess := sh.sessions[key]; sess != nil; sess = sess.pred {
+		high += sess.high.n
+		normal += sess.normal.n
 	}
-	return 0, 0
+	return high, normal
 }
 
-// sealedBit is added to live once Shutdown's barrier passed (seal), so
-// that "no token left, after the barrier" is one value of one word. A
-// release decides from the value its own decrement returned: with a
-// separate flag, a release that gave back the last token before Shutdown
-// began, and was preempted before it read the flag, read it set later and
-// ended Shutdown while tokens taken since were held. The live tokens
-// never come near it.
+// sealedBit is added to live once Shutdown's barrier has passed, so that
+// "no token left, after the barrier" is one value of one word, decided by
+// the atomic operation that makes it so.
 const sealedBit = 1 << 40
 
-// tokens returns the live tokens, without sealedBit.
 func (s *Scheduler[K]) tokens() int64 { return s.live.Load() &^ sealedBit }
 
-// seal marks Shutdown's barrier passed, and the scheduler quiet if no
-// token is held.
+func (s *Scheduler[K]) takeToken() { s.live.Add(1) }
+
+func (s *Scheduler[K]) releaseToken() {
+	if s.live.Add(-1) == sealedBit {
+		s.quietOnce.Do(func() { close(s.quiet) })
+	}
+}
+
+// seal marks Shutdown's barrier passed, and the scheduler quiet if no token
+// is held.
 func (s *Scheduler[K]) seal() {
-	if s.live.Add(sealedBit) == sealedBit {
-		s.quietOnce.Do(func() { close(s.quiet) })
-	}
-}
-
-// takeToken takes a live token (see live).
-func (s *Scheduler[K]) takeToken() {
-	s.live.Add(1)
-	if checkTokens {
-		s.slack.Add(1)
-	}
-}
-
-// release gives back n live tokens and reports the scheduler quiet if that
-// was the last once Shutdown's barrier passed (see sealedBit). Not once
-// closed is set: a Submit that saw closed unset may hold its shard lock,
-// about to take a token, until the barrier has passed it.
-func (s *Scheduler[K]) release(n int64) {
-	v := s.live.Add(-n)
-	if checkTokens {
-		if hook := releaseHook.Load(); hook != nil {
-			(*hook)(s, v)
+	s.sealOnce.Do(func() {
+		if s.live.Add(sealedBit) == sealedBit {
+			s.quietOnce.Do(func() { close(s.quiet) })
 		}
-		if s.slack.Add(-n) < 0 {
-			tokenViolation() // a worker runs without a token: Shutdown could return under it
-		}
-	}
-	if v == sealedBit {
-		s.quietOnce.Do(func() { close(s.quiet) })
-	}
-}
-
-// exit is a worker's last act: it gives back its live token.
-func (s *Scheduler[K]) exit() {
-	if checkTokens {
-		s.slack.Add(1)
-	}
-	s.release(1)
+	})
 }

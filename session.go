@@ -1,217 +1,381 @@
 package seqsched
 
-// session is one key's queues and turn, and the record of its state. Every
-// move between states is one of the named operations below, made under its
-// shard's lock (sh.mu); the slots' lock (slots.mu) is only ever taken inside
-// it or alone (lock order: shard, then slots). Fields are guarded by sh.mu
-// unless their comment says otherwise.
+import "sync/atomic"
+
+// The session's life, as one state machine. Every move is made by one of
+// the methods below, under the session's shard lock (shard.mu), and each is
+// named after the event that causes it. The slots' lock (slots.mu) is
+// taken inside a shard lock or alone: shard, then slots, is the lock
+// order. No user code and no method of a user's value runs under either.
 //
-// States:
+//	         admit (first task)               pick (queues empty)
+//	 idle ─────────────────────▶ running ─────────────────────▶ idle
+//	  │  ▲                     ▲  │   ▲                           (kept as an idle record,
+//	  │  │  admit, no slot     │  │   │ slot                       or pinned by handles)
+//	  │  └──────────┐  ready ──┘  │   │
+//	  │             │    ▲  yield │   │
+//	  │             │    └────────┘   │
+//	  │ close       │ release (pred forgotten)
+//	  ▼             │
+//	gone ◀──── held (a successor, made by Open while its key's session
+//	  ▲              closes; it takes tasks, runs none until released)
+//	  └──── running/ready with drain set, queues empty: forget
 //
-//   - unknown: no record in the shard's map. make creates one: a task by
-//     key makes it active, Open makes it pinned.
-//   - idle record: in the map and on the shard's record list, not
-//     scheduled, no tasks, no handles; counted in nidle (keepIdle decides
-//     how many are kept, evictOldest which goes). A task by key makes it
-//     active again.
-//   - pinned: idle, but held by handles (handles > 0), or a successor held
-//     back with no work: in the map, never listed or evicted; counted in
-//     pinnedIdle (see setRest).
-//   - waiting: scheduled, with work, no goroutine: in the ready queue
-//     (WithMaxConcurrency; the slots' sessionFIFO) or its shard's start
-//     queue (shard.pending).
-//   - running: scheduled, a worker runs its turn (worker.go); cur is the
-//     task it has in hand.
-//   - closing: running or waiting, with closing set (Remove, Discard, the
-//     last handle's Close): no task is accepted; retire forgets it once its
-//     queues are empty. Discard also empties its queues (discard).
-//   - held back: made by Open while the key's session was closing (a
-//     successor): in the map, accepting tasks, pinned by its handle, but
-//     not scheduled until retire forgets its predecessor and releases it.
-//   - forgotten: out of the map (forget). Recycled through the pool unless
-//     a handle ever held it (then gone stays true for its handles).
+// The states:
 //
-// The operations: in this file make, open and unhold (a handle), wake
-// and activate (a task for a session without a goroutine: schedule it),
-// close (begin closing), discard, succeed and holdBack (a successor); in
-// retire.go retire (its worker found its queues empty; it releases a
-// successor), forget, finish and recycle, and what an idle session is
-// counted as: keepIdle, listIdle, evictOldest, pin and setRest. The record
-// list's own links are shard.go's list and unlist; a session's queues,
-// enqueue and pickNext, are in lanes.go; a drain is end.go's.
+//   - idle: no work and no goroutine; in its shard's map, either as an idle
+//     record (no handles: kept for reuse, bounded, oldest evicted; see
+//     shard.go) or pinned by its handles.
+//   - ready: has work and waits in the ready queue for a slot
+//     (WithMaxConcurrency only); it holds a live token.
+//   - running: a goroutine runs its turn (worker.go) and holds a live token.
+//   - held: a successor (see open) that waits until its predecessor is
+//     forgotten; it accepts tasks and runs none.
+//   - gone: forgotten, out of the map; its handles refuse tasks.
 //
-// How a session retires, for a reader (retire.go, then worker.go's
-// advance and idle): its worker's advance finds its queues empty and
-// calls retire under the shard lock; retire forgets a closing session
-// (forget; its drain's settle), or keeps it pinned (setRest) or as an idle
-// record (keepIdle, evictOldest); finish, after the lock, ends the drains
-// and recycles what was forgotten; the worker then goes on (idle) with a
-// released successor, the start queue's oldest, or a slot's next session.
-// Remove, Discard and Close begin it with close (end.go waits for the
-// drain); a forced Shutdown cuts it short in abort.
-type session[K comparable] struct {
-	lanes
-	key K
-	sh  *shard[K]
-	// scheduled is set while the session owns a worker or waits for one;
-	// a task for a session with it unset activates it.
-	scheduled bool
-	closing   *drain      // set by close: refuse new tasks, signal once forgotten
-	cur       *task       // the task its worker has in hand; Discard cancels its ctx
-	link      *session[K] // next in the ready queue (guarded by slots.mu) or the start queue
-	// A successor (see succeed): pred is the closing session it waits for,
-	// succ the successor waiting for this one.
-	pred, succ *session[K]
-	// Links in the shard's record list (see shard.idleHead), while listed.
-	idlePrev, idleNext *session[K]
-	reused             bool // active again since it was listed or last passed over (see evictOldest)
-	rest               rest // what it is counted as while it has no worker (see shard.setRest)
-	handles            int  // open handles; a session with handles is never an idle record
-	handled            bool // a handle ever held it: never recycled, so that gone stays true
-	gone               bool
-	launch             func() // starts a worker on it (Scheduler.launch); made once
+// Closing (Remove, Discard, the last handle's Close) is not a state of its
+// own: a session with drain set refuses tasks and is forgotten as soon as
+// it has nothing left to run or report. An idle session that closes is
+// forgotten at once.
+type state uint8
+
+const (
+	stateIdle state = iota
+	stateReady
+	stateRunning
+	stateHeld
+	stateGone
+)
+
+// base is the untyped part of a session: what its tasks and the waits need
+// of it without the key type.
+type base struct {
+	core  *core
+	owner any // the *session[K] this is the base of
+	// pred is the closing session this one waits behind (a held
+	// successor), or nil. Read without the lock by the re-entry check.
+	pred atomic.Pointer[base]
+	// cut is the running task whose ctx Discard ended (see Cause).
+	cut atomic.Pointer[task]
+	// loan is the state of the slot a task or callback of this session
+	// lends while it waits (see slots.go); guarded by slots.mu. open is
+	// set while the session's worker runs user code that may lend it, and
+	// lending once a wait tried to (see worker.userDone).
+	loan          loan
+	open, lending atomic.Bool
 }
 
-// make creates key's session, not scheduled and not listed. Called with
-// sh.mu held.
-func (sh *shard[K]) make(s *Scheduler[K], key K) *session[K] {
-	sess := s.pool.Get().(*session[K])
-	sess.key, sess.sh, sess.gone, sess.lanes.mu = key, sh, false, &sh.mu
-	if sh.sessions == nil {
-		sh.sessions = make(map[K]*session[K])
-	}
-	sh.sessions[key] = sess
-	return sess
-}
-
-// activate schedules sess, which has just got work and has no goroutine.
-// It reports whether the caller must start a worker on it once sh.mu is
-// released (the worker then holds the live token and slot taken here, and
-// sess.cur is its first task, taken off the queue), or a starter for the
-// shard's start queue. Otherwise sess waits in the ready queue with a
-// token of its own, or in the start queue. Called with sh.mu held.
-func (s *Scheduler[K]) activate(sh *shard[K], sess *session[K]) (start, starter bool) {
-	sess.scheduled = true
-	if s.opts.maxConcurrency == 0 && sh.workers > 0 {
-		// A worker is at work on this shard: it takes sess when its own
-		// session goes idle, or a starter does, whichever is first.
-		// sess takes no live token: while the start queue is not empty,
-		// a starter holding one is on its way.
-		sh.pending.push(sess)
-		if !sh.starterOnWay {
-			sh.starterOnWay, starter = true, true
-			s.takeToken() // the starter's; under the lock, so Shutdown's barrier sees it
+// behind reports whether a wait for work of session b, by a caller running
+// on session c's worker, could only end after that caller returns: b is c,
+// or a successor held (transitively) behind c.
+func (b *base) behind(c *base) bool {
+	for x := b; x != nil; x = x.pred.Load() {
+		if x == c {
+			return true
 		}
-		return false, starter
 	}
-	s.takeToken() // sess's; under the lock, so Shutdown's barrier sees it
-	if !s.claimSlot(sess) {
-		return false, false
-	}
-	sh.pickNext(sess, s.opts.highBurst)
-	if s.opts.maxConcurrency == 0 {
-		sh.workers++
-	}
-	return true, false
+	return false
 }
 
-// open makes or finds key's session for a new handle, and counts the
-// handle (Open): a new session or an idle record becomes pinned, and a
-// closing one gets a successor, held back behind it. Called with sh.mu
-// held.
-func (sh *shard[K]) open(s *Scheduler[K], key K) *session[K] {
+// discarded reports whether Discard ended t's ctx while t ran.
+func (b *base) discarded(t *task) bool { return b.cut.Load() == t }
+
+// session is one key's queues, its place in the state machine, and the
+// state of the goroutine that runs its turn (w). Fields are guarded by
+// sh.mu, except w, which only the goroutine running the session touches.
+type session[K comparable] struct {
+	base
+	key   K
+	sh    *shard[K]
+	state state
+	drain *drain // set once closing: refuse tasks, signal when forgotten
+
+	high, normal fifo
+	highRun      int     // consecutive High tasks picked (WithHighBurst)
+	cur          *task   // the task its worker has in hand
+	reports      []*task // posted tasks dropped by Discard or a forced Shutdown, still to report
+
+	handles int  // open handles; a session with handles is never an idle record
+	handled bool // a handle ever held it
+
+	pred, succ         *session[K] // a held successor's predecessor, and the reverse
+	prevIdle, nxIdle   *session[K] // the shard's list of idle records
+	listed             bool        // in that list
+	prevReady, nxReady *session[K] // the ready queue (guarded by slots.mu)
+	inReady            bool        // in the ready queue (guarded by slots.mu)
+
+	start func() // starts a goroutine on the session (Scheduler.work); made once
+	w     worker[K]
+}
+
+// busy reports whether the session counts in Stats.Sessions: it has work,
+// queued or running.
+func (sess *session[K]) busy() bool {
+	switch sess.state {
+	case stateReady, stateRunning:
+		return true
+	case stateHeld:
+		return sess.high.n+sess.normal.n > 0
+	}
+	return false
+}
+
+// queued is how many tasks wait in the session's lanes.
+func (sess *session[K]) queued() int { return sess.high.n + sess.normal.n }
+
+// move sets sess's state, keeping the shard's count of busy sessions. It
+// is the one place a state is written.
+func (sh *shard[K]) move(sess *session[K], to state) {
+	was := sess.busy()
+	sess.state = to
+	sh.recount(sess, was)
+}
+
+// recount adjusts the busy count after sess's queues changed, given whether
+// it was busy before.
+func (sh *shard[K]) recount(sess *session[K], was bool) {
+	switch now := sess.busy(); {
+	case now && !was:
+		sh.busy++
+	case was && !now:
+		sh.busy--
+	}
+}
+
+// admit queues t on sess and, when sess has no goroutine, schedules it. It
+// reports whether the caller must start a goroutine on sess once the lock
+// is released.
+func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (start bool) {
+	was := sess.busy()
+	t.sess = &sess.base
+	sh.submitted++
+	sh.queued[t.prio]++
+	if t.prio == High {
+		sess.high.push(t)
+	} else {
+		sess.normal.push(t)
+	}
+	sh.recount(sess, was)
+	if sess.state != stateIdle {
+		return false // it runs, waits for a slot, or is held: its worker will find t
+	}
+	sh.unlistIdle(sess)
+	return s.schedule(sh, sess)
+}
+
+// schedule makes idle (or just released) sess runnable: running with a
+// goroutine to start, or ready in the slots' queue. Either way it takes a
+// live token, under the lock that publishes the move, so that Shutdown's
+// barrier sees it (see Scheduler.live).
+func (s *Scheduler[K]) schedule(sh *shard[K], sess *session[K]) (start bool) {
+	s.takeToken()
+	if !s.claimSlot(sess) {
+		sh.move(sess, stateReady)
+		return false
+	}
+	sh.move(sess, stateRunning)
+	sess.w.begin()
+	sh.take(sess, s.opts.highBurst)
+	return true
+}
+
+// pick takes sess's next task for its worker: the oldest High one, else
+// the oldest Normal one, unless WithHighBurst says a Normal one is due. It
+// returns nil when both queues are empty.
+func (sh *shard[K]) pick(sess *session[K], burst int) *task {
+	var t *task
+	if sess.high.n > 0 && (burst == 0 || sess.highRun < burst || sess.normal.n == 0) {
+		t = sess.high.pop()
+		sess.highRun++
+	} else if t = sess.normal.pop(); t != nil {
+		sess.highRun = 0
+	}
+	if t != nil {
+		sh.queued[t.prio]--
+	}
+	return t
+}
+
+// retire moves sess, whose worker found nothing left to run or report: a
+// closing session is forgotten (and its successor, if any, released, which
+// it returns for the caller to start when start is set); any other becomes
+// idle, an idle record unless handles pin it.
+func (s *Scheduler[K]) retire(sh *shard[K], sess *session[K]) (succ *session[K], start bool) {
+	sess.highRun = 0
+	if sess.drain == nil {
+		sh.move(sess, stateIdle)
+		if sess.handles == 0 {
+			s.keepIdle(sh, sess)
+		}
+		return nil, false
+	}
+	sh.forget(sess)
+	return s.release(sh, sess)
+}
+
+// release lets pred's held successor, if any, go on once pred is
+// forgotten: it is scheduled if it has work (or failures to report),
+// otherwise it becomes idle, pinned by its handles, or, if it closed
+// meanwhile, is forgotten in turn, releasing its own successor.
+func (s *Scheduler[K]) release(sh *shard[K], pred *session[K]) (succ *session[K], start bool) {
+	for {
+		succ = pred.succ
+		if succ == nil {
+			return nil, false
+		}
+		pred.succ, succ.pred = nil, nil
+		succ.base.pred.Store(nil)
+		switch {
+		case succ.queued() > 0 || len(succ.reports) > 0:
+			return succ, s.schedule(sh, succ)
+		case succ.drain == nil:
+			sh.move(succ, stateIdle)
+			return nil, false
+		}
+		sh.forget(succ)
+		pred = succ
+	}
+}
+
+// open counts a new handle on key's session, making the session if key has
+// none; a closing session gets a successor, held behind it, so that a new
+// handle never joins a closing session and key's tasks never overlap.
+func (s *Scheduler[K]) open(sh *shard[K], key K) *session[K] {
 	sess := sh.sessions[key]
 	switch {
 	case sess == nil:
-		sess = sh.make(s, key)
-		sh.pin(sess)
-	case sess.closing != nil:
-		sess = sh.succeed(s, sess)
-	case sess.rest == restRecord:
-		sh.pin(sess)
+		sess = s.makeSession(sh, key)
+	case sess.drain != nil:
+		succ := s.makeSession(sh, key) // replaces sess in the map
+		succ.pred, sess.succ = sess, succ
+		succ.base.pred.Store(&sess.base)
+		sh.move(succ, stateHeld)
+		sess = succ
+	default:
+		sh.unlistIdle(sess)
 	}
 	sess.handles++
 	sess.handled = true
 	return sess
 }
 
-// unhold lets go of one of sess's handles and reports whether it was the
-// last (Close: the session then drains). Called with sh.mu held.
-func (sh *shard[K]) unhold(sess *session[K]) (last bool) {
-	sess.handles--
-	return sess.handles == 0
+// close begins closing sess (Remove, Discard, the last Close), unless it is
+// closing already, and returns its drain. An idle session has nothing to
+// drain: it is forgotten at once and its drain is ended.
+func (s *Scheduler[K]) close(sh *shard[K], sess *session[K]) *drain {
+	if sess.drain != nil {
+		return sess.drain
+	}
+	d := &drain{done: make(chan struct{})}
+	sess.drain = d
+	if sess.state == stateIdle {
+		sh.unlistIdle(sess)
+		sh.forget(sess)
+	}
+	return d
 }
 
-// wake makes sess, which has just been given a task, active: it stops
-// counting as idle or pinned and, unless it is held back behind a
-// predecessor, is scheduled (activate). Called with sh.mu held.
-func (s *Scheduler[K]) wake(sh *shard[K], sess *session[K]) (start, starter bool) {
-	if sess.scheduled {
-		return false, false
-	}
-	sh.setRest(sess, restNone)
-	if sess.pred != nil {
-		return false, false
-	}
-	return s.activate(sh, sess)
-}
-
-// holdBack counts p, a successor whose queues were just emptied (Discard,
-// a forced Shutdown), as pinned again: held back, with no work. Called
-// with sh.mu held.
-func (sh *shard[K]) holdBack(p *session[K]) {
-	if p.pred != nil && p.rest == restNone {
-		sh.setRest(p, restPinned)
-	}
-}
-
-// close begins closing sess (Remove, Discard, the last Close), unless it
-// is closing already, and returns its drain. An unscheduled session has
-// nothing to drain: it is forgotten at once, and the drain returned is
-// ended (done closed) with its successor, if any, released. Called with
-// sh.mu held; the caller must call s.recycle(sess) after the lock when
-// forgotten is true.
-func (s *Scheduler[K]) close(sh *shard[K], sess *session[K]) (d *drain, forgotten bool) {
-	if sess.closing != nil {
-		return sess.closing, false
-	}
-	d = &drain{done: make(chan struct{}), pending: 1}
-	if s.forced.Load() {
-		d.err = ErrClosed // accepted tasks may have been dropped
-	}
-	sess.closing = d
-	if sess.scheduled || sess.pred != nil {
-		return d, false // retire (or its predecessor's) forgets it
-	}
-	sh.forget(sess)
-	d.pending = 0
-	close(d.done)
-	return d, true
-}
-
-// discard empties sess's queues for Discard: each task is failed with
-// ErrDiscarded and published, and appended to dropped for the caller to
-// wake and report once the lock is released. Called with sh.mu held, on a
-// closing session.
-func (sh *shard[K]) discard(sess *session[K], dropped []*task) []*task {
-	for t := sess.pop(0); t != nil; t = sess.pop(0) {
-		sh.queued[t.prio]--
-		t.job.settle(ErrDiscarded, outcomeDiscarded)
+// drop empties sess's queues, failing each task with err (ErrDiscarded, or
+// ErrClosed for a forced Shutdown): the caller resolves them once the lock
+// is released (they are appended to resolved); posted ones join
+// sess.reports for its worker to report. A session waiting for a slot is
+// taken out of the ready queue and made running: drop then reports that
+// the caller must start its goroutine.
+func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome, resolved []*task) ([]*task, bool) {
+	was := sess.busy()
+	for {
+		t := sh.pick(sess, 0)
+		if t == nil {
+			break
+		}
+		t.job.fail(err, o)
 		sh.count(t)
-		dropped = append(dropped, t)
+		resolved = append(resolved, t)
+		if t.job.failure() != nil {
+			sess.reports = append(sess.reports, t)
+		}
 	}
-	sess.highRun = 0
-	return dropped
+	sh.recount(sess, was)
+	if sess.state != stateReady {
+		return resolved, false // its goroutine, or its release, will report
+	}
+	if succ := sess.succ; succ != nil && sess.drain != nil && len(sess.reports) == 0 &&
+		succ.queued() > 0 && s.replaceReady(sess, succ) {
+		// Nothing left to run or report: sess is forgotten now, and its
+		// successor takes its place in the ready queue, with its live
+		// token: the key waited its turn already.
+		sess.succ, succ.pred = nil, nil
+		succ.base.pred.Store(nil)
+		sh.forget(sess)
+		sh.move(succ, stateReady)
+		return resolved, false
+	}
+	// Waiting for a slot: what is left (reports, then forgetting it if it
+	// closes) needs a goroutine, not a slot. The live token it holds in
+	// the ready queue passes to that goroutine.
+	if !s.unqueue(sess) {
+		return resolved, false // a goroutine took it off the queue and will claim it
+	}
+	sess.w.slot = false
+	sh.move(sess, stateRunning)
+	sess.w.begin()
+	return resolved, true
 }
 
-// succeed makes a successor for old, a closing session, for Open: a fresh
-// session that takes old's place in the map, held back until old is
-// forgotten (release), so that tasks of one key still never overlap.
-// Called with sh.mu held.
-func (sh *shard[K]) succeed(s *Scheduler[K], old *session[K]) *session[K] {
-	sess := sh.make(s, old.key) // replaces old in the map
-	sess.pred, old.succ, sess.lanes.pred = old, sess, &old.lanes
-	sh.setRest(sess, restPinned)
-	sh.detached++ // old runs on out of the map
-	return sess
+// forget takes sess out of its shard's map (if it is still there: a
+// predecessor that a successor replaced is not), moves it to gone, and ends
+// its drain: the waits of Remove, Discard and Close return.
+func (sh *shard[K]) forget(sess *session[K]) {
+	if sh.sessions[sess.key] == sess {
+		delete(sh.sessions, sess.key)
+	}
+	sh.move(sess, stateGone)
+	if d := sess.drain; d != nil {
+		if sess.core.forced.Load() {
+			d.err = ErrClosed // Shutdown gave up: accepted tasks may have been dropped
+		}
+		close(d.done)
+	}
+}
+
+// fifo is one lane of a session: a singly linked FIFO of tasks.
+type fifo struct {
+	head, tail *task
+	n          int
+}
+
+func (q *fifo) push(t *task) {
+	t.next = nil
+	if q.tail == nil {
+		q.head = t
+	} else {
+		q.tail.next = t
+	}
+	q.tail = t
+	q.n++
+}
+
+func (q *fifo) pop() *task {
+	t := q.head
+	if t == nil {
+		return nil
+	}
+	q.head = t.next
+	if q.head == nil {
+		q.tail = nil
+	}
+	t.next = nil
+	q.n--
+	return t
+}
+
+// take puts sess's next task (see pick) in its worker's hand, to run.
+func (sh *shard[K]) take(sess *session[K], burst int) *task {
+	t := sh.pick(sess, burst)
+	sess.w.t, sess.cur = t, t
+	if t != nil {
+		sess.w.stage = stageRun
+		sh.running++
+	}
+	return t
 }

@@ -42,7 +42,7 @@ func setUpDiscard(t *testing.T, opts ...seqsched.Option) *discardSetup {
 	d.running, err = d.s.Go(context.Background(), "a", func(ctx context.Context) error {
 		close(started)
 		<-ctx.Done()
-		d.cause <- context.Cause(ctx)
+		d.cause <- seqsched.Cause(ctx)
 		return ctx.Err()
 	})
 	require.NoError(t, err)
@@ -76,7 +76,8 @@ func (d *discardSetup) check(t *testing.T) {
 	_, err := d.running.Await(context.Background())
 	require.ErrorIs(t, err, context.Canceled)
 	st := d.s.Stats()
-	require.Equal(t, uint64(12), st.Skipped, "Skipped counts the discarded tasks")
+	require.Equal(t, uint64(12), st.Discarded, "Discarded counts the discarded tasks")
+	require.Zero(t, st.Skipped, "Skipped counts what Outcomes.Skipped does: none here")
 	require.Equal(t, seqsched.Outcomes{Discarded: 6}, st.High.Outcomes)
 	require.Equal(t, seqsched.Outcomes{Failed: 1, Discarded: 6}, st.Normal.Outcomes)
 	require.Zero(t, st.Sessions, "the session is forgotten")
@@ -143,9 +144,9 @@ func TestDiscardFromItsOwnTaskDiscardsAndReturnsErrWouldDeadlock(t *testing.T) {
 	got := make(chan error, 1)
 	a, err := s.Go(context.Background(), "a", func(ctx context.Context) error {
 		<-gateA
-		got <- s.Discard(context.Background(), "a") // any ctx: the worker knows its goroutine
-		if ctx.Err() == nil || !errors.Is(context.Cause(ctx), seqsched.ErrDiscarded) {
-			return fmt.Errorf("own ctx after Discard: %v, cause %v", ctx.Err(), context.Cause(ctx))
+		got <- s.Discard(ctx, "a") // its own ctx: the task is known by it
+		if ctx.Err() == nil || !errors.Is(seqsched.Cause(ctx), seqsched.ErrDiscarded) {
+			return fmt.Errorf("own ctx after Discard: %v, cause %v", ctx.Err(), seqsched.Cause(ctx))
 		}
 		return nil
 	})
@@ -250,13 +251,13 @@ func TestDiscardFromTheErrorHandler(t *testing.T) {
 	got := make(chan error, 2)
 	var s *seqsched.Scheduler[string]
 	var once sync.Once
-	s = newScheduler[string](t, seqsched.WithErrorHandler(func(key string, err error) {
+	s = newScheduler[string](t, seqsched.WithErrorHandler(func(ctx context.Context, key string, err error) {
 		if key != "a" {
 			return
 		}
 		once.Do(func() {
-			got <- s.Discard(context.Background(), "b")
-			got <- s.Discard(context.Background(), "a")
+			got <- s.Discard(ctx, "b")
+			got <- s.Discard(ctx, "a")
 		})
 	}))
 	var ran recorder
@@ -301,7 +302,7 @@ func TestDiscardOfIdleAndUnknownKeys(t *testing.T) {
 func TestDiscardRacingEveryOperation(t *testing.T) {
 	for round := range 30 {
 		var reported atomic.Int64
-		s, err := seqsched.New[int](seqsched.WithErrorHandler(func(int, error) { reported.Add(1) }),
+		s, err := seqsched.New[int](seqsched.WithErrorHandler(func(context.Context, int, error) { reported.Add(1) }),
 			seqsched.WithMaxConcurrency(round%3))
 		require.NoError(t, err)
 		var mu sync.Mutex
@@ -496,12 +497,13 @@ func TestSuccessorReleasedByDiscardKeepsItsPlaceInTheReadyQueue(t *testing.T) {
 	}
 	removed := make(chan error, 1)
 	go func() { removed <- s.Remove(context.Background(), "b") }()
-	for { // Remove has closed b once a Post through its handle is refused
-		err := old.Post(context.Background(), func(context.Context) error { return nil })
+	for { // Remove has closed b once a task through its handle is refused
+		f, err := old.Go(context.Background(), func(context.Context) error { return nil })
 		if errors.Is(err, seqsched.ErrSessionClosing) {
 			break
 		}
 		require.NoError(t, err)
+		_ = f // a future, not a post: Discard leaves old b nothing to report
 		runtime.Gosched()
 	}
 	succ, err := s.Open("b") // a successor, held back behind the closing b

@@ -2,61 +2,42 @@ package seqsched
 
 import (
 	"hash/maphash"
+	"sync"
 )
 
-// shard is one lock's worth of sessions, with its idle records and its
-// start queue. Keys are spread over shards by hash so that producers and
-// sessions on different cores rarely contend.
+// shard is one lock's worth of sessions and their figures. Keys are spread
+// over shards by hash, so that producers and workers on different cores
+// rarely contend.
+//
+// Idle records: a session whose queues empty, with no handles, stays in
+// the map as an idle record, so that its key's next task finds it without
+// a map insert and delete. The shard keeps at most idleCap of them in a
+// list, most recently idle first, and forgets the oldest beyond that, so
+// memory does not grow with the number of keys ever seen.
 type shard[K comparable] struct {
-	mu       mutex
+	mu       sync.Mutex
 	sessions map[K]*session[K]
-	queued   [2]int // tasks waiting in this shard's sessions, by priority
-	running  int    // sessions of this shard executing a task
-	counts   [2]outcomes
-	// submitted and skipped over both priorities (see Stats).
-	submitted uint64
-	// Idle records: sessions with no work, kept in sessions for reuse (see
-	// keepIdle). The record list holds every idle record, newest listed
-	// first, and may hold sessions that became active again since they
-	// were listed: they are not taken off it, so that reusing a record
-	// touches no other session. nidle counts the idle records.
+
 	idleHead, idleTail *session[K]
 	nidle              int
-	pinnedIdle         int  // idle sessions held by handles (not records)
-	detached           int  // closing sessions running on after a successor took their place in sessions
-	evictTick          uint // retirements that found the records full
-	// Without WithMaxConcurrency: sessions activated while a worker was
-	// already at work on this shard wait in the start queue (pending)
-	// instead of each getting a new goroutine. A worker whose session goes
-	// idle takes the oldest; a starter (a worker at stepStarter) makes sure
-	// one is taken even while every worker is busy in a task. workers
-	// counts the goroutines running this shard's sessions; starterOnWay is
-	// set while a starter is on its way.
-	pending      sessionFIFO[K]
-	workers      int
-	starterOnWay bool
-	starterFn    func() // runs a starter for this shard (Scheduler.runStarter); made once
-	_            [64]byte
-}
 
-// count adds t, whose outcome is known, to the shard's figures. Called with
-// sh.mu held.
-func (sh *shard[K]) count(t *task) {
-	sh.counts[t.prio].add(t.outcome)
+	busy      int    // sessions with queued or running work (see session.busy)
+	running   int    // sessions running a task right now
+	queued    [2]int // tasks waiting, by priority
+	submitted uint64
+	counts    [2][nOutcomes]uint64 // tasks resolved, by priority and outcome
+	_         [64]byte             // keep shards' locks on separate cache lines
 }
 
 // idleRecords is how many idle sessions a scheduler keeps for reuse, over
 // all its shards: a key that comes back soon finds its record instead of
-// making one. About 200 bytes each with a small key, so under 1 MiB in all.
+// making one. About 300 bytes each with a small key, so about 1 MiB in all.
 const idleRecords = 4096
 
 // shardCount is how many shards New makes for procs Ps: 16 per P, rounded
-// up to a power of two, at most 256. Producers and the goroutines that retire
-// sessions take shard locks about once per task, and with fewer shards they
-// collide often enough to park each other: with 4 per P (8 shards on 2 cores)
-// the lock's slow path and wake-ups were a fifth of the CPU profile at 100,000
-// sessions, and 16 per P made that workload 11% faster; 32 per P gained
-// nothing more.
+// up to a power of two, at most 256. Producers and workers take a shard
+// lock about twice per task; with fewer shards they collide often enough
+// to park each other.
 func shardCount(procs int) int {
 	n := 8
 	for n < 16*procs && n < 256 {
@@ -69,36 +50,55 @@ func (s *Scheduler[K]) shard(key K) *shard[K] {
 	return &s.shards[maphash.Comparable(s.seed, key)&s.mask]
 }
 
-// list puts sess at the head of the record list. Called with sh.mu held.
-func (sh *shard[K]) list(sess *session[K]) {
-	sess.idleNext, sess.idlePrev = sh.idleHead, nil
+// makeSession creates key's session, idle and unlisted, in sh's map.
+func (s *Scheduler[K]) makeSession(sh *shard[K], key K) *session[K] {
+	sess := &session[K]{key: key, sh: sh}
+	sess.base.core, sess.base.owner = &s.core, sess
+	sess.start = func() { s.work(sess) }
+	if sh.sessions == nil {
+		sh.sessions = make(map[K]*session[K])
+	}
+	sh.sessions[key] = sess
+	return sess
+}
+
+// count adds t, whose outcome is known, to the shard's figures.
+func (sh *shard[K]) count(t *task) { sh.counts[t.prio][t.outcome]++ }
+
+// keepIdle lists sess, just idle with no handles, as an idle record, and
+// forgets the oldest record if the list is over its cap.
+func (s *Scheduler[K]) keepIdle(sh *shard[K], sess *session[K]) {
+	sess.listed, sess.prevIdle, sess.nxIdle = true, nil, sh.idleHead
 	if sh.idleHead != nil {
-		sh.idleHead.idlePrev = sess
+		sh.idleHead.prevIdle = sess
 	} else {
 		sh.idleTail = sess
 	}
 	sh.idleHead = sess
-	sess.reused = false
+	sh.nidle++
+	if sh.nidle > s.idleCap {
+		old := sh.idleTail
+		sh.unlistIdle(old)
+		sh.forget(old)
+	}
 }
 
-// listed reports whether sess is on the record list. Called with sh.mu
-// held.
-func (sh *shard[K]) listed(sess *session[K]) bool {
-	return sess.idlePrev != nil || sh.idleHead == sess
-}
-
-// unlist takes sess off the record list. Called with sh.mu held.
-func (sh *shard[K]) unlist(sess *session[K]) {
-	if sess.idlePrev != nil {
-		sess.idlePrev.idleNext = sess.idleNext
-	} else {
-		sh.idleHead = sess.idleNext
+// unlistIdle takes sess off the idle list, if it is on it: it got work or
+// a handle, or it is being forgotten.
+func (sh *shard[K]) unlistIdle(sess *session[K]) {
+	if !sess.listed {
+		return
 	}
-	if sess.idleNext != nil {
-		sess.idleNext.idlePrev = sess.idlePrev
+	if sess.prevIdle != nil {
+		sess.prevIdle.nxIdle = sess.nxIdle
 	} else {
-		sh.idleTail = sess.idlePrev
+		sh.idleHead = sess.nxIdle
 	}
-	sess.idleNext, sess.idlePrev = nil, nil
-	sess.reused = false
+	if sess.nxIdle != nil {
+		sess.nxIdle.prevIdle = sess.prevIdle
+	} else {
+		sh.idleTail = sess.prevIdle
+	}
+	sess.listed, sess.prevIdle, sess.nxIdle = false, nil, nil
+	sh.nidle--
 }

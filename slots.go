@@ -1,364 +1,299 @@
 package seqsched
 
-import (
-	"runtime"
-)
+import "sync"
 
 // slots is the concurrency limit (WithMaxConcurrency): how many slots are
-// held, the FIFO of sessions waiting for one, and the tasks waiting to take
-// theirs back after an Await. Every freed slot goes first to a resumer, then
-// to the head of the ready queue; only then is it counted free.
+// held, the FIFO ready queue of sessions waiting for one, and the resumers,
+// waits that lent their slot and now want one back. A freed slot goes
+// first to the oldest resumer, then to the ready queue's head; only then
+// is it counted free. Without a limit, slots is unused: every session that
+// gets work gets a goroutine at once.
 type slots[K comparable] struct {
-	mu       mutex
-	running  int            // slots held by goroutines that may run a task now
-	ready    sessionFIFO[K] // sessions waiting for a slot to start a turn, each with a live token
-	resumers []*resumer     // tasks back from an Await, waiting for a slot
+	mu        sync.Mutex
+	max       int
+	used      int
+	head      *session[K] // the ready queue, linked through prevReady/nxReady
+	tail      *session[K]
+	resumers  []*resumer
+	unlimited bool // a forced Shutdown lifted the limit: nothing waits for a slot
 }
 
-// queue puts sess, with the live token it holds, in the ready queue.
-// Under checkTokens the token is counted as the queue's, not a worker's
-// (see checks.go), so that a token lost while its session waits shows.
-// Called with slots.mu held.
-func (s *Scheduler[K]) queue(sess *session[K]) {
-	s.slots.ready.push(sess)
-	if checkTokens {
-		s.slack.Add(-1)
-	}
+// loan is the state of the slot a session's task (or callback) lends while
+// it waits in Await, Remove, Discard, Close or Shutdown, guarded by
+// slots.mu. Waits on several goroutines share one loan: the slot is lent
+// by the first and taken back by the last. The worker ends the loan
+// (settle) as soon as the user code that lent it returns; waits still in
+// progress then take nothing back.
+type loan struct {
+	waits int      // waits in progress
+	lent  bool     // the slot is lent
+	epoch uint64   // bumped by settle: a wait of an older epoch reclaims nothing
+	back  *resumer // the last wait's queued take-back, if any
 }
 
-// unqueue takes the ready queue's head, if any, with its live token.
-// Called with slots.mu held.
-func (s *Scheduler[K]) unqueue() *session[K] {
-	sess := s.slots.ready.pop()
-	if checkTokens && sess != nil {
-		s.slack.Add(1)
-	}
-	return sess
-}
-
-// resumer is a caller of a wait waiting to take its slot back; granted is
-// closed when it has one.
+// resumer is a wait that wants its slot back; granted is closed when it
+// has one, or when a new wait keeps the slot lent instead (ok false).
 type resumer struct {
-	ls      *lentSlot
 	granted chan struct{}
+	ok      bool
 }
 
-// sessionFIFO is a FIFO of sessions waiting for a goroutine, linked through
-// session.link: the ready queue (slots) and a shard's start queue.
-// A session is in at most one, and only one of the two is in use (with or
-// without WithMaxConcurrency).
-type sessionFIFO[K comparable] struct{ head, tail *session[K] }
+// claimSlot gives sess a slot, or queues it in the ready queue; it reports
+// whether sess got one. Called under sess's shard lock (shard, then
+// slots), so sessions queue in the order their first task was accepted.
+func (s *Scheduler[K]) claimSlot(sess *session[K]) bool {
+	q := &s.slots
+	if q.max == 0 {
+		return true
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.used < q.max || q.unlimited {
+		q.used++
+		sess.w.slot = true
+		return true
+	}
+	q.push(sess)
+	return false
+}
 
-func (q *sessionFIFO[K]) push(sess *session[K]) {
-	sess.link = nil
-	if q.tail == nil {
-		q.head = sess
+func (q *slots[K]) push(sess *session[K]) {
+	sess.inReady = true
+	sess.prevReady, sess.nxReady = q.tail, nil
+	if q.tail != nil {
+		q.tail.nxReady = sess
 	} else {
-		q.tail.link = sess
+		q.head = sess
 	}
 	q.tail = sess
 }
 
-func (q *sessionFIFO[K]) pop() *session[K] {
-	sess := q.head
-	if sess == nil {
-		return nil
+func (q *slots[K]) remove(sess *session[K]) {
+	if sess.prevReady != nil {
+		sess.prevReady.nxReady = sess.nxReady
+	} else {
+		q.head = sess.nxReady
 	}
-	q.head = sess.link
-	if q.head == nil {
-		q.tail = nil
+	if sess.nxReady != nil {
+		sess.nxReady.prevReady = sess.prevReady
+	} else {
+		q.tail = sess.prevReady
 	}
-	sess.link = nil
-	return sess
+	sess.prevReady, sess.nxReady, sess.inReady = nil, nil, false
 }
 
-// grantResumer hands the caller's slot to the oldest resumer, if any.
-// Called with mu held.
-func (q *slots[K]) grantResumer() bool {
-	if len(q.resumers) == 0 {
+// unqueue takes sess out of the ready queue (Discard, a forced Shutdown)
+// and reports whether it was there: a session just popped by a goroutine
+// that is about to claim it is not.
+func (s *Scheduler[K]) unqueue(sess *session[K]) bool {
+	s.slots.mu.Lock()
+	defer s.slots.mu.Unlock()
+	if !sess.inReady {
 		return false
 	}
-	r := q.resumers[0]
-	q.resumers[0] = nil
-	q.resumers = q.resumers[1:]
-	r.ls.lent, r.ls.back = false, nil
-	close(r.granted)
+	s.slots.remove(sess)
 	return true
 }
 
-// cancelBack takes ls's queued take-back out of the resumers without a
-// slot: the Await waiting in it returns, and the slot stays lent. Called
-// with mu held.
-func (q *slots[K]) cancelBack(ls *lentSlot) {
-	for i, r := range q.resumers {
-		if r == ls.back {
-			q.resumers = append(q.resumers[:i], q.resumers[i+1:]...)
-			break
-		}
+// replaceReady puts succ in old's place in the ready queue and reports
+// whether old was there.
+func (s *Scheduler[K]) replaceReady(old, succ *session[K]) bool {
+	q := &s.slots
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !old.inReady {
+		return false
 	}
-	close(ls.back.granted)
-	ls.back = nil
+	succ.prevReady, succ.nxReady, succ.inReady = old.prevReady, old.nxReady, true
+	if old.prevReady != nil {
+		old.prevReady.nxReady = succ
+	} else {
+		q.head = succ
+	}
+	if old.nxReady != nil {
+		old.nxReady.prevReady = succ
+	} else {
+		q.tail = succ
+	}
+	old.prevReady, old.nxReady, old.inReady = nil, nil, false
+	return true
 }
 
 // handOn passes on a slot its holder gives up: to the oldest resumer, else
-// to the head of the ready queue, which it returns for the caller to run;
-// with neither, the slot is freed. Called with mu held.
+// to the ready queue's head, which it returns for the caller to run (its
+// live token and the slot pass to the caller's goroutine); with neither
+// the slot is freed. Called with slots.mu held.
 func (s *Scheduler[K]) handOn() *session[K] {
-	if s.slots.grantResumer() {
+	q := &s.slots
+	if len(q.resumers) > 0 {
+		r := q.resumers[0]
+		q.resumers[0] = nil
+		q.resumers = q.resumers[1:]
+		r.ok = true
+		close(r.granted)
 		return nil
 	}
-	sess := s.unqueue()
-	if sess == nil {
-		s.slots.running--
+	if head := q.head; head != nil {
+		q.remove(head)
+		head.w.slot, head.w.claim = true, true
+		return head
 	}
-	return sess
+	q.used--
+	return nil
 }
 
-// claimSlot gives sess, just marked scheduled by activate, a slot, or
-// queues it for one; it reports whether the caller must start sess's
-// worker. The live token activate took moves to the worker or stays with
-// the waiting session.
-//
-// activate calls it under the session's shard lock (shard before slots is
-// the lock order), so no other Submit to the session returns before the
-// session is queued: sessions queue in the order their first task was
-// accepted, and a session with accepted work is never left out of the
-// queue while a preempted submitter gets round to queueing it.
-func (s *Scheduler[K]) claimSlot(sess *session[K]) bool {
-	if max := s.opts.maxConcurrency; max > 0 {
-		s.slots.mu.Lock()
-		// After a forced shutdown nobody serves the ready queue: start the
-		// session anyway, it finds its queues emptied and retires.
-		if s.slots.running >= max && !s.forced.Load() {
-			s.queue(sess)
-			s.slots.mu.Unlock()
-			return false
-		}
-		s.slots.running++
-		s.slots.mu.Unlock()
-	}
-	return true
-}
-
-// yield ends sess's turn and returns the session the calling worker goes
-// on with. With a concurrency limit, if a task waits to take its slot
-// back, the slot goes to it, sess goes to the back of the ready queue and
-// the worker must exit (nil); else if a session waits, sess goes to the
-// back and the head takes over this worker and slot. Without a limit, the
-// goroutine yields the processor when the scheduler has another goroutine
-// (sessions in a start queue count: their starter is one).
-func (s *Scheduler[K]) yield(sess *session[K]) (next *session[K]) {
-	if s.opts.maxConcurrency == 0 {
-		if s.tokens() > 1 {
-			s.yields.Add(1)
-			runtime.Gosched()
-		}
-		return sess
-	}
-	next = sess
+// passSlot hands the slot of a goroutine whose session retired on, and
+// returns the session it is to run next, if any (see handOn). The
+// caller's live token is then the next session's, whose own is released.
+func (s *Scheduler[K]) passSlot() *session[K] {
 	s.slots.mu.Lock()
-	if !s.forced.Load() {
-		if s.slots.grantResumer() {
-			// sess waits with a token of its own, taken before another
-			// goroutine can pop it; the worker exits with its own.
-			s.takeToken()
-			s.queue(sess)
-			next = nil
-		} else if head := s.unqueue(); head != nil {
-			s.queue(sess)
-			next = head // head's live token passes to sess
-		}
-	}
+	next := s.handOn()
 	s.slots.mu.Unlock()
-	if next != sess {
-		s.yields.Add(1)
+	if next != nil {
+		s.releaseToken() // next's token merges into the goroutine's
 	}
 	return next
 }
 
-// passSlot hands the calling worker's slot on once its session went idle:
-// to a resumer (the worker then exits), or to the next waiting session,
-// which it returns to run on this worker. Without either the slot is freed
-// and passSlot returns nil.
-func (s *Scheduler[K]) passSlot() *session[K] {
-	if s.opts.maxConcurrency == 0 {
-		return nil
+// yieldSlot ends sess's turn under a limit: if a resumer or a session
+// waits, sess goes to the back of the ready queue and the slot passes on;
+// it returns the session the calling goroutine runs next (sess itself
+// when nobody waits; nil when a resumer took the slot and the goroutine
+// must exit). Called with sess's shard lock held, as the state moves.
+func (s *Scheduler[K]) yieldSlot(sh *shard[K], sess *session[K]) *session[K] {
+	q := &s.slots
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.unlimited || (len(q.resumers) == 0 && q.head == nil) {
+		return sess
 	}
-	s.slots.mu.Lock()
-	sess := s.handOn()
-	s.slots.mu.Unlock()
-	if sess != nil {
-		s.release(1) // its token merges into this worker's
+	sess.w.slot = false
+	sh.move(sess, stateReady)
+	q.push(sess)
+	s.takeToken() // sess's, in the queue; the goroutine keeps its own
+	next := s.handOn()
+	if next != nil {
+		s.releaseToken() // next's token merges into the goroutine's
 	}
-	return sess
+	s.yields.Add(1)
+	return next
 }
 
-// lend gives the slot of a waiting caller away while it waits (a task's
-// Await, Remove, Close, Discard or Shutdown called with its ctx, or any of
-// them called from a callback on a worker): to a resumer, else to a
-// waiting session on a new worker, else back to the pool. The caller's
-// session stays running for ordering: none of its other tasks starts. It
-// reports whether the caller must call reclaim after the wait.
-func (s *Scheduler[K]) lend(ls *lentSlot) bool {
-	if s.opts.maxConcurrency == 0 {
-		return false
+// lend gives away the slot of sess's worker while a task or callback of
+// sess waits (see loan): to a resumer, else to the ready queue's head on a
+// new goroutine, else back to the pool. It returns the epoch to pass to
+// reclaim, and false when there is nothing to take back.
+func (s *Scheduler[K]) lend(sess *session[K]) (uint64, bool) {
+	q := &s.slots
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := &sess.base.loan
+	sess.base.lending.Store(true) // before open is read: see worker.userDone
+	if !sess.base.open.Load() || (!sess.w.slot && !l.lent) {
+		return 0, false
 	}
-	s.slots.mu.Lock()
-	defer s.slots.mu.Unlock()
-	if ls.finished {
-		return false
-	}
-	ls.awaiting++
+	l.waits++
 	switch {
-	case ls.awaiting > 1:
-		// Another wait lent the slot already.
-	case ls.back != nil:
-		// A wait that ended waits to take the slot back: the caller is
-		// waiting again, so the slot stays lent and that wait returns.
-		s.slots.cancelBack(ls)
-	case !ls.lent:
-		ls.lent = true
-		// After a forced Shutdown the head still starts: it finds its
-		// queues emptied and retires, releasing its token.
+	case l.waits > 1:
+		// Another wait lent it already.
+	case l.back != nil:
+		// The last wait waits to take the slot back: keep it lent for this one.
+		s.cancelBack(l)
+	case !l.lent:
+		l.lent, sess.w.slot = true, false
 		if head := s.handOn(); head != nil {
-			s.startWorker(head) // head's live token moves to the worker
+			go head.start() // head's live token passes to its goroutine
 		}
 	}
-	return true
+	return l.epoch, true
 }
 
-// reclaim takes the slot back after the wait that lend began, ahead of
-// sessions that have not started their turn, when it ends the last wait in
-// progress. It blocks until a slot is free: the caller must not run on
-// without one. Only two things end that wait without a slot: another wait
-// begins (the slot stays lent for it; see lend), or the task's fn returns
-// (the worker takes the slot back itself; see settle).
-func (s *Scheduler[K]) reclaim(ls *lentSlot) {
-	s.slots.mu.Lock()
-	ls.awaiting--
-	if ls.awaiting > 0 || !ls.lent || ls.finished {
-		s.slots.mu.Unlock()
+// reclaim takes the slot back when the last wait of a loan ends, ahead of
+// sessions that have not started: at once if one is free, else as a
+// resumer, waiting until a slot is passed to it.
+func (s *Scheduler[K]) reclaim(sess *session[K], epoch uint64) {
+	q := &s.slots
+	q.mu.Lock()
+	l := &sess.base.loan
+	if l.epoch != epoch {
+		q.mu.Unlock()
 		return
 	}
-	s.regainLocked(ls)
+	if l.waits--; l.waits > 0 || !l.lent {
+		q.mu.Unlock()
+		return
+	}
+	s.regainLocked(sess)
 }
 
-// settle runs on the worker after fn of a task returned, when the task
-// ever lent its slot. A wait on another goroutine may still hold it lent;
+// settle ends sess's loan when the user code that lent the slot returned:
 // the worker takes a slot back itself before it runs anything else, and
-// that wait returns without one.
-func (s *Scheduler[K]) settle(ls *lentSlot) {
-	s.slots.mu.Lock()
-	ls.finished = true
-	if !ls.lent {
-		s.slots.mu.Unlock()
+// waits still in progress take nothing back.
+func (s *Scheduler[K]) settle(sess *session[K]) {
+	q := &s.slots
+	q.mu.Lock()
+	l := &sess.base.loan
+	sess.base.lending.Store(false)
+	l.epoch++
+	l.waits = 0
+	if !l.lent {
+		q.mu.Unlock()
 		return
 	}
-	if ls.back != nil {
-		s.slots.cancelBack(ls)
+	if l.back != nil {
+		s.cancelBack(l)
 	}
-	s.regainLocked(ls)
+	s.regainLocked(sess)
 }
 
-// regainLocked gives the caller a slot, at once if one is free (or the
-// scheduler was forced shut), else by queueing it as a resumer and
-// waiting. It is called with mu held and returns with it released.
-func (s *Scheduler[K]) regainLocked(ls *lentSlot) {
-	if (s.slots.running < s.opts.maxConcurrency && len(s.slots.resumers) == 0) || s.forced.Load() {
-		s.slots.running++
-		ls.lent = false
-		s.slots.mu.Unlock()
+// regainLocked gives sess's worker a slot back: at once if one is free,
+// else as the newest resumer. Called with slots.mu held; returns with it
+// released.
+func (s *Scheduler[K]) regainLocked(sess *session[K]) {
+	q := &s.slots
+	l := &sess.base.loan
+	if (q.used < q.max && len(q.resumers) == 0) || q.unlimited {
+		q.used++
+		l.lent, sess.w.slot = false, true
+		q.mu.Unlock()
 		return
 	}
-	r := &resumer{ls: ls, granted: make(chan struct{})}
-	ls.back = r
-	s.slots.resumers = append(s.slots.resumers, r)
-	s.slots.mu.Unlock()
+	r := &resumer{granted: make(chan struct{})}
+	l.back = r
+	q.resumers = append(q.resumers, r)
+	q.mu.Unlock()
 	<-r.granted
+	q.mu.Lock()
+	if r.ok {
+		l.lent, sess.w.slot, l.back = false, true, nil
+	}
+	q.mu.Unlock()
 }
 
-// retireQueued retires sess (see retire) if it waits in the ready queue,
-// and reports whether it did. A successor that retire releases with work
-// takes sess's place in the queue, with sess's live token: the key waited
-// its turn already. Otherwise sess leaves the queue and its token is the
-// caller's to give back. Called with sess's shard lock held (shard, then
-// slots: the lock order), so that no worker pops sess meanwhile.
-func (s *Scheduler[K]) retireQueued(sh *shard[K], sess *session[K], r *retirement[K]) bool {
-	if s.opts.maxConcurrency == 0 {
-		return false
+// cancelBack withdraws l's queued take-back: the wait in it returns
+// without a slot, which stays lent. Called with slots.mu held.
+func (s *Scheduler[K]) cancelBack(l *loan) {
+	q := &s.slots
+	for i, r := range q.resumers {
+		if r == l.back {
+			q.resumers = append(q.resumers[:i], q.resumers[i+1:]...)
+			break
+		}
 	}
-	s.slots.mu.Lock()
-	defer s.slots.mu.Unlock()
-	q := &s.slots.ready
-	var prev *session[K]
-	for p := q.head; p != nil; prev, p = p, p.link {
-		if p != sess {
-			continue
-		}
-		s.retire(sh, sess, r)
-		next := sess.link
-		if then := r.then; then != nil {
-			then.link, next = next, then
-		}
-		if prev == nil {
-			q.head = next
-		} else {
-			prev.link = next
-		}
-		if q.tail == sess {
-			q.tail = prev
-			if r.then != nil {
-				q.tail = r.then
-			}
-		}
-		sess.link = nil
-		if checkTokens && r.then == nil {
-			s.slack.Add(1) // sess's token left the queue with it
-		}
-		return true
-	}
-	return false
+	close(l.back.granted)
+	l.back = nil
 }
 
-// abortSlots, for a forced Shutdown, empties the ready queue (returning the
-// sessions that waited in it) and lets every resumer run.
-func (s *Scheduler[K]) abortSlots() (waiting []*session[K]) {
-	s.slots.mu.Lock()
-	defer s.slots.mu.Unlock()
-	for sess := s.unqueue(); sess != nil; sess = s.unqueue() {
-		waiting = append(waiting, sess)
+// unlimit lifts the limit for a forced Shutdown: resumers get their slot
+// at once, and nothing waits for one from now on.
+func (s *Scheduler[K]) unlimit() {
+	q := &s.slots
+	q.mu.Lock()
+	q.unlimited = true
+	for _, r := range q.resumers {
+		r.ok = true
+		close(r.granted)
 	}
-	for len(s.slots.resumers) > 0 {
-		s.slots.running++
-		s.slots.grantResumer()
-	}
-	return waiting
+	q.resumers = nil
+	q.mu.Unlock()
 }
-
-// lentSlot is the slot state of a caller that lent its slot while it
-// waited under a concurrency limit: a task (in its taskAux, shared by
-// waits on any goroutine with its ctx) or a worker in a callback. Guarded
-// by slots.mu.
-type lentSlot struct {
-	awaiting int32    // waits in progress that lent the slot
-	lent     bool     // the slot is given away while the caller waits
-	finished bool     // the task's fn returned: waits neither lend nor take back
-	back     *resumer // the queued take-back of the slot, if one waits
-}
-
-// slotState returns t's lent-slot state, making it if need be.
-func (t *task) slotState() *lentSlot {
-	a := t.extra()
-	if ls := a.lent.Load(); ls != nil {
-		return ls
-	}
-	ls := new(lentSlot)
-	if !a.lent.CompareAndSwap(nil, ls) {
-		ls = a.lent.Load()
-	}
-	return ls
-}
-
-// limited reports whether s has a concurrency limit: only then is there a
-// slot to lend.
-func (s *Scheduler[K]) limited() bool { return s.opts.maxConcurrency > 0 }

@@ -16,7 +16,8 @@ type Stats struct {
 	Queued    int    // tasks waiting, all sessions
 	Submitted uint64 // tasks accepted since New
 	Completed uint64 // tasks whose future resolved, for any reason
-	Skipped   uint64 // of Completed, tasks that never ran: ctx ended, Discard, or forced Shutdown
+	Skipped   uint64 // of Completed, tasks that never ran because their submit ctx ended or a forced Shutdown dropped them (Outcomes.Skipped, both lanes)
+	Discarded uint64 // of Completed, tasks that never ran because Discard dropped them (Outcomes.Discarded, both lanes)
 	Panics    uint64 // of Completed, tasks whose fn panicked or called runtime.Goexit
 	Yields    uint64 // times a session gave up its turn to another
 	SlowTasks uint64 // tasks that ran longer than WithSlowTask's limit
@@ -50,8 +51,6 @@ type Outcomes struct {
 // outcomes is a shard's Outcomes of one priority, guarded by sh.mu.
 type outcomes [nOutcomes]uint64
 
-func (o *outcomes) add(x outcome) { o[x]++ }
-
 func (o *outcomes) total() uint64 {
 	var n uint64
 	for _, c := range o {
@@ -78,7 +77,7 @@ func (s *Scheduler[K]) Stats() Stats {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		st.Sessions += len(sh.sessions) - sh.nidle - sh.pinnedIdle + sh.detached
+		st.Sessions += sh.busy
 		st.Running += sh.running
 		st.Normal.Queued += sh.queued[Normal]
 		st.High.Queued += sh.queued[High]
@@ -94,14 +93,15 @@ func (s *Scheduler[K]) Stats() Stats {
 		c := &counts[p]
 		ps.Completed = c.total()
 		ps.Outcomes = c.public()
-		st.Skipped += c[outcomeSkipped] + c[outcomeDiscarded]
+		st.Skipped += c[outcomeSkipped]
+		st.Discarded += c[outcomeDiscarded]
 		st.Panics += c[outcomePanicked]
-		if s.hist != nil {
-			ps.Wait = s.hist[p].snapshot()
-			ps.WaitHistogram = s.waitHist[p].Snapshot()
+		if s.waitHist != nil {
+			ps.Wait = s.waitQ[p].snapshot()
+			ps.WaitHistogram = histogramOf(&s.waitHist[p])
 		}
 		if s.runHist != nil {
-			ps.RunHistogram = s.runHist[p].Snapshot()
+			ps.RunHistogram = histogramOf(&s.runHist[p])
 		}
 	}
 	st.Queued = st.Normal.Queued + st.High.Queued
@@ -111,11 +111,11 @@ func (s *Scheduler[K]) Stats() Stats {
 	return st
 }
 
-// histogram counts durations in fixed log-linear buckets: each power of two
+// quantiles counts durations in fixed log-linear buckets: each power of two
 // is split into histSub equal buckets, so a reported quantile is within
 // 1/histSub (12.5%) above the true value. Updates are lock-free atomic adds;
 // a snapshot taken while updates run may be off by the updates in flight.
-type histogram struct {
+type quantiles struct {
 	count   atomic.Uint64
 	max     atomic.Int64
 	buckets [64 * histSub]atomic.Uint64
@@ -150,7 +150,7 @@ func upper(b int) int64 {
 	return int64(lo + (uint64(1) << (exp - histSubBits)) - 1)
 }
 
-func (h *histogram) record(d time.Duration) {
+func (h *quantiles) record(d time.Duration) {
 	ns := int64(d)
 	h.buckets[bucket(ns)].Add(1)
 	h.count.Add(1)
@@ -173,7 +173,7 @@ type WaitStats struct {
 	Max   time.Duration // longest wait
 }
 
-func (h *histogram) snapshot() WaitStats {
+func (h *quantiles) snapshot() WaitStats {
 	var counts [len(h.buckets)]uint64
 	var total uint64
 	for i := range h.buckets {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Priority selects the queue a task waits in. It is a [TaskOption]: pass
@@ -54,22 +55,6 @@ func taskPriority(opts []TaskOption) (Priority, error) {
 	return prio, nil
 }
 
-// task is the untyped part of a submitted task: the node in its session's
-// queue and the context its fn receives (taskctx.go). It is embedded in
-// [Future] (and in a posted task), so a task and its future are one
-// allocation.
-type task struct {
-	next   *task           // next in the session's queue
-	parent context.Context // the submitter's ctx: values, deadline, cancellation
-	lanes  *lanes          // the session it was queued on: its scheduler, and identity for the deadlock guard
-	job    job             // the *Future[T] (or *posted[K]) this task belongs to
-
-	aux     atomic.Pointer[taskAux] // made on first need; most tasks never need it
-	at      int64                   // when queued, in ns since New; only with WithWaitHistogram
-	prio    Priority
-	outcome outcome // set with the job's error, before the task is counted
-}
-
 // outcome is how a task ended, for Stats: exactly one per task.
 type outcome uint8
 
@@ -78,223 +63,263 @@ const (
 	outcomeSucceeded         // fn returned nil
 	outcomeFailed            // fn returned an error
 	outcomePanicked          // fn panicked or called runtime.Goexit
-	outcomeSkipped           // never ran: its submit ctx ended (or its Err failed), or a forced Shutdown dropped it
+	outcomeSkipped           // never ran: its submit ctx ended, or a forced Shutdown dropped it
 	outcomeDiscarded         // never ran: Discard dropped it
 	nOutcomes
 )
 
-// taskAux is what few tasks need: the done state of the task's ctx, the
-// lent-slot state, and the Discard mark. Kept out of task so that a task
-// and its future fit the 128-byte size class.
-type taskAux struct {
-	ctx       atomic.Pointer[ctxState] // made when fn first asks for Done, or Err finds the ctx done
-	lent      atomic.Pointer[lentSlot] // made by the first wait that lends the task's slot
-	discarded atomic.Bool              // Discard ended the session while the task ran
+// task is the untyped part of a submitted task: its place in its session's
+// queue, and the context.Context its fn receives. It is embedded in a
+// [Future] (or a posted task), so that a task and its future are one
+// allocation.
+//
+// A task's life: queued (in a session's FIFO), then taken by the session's
+// worker, which runs or skips it (start), resolves it (job.publish, under
+// the shard lock, then job.wake) and ends its ctx (end). A task that Discard
+// or a forced Shutdown drops is resolved where it is dropped.
+type task struct {
+	next    *task           // next in its session's FIFO
+	parent  context.Context // the submit ctx: values, deadline, cancellation
+	sess    *base           // the session it was queued on: the scheduler, and identity for re-entry
+	job     job             // the *Future[T] or *posted[K] this task belongs to
+	done    atomic.Pointer[doneState]
+	at      int64 // when queued, in ns since New; only with WithWaitHistogram
+	prio    Priority
+	outcome outcome // set with the job's error, before the task is counted
 }
 
-// extra returns t's taskAux, making it if need be.
-func (t *task) extra() *taskAux {
-	if a := t.aux.Load(); a != nil {
-		return a
-	}
-	a := new(taskAux)
-	if !t.aux.CompareAndSwap(nil, a) {
-		a = t.aux.Load()
-	}
-	return a
-}
-
-// lentSlot returns t's lent-slot state, or nil if t never lent its slot.
-func (t *task) lentSlot() *lentSlot {
-	if a := t.aux.Load(); a != nil {
-		return a.lent.Load()
-	}
-	return nil
-}
-
-// core is what a task needs of its scheduler, without the key type.
-type core struct {
-	force     context.Context // canceled when Shutdown gives up
-	owner     owner           // the scheduler, for Await
-	callbacks atomic.Int64    // callbacks other than fn running on workers (see callsite.go)
-}
-
-// owner is the part of a Scheduler that Await needs: whether a callback
-// calls it (see callsite.go), and lending the caller's slot while it waits
-// (see WithMaxConcurrency).
-type owner interface {
-	fromCallback(l *lanes) (deadlock bool, ls *lentSlot)
-	limited() bool
-	lend(*lentSlot) bool
-	reclaim(*lentSlot)
-}
-
-// job is the typed half of a task, implemented by *Future[T] and
-// *posted[K].
+// job is the typed half of a task, implemented by *Future[T] and *posted[K].
 type job interface {
-	// exec runs fn (user code) on the calling goroutine with t, the task,
-	// as its ctx, and records its result and outcome.
+	// exec runs fn on the calling goroutine with t as its ctx and records
+	// its result and outcome.
 	exec(t *task)
-	// settle records err and o as the task's outcome: a skip, a drop, a
-	// panic, or a Goexit (staged before fn runs; exec overwrites it).
-	settle(err error, o outcome)
-	// release lets go of fn and what it captured.
-	release()
-	// publish makes the outcome visible (resolved, Done, Await) and returns
-	// the waiter to wake, if any; wake then wakes every waiter. A worker
+	// fail records err and o as the task's outcome: a skip, a drop, a
+	// panic or a Goexit.
+	fail(err error, o outcome)
+	// publish makes the outcome visible (resolved, Done, Await) and lets go
+	// of fn; it returns the channel to close, if any, for wake. A worker
 	// publishes under its shard lock and wakes after it.
 	publish() *waiter
 	wake(*waiter)
-	// resolved reports whether publish has happened.
 	resolved() bool
+	// failure is a posted task's error, with its key, for the report; nil
+	// for a future or a posted task that succeeded.
+	failure() error
 }
 
 // resolve publishes j's outcome and wakes its waiters.
 func resolve(j job) { j.wake(j.publish()) }
 
-// Future is the pending result of a submitted task. It resolves exactly once:
-// with fn's result, with a [*PanicError], with [ErrGoexit], or, when the task
-// never ran, with its submit ctx's error, [ErrDiscarded] or [ErrClosed]. A
-// Future is safe for concurrent use by any number of goroutines.
-type Future[T any] struct {
-	t   task
-	fn  func(context.Context) (T, error)
-	fn0 func(context.Context) error // Scheduler.Go's fn, kept apart to avoid a wrapper closure
-	val T
-	err error
-	// signal is nil while nobody waits, a waiter once Done was called,
-	// and resolvedWaiter after resolution (the waiter's channel is then closed).
-	// A plain pointer swap: cheaper on the hot path than an atomic.Value.
-	signal atomic.Pointer[waiter]
-	// wg is done at resolution. Await with a ctx that cannot be canceled
-	// blocks on it instead of making a channel.
-	wg sync.WaitGroup
-}
-
-// waiter holds the channel Done returns.
-type waiter struct{ ch chan struct{} }
-
-// resolvedWaiter is stored in every resolved future's signal.
-var resolvedWaiter = func() *waiter {
-	w := &waiter{ch: make(chan struct{})}
-	close(w.ch)
-	return w
-}()
-
-// Done returns a channel that is closed when the future resolves. The
-// channel is made on the first call; futures nobody waits on never make one.
-func (f *Future[T]) Done() <-chan struct{} {
-	w := f.signal.Load()
-	if w == nil {
-		w = &waiter{ch: make(chan struct{})}
-		if !f.signal.CompareAndSwap(nil, w) {
-			w = f.signal.Load()
-		}
-	}
-	return w.ch
-}
-
-// Await waits until the task has run and returns its result. ctx bounds only
-// the wait: when ctx ends first, Await returns ctx.Err() unchanged and the
-// task still runs. Once the future is resolved, Await returns at once
-// whatever ctx's state.
+// The task as fn's context.Context. It carries the submit ctx's values and
+// deadline, and it is done as soon as one of four things happens: the
+// submit ctx is done, Shutdown gives up, Discard ends the task's session,
+// or the task is over (its future resolved). The first reason is latched:
+// Err returns it for ever, and Done's channel is closed before Err returns
+// it, as the context.Context contract requires.
 //
-// A wait that could never end returns [ErrWouldDeadlock] at once: when ctx
-// is (derived from) the ctx of a running task of the session this future's
-// task is queued on, or when Await is called from WithErrorHandler's
-// function, the logger or WithWeight's function while a worker runs them
-// for that session. A task is known by its ctx: pass the task's ctx (or
-// one derived from it); with another ctx, Await from a task of the same
-// session waits until that ctx ends. Awaiting other sessions' futures
-// works normally. Under [WithMaxConcurrency], such an Await gives the
-// caller's slot to another session while it waits and takes one back,
-// ahead of sessions that have not started, before it returns; the awaiting
-// session still runs none of its other tasks meanwhile.
-//
-// A ctx whose Value, Done or Err panics makes Await return the
-// [*PanicError].
-func (f *Future[T]) Await(ctx context.Context) (T, error) {
-	if f.resolved() {
-		return f.val, f.err
-	}
-	var zero T
-	if ctx == nil {
-		return zero, ErrNilContext
-	}
-	root := ctx == context.Background() || ctx == context.TODO() // package context's own: no user code
-	var rt *task
-	if !root {
-		var err error
-		if rt, err = runningTask(ctx); err != nil {
-			return zero, err
-		}
-	}
-	if rt != nil {
-		if heldBehind(f.t.lanes, rt.lanes) {
-			return zero, ErrWouldDeadlock
-		}
-		if o := rt.lanes.core.owner; o.limited() {
-			ls := rt.slotState()
-			if o.lend(ls) {
-				defer o.reclaim(ls)
-			}
-		}
-	} else if c := f.t.lanes.core; c.callbacks.Load() > 0 {
-		o := c.owner
-		deadlock, ls := o.fromCallback(f.t.lanes)
-		if deadlock {
-			return zero, ErrWouldDeadlock
-		}
-		if ls != nil && o.lend(ls) {
-			defer o.reclaim(ls)
-		}
-	}
-	if root {
-		f.wg.Wait()
-		return f.val, f.err
-	}
-	done, perr := ctxDone(ctx)
-	if perr != nil {
-		return zero, perr
-	}
-	if done == nil {
-		f.wg.Wait()
-		return f.val, f.err
-	}
-	select {
-	case <-f.Done():
-		return f.val, f.err
-	case <-done:
-		if f.resolved() {
-			return f.val, f.err
-		}
-		return zero, ctxErr(ctx)
-	}
+// A task whose fn never asks for Done costs nothing here: Err reads the
+// sources. The done state (a channel, and watches on the submit ctx and the
+// scheduler's force) is made the first time it is needed. Package context
+// derives from a task's ctx through its documented AfterFunc hook, so a
+// child context starts no goroutine.
+
+// doneState is the done state of a task's ctx.
+type doneState struct {
+	ch     chan struct{}
+	err    error // the latched reason, set before ch is closed
+	mu     sync.Mutex
+	closed bool
+	stops  []func() bool // the watches on the submit ctx and the force
 }
 
-func (f *Future[T]) resolved() bool { return f.signal.Load() == resolvedWaiter }
+// Deadline returns the submit ctx's deadline.
+func (t *task) Deadline() (time.Time, bool) { return t.parent.Deadline() }
 
-func (f *Future[T]) exec(t *task) {
-	if f.fn0 != nil {
-		f.err = f.fn0(t)
+// Done returns a channel closed when the task's ctx ends.
+func (t *task) Done() <-chan struct{} { return t.state().ch }
+
+// Err returns nil while the task's ctx is live, then the reason it ended.
+func (t *task) Err() error {
+	if d := t.done.Load(); d != nil {
+		return d.latched()
+	}
+	if reason := t.reason(); reason != nil {
+		return t.state().latched() // state latches the reason it finds
+	}
+	return nil
+}
+
+// Value answers runningKey with the task itself (see callerOf); every
+// other key goes to the submit ctx.
+func (t *task) Value(key any) any {
+	if key == (runningKey{}) {
+		return t
+	}
+	return t.parent.Value(key)
+}
+
+// AfterFunc is package context's documented hook: a context derived from a
+// task's ctx registers here instead of starting a goroutine to watch it.
+func (t *task) AfterFunc(f func()) func() bool {
+	return context.AfterFunc(doneCtx{t.state()}, f)
+}
+
+func (t *task) String() string { return "seqsched.task" }
+
+// reason returns why the task's ctx is done, or nil: the submit ctx's
+// error, or Canceled once the session was discarded, Shutdown gave up or
+// the task is over.
+func (t *task) reason() error {
+	if err := t.parent.Err(); err != nil {
+		return err
+	}
+	if t.job.resolved() || t.sess.discarded(t) || t.sess.core.forced.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// state returns t's done state, making it if need be: it watches the
+// submit ctx and the force, then reads the sources once, so that a source
+// that ended before the watches began is latched before state returns.
+func (t *task) state() *doneState {
+	if d := t.done.Load(); d != nil {
+		return d
+	}
+	d := &doneState{ch: make(chan struct{})}
+	if !t.done.CompareAndSwap(nil, d) {
+		return t.done.Load()
+	}
+	var stops []func() bool
+	if t.parent.Done() != nil {
+		stops = append(stops, context.AfterFunc(t.parent, func() { d.latch(t.parent.Err()) }))
+	}
+	stops = append(stops, context.AfterFunc(t.sess.core.force, func() { d.latch(context.Canceled) }))
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		stopAll(stops)
 	} else {
-		f.val, f.err = f.fn(t)
+		d.stops = stops
+		d.mu.Unlock()
 	}
-	t.outcome = outcomeSucceeded
-	if f.err != nil {
-		t.outcome = outcomeFailed
+	// Read after publishing d: end and discard store their mark before
+	// they read t.done, so one of the two latches it.
+	if reason := t.reason(); reason != nil {
+		d.latch(reason)
+	}
+	return d
+}
+
+// latch makes err the reason the ctx ended, unless one was latched first,
+// closes the channel and stops the watches.
+func (d *doneState) latch(err error) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.closed, d.err = true, err
+	stops := d.stops
+	d.stops = nil
+	close(d.ch)
+	d.mu.Unlock()
+	stopAll(stops) // a finished task leaves nothing registered on long-lived contexts
+}
+
+// latched returns the latched reason, or nil.
+func (d *doneState) latched() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
+}
+
+func stopAll(stops []func() bool) {
+	for _, stop := range stops {
+		stop()
 	}
 }
 
-func (f *Future[T]) settle(err error, o outcome) { f.err, f.t.outcome = err, o }
-
-func (f *Future[T]) release() { f.fn, f.fn0 = nil, nil }
-
-func (f *Future[T]) publish() *waiter { return f.signal.Swap(resolvedWaiter) }
-
-func (f *Future[T]) wake(w *waiter) {
-	if w != nil {
-		close(w.ch)
+// end marks t's ctx done once its future is resolved, if fn made its done
+// state; a state made later finds the resolution itself.
+func (t *task) end() {
+	if d := t.done.Load(); d != nil {
+		d.latch(context.Canceled)
 	}
-	f.wg.Done()
+}
+
+// doneCtx is a done state as a context for context.AfterFunc: never
+// deadlined, no values, done when the state is.
+type doneCtx struct{ d *doneState }
+
+func (c doneCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c doneCtx) Done() <-chan struct{}       { return c.d.ch }
+func (c doneCtx) Err() error {
+	select {
+	case <-c.d.ch:
+		return c.d.latched()
+	default:
+		return nil
+	}
+}
+func (c doneCtx) Value(any) any { return nil }
+
+// runningKey is the context key under which a task's ctx, and the ctx a
+// callback is given, answer with who runs: the task, or the callback.
+type runningKey struct{}
+
+// callbackCtx is the ctx WithErrorHandler's function and the logger are
+// given: it never ends, carries no values but runningKey, and says which
+// session's worker runs the callback while it runs.
+type callbackCtx struct {
+	context.Context // context.Background()
+	sess            *base
+	active          atomic.Bool
+}
+
+func (c *callbackCtx) Value(key any) any {
+	if key == (runningKey{}) {
+		return c
+	}
+	return nil
+}
+
+// callerOf returns the session whose worker runs the holder of ctx now:
+// a running task's, when ctx is (derived from) that task's ctx, or a
+// callback's while it runs. It is how the waits know re-entry, by ctx
+// alone.
+func callerOf(ctx context.Context) *base {
+	switch r := ctx.Value(runningKey{}).(type) {
+	case *task:
+		if !r.job.resolved() {
+			return r.sess
+		}
+	case *callbackCtx:
+		if r.active.Load() {
+			return r.sess
+		}
+	}
+	return nil
+}
+
+// submitCtx is the ctx a new task inherits from ctx: a running task's ctx
+// stands for the ctx that task was submitted with, so that work a task
+// queues with its own ctx does not end because that task ended.
+func submitCtx(ctx context.Context) context.Context {
+	if t, ok := ctx.(*task); ok {
+		return t.parent
+	}
+	return ctx
+}
+
+// Cause returns [ErrDiscarded] when ctx is (derived from) the ctx of a task
+// whose session [Scheduler.Discard] ended while it ran, and
+// context.Cause(ctx) otherwise. A task's ctx is a context of its own
+// implementation, so package context cannot report the cause itself.
+func Cause(ctx context.Context) error {
+	cause := context.Cause(ctx)
+	if t, ok := ctx.Value(runningKey{}).(*task); ok && cause == context.Canceled && t.sess.discarded(t) {
+		return ErrDiscarded
+	}
+	return cause
 }

@@ -1,375 +1,347 @@
 package seqsched
 
 import (
-	"fmt"
+	"runtime"
+	"runtime/debug"
 	"time"
 )
 
-// A worker is one goroutine's worth of the scheduler's work. It runs
-// sessions' turns, one task at a time, moving on when a session goes idle
-// to sessions waiting for a goroutine (the ready queue under
-// WithMaxConcurrency, else its shard's start queue); a starter is a worker
-// that begins by taking a session from a start queue, and a reporter one
-// that reports the failures of posted tasks that Discard or a forced
-// Shutdown dropped. A worker holds one live token from the moment it is
-// decided on (under the lock that publishes it) to its last act, and a
-// slot, under WithMaxConcurrency, while it runs a session.
+// A worker is the state of the goroutine that runs a session's turn. It
+// lives in the session record (a session has at most one goroutine at a
+// time), so starting one allocates nothing. A goroutine runs one session
+// at a time; under WithMaxConcurrency it moves on to the next session of
+// the ready queue when its session retires or yields, taking its slot with
+// it.
 //
-// Everything a worker knows is in its struct, and it moves in steps: each
-// step does its work and sets next. Before a step calls user code it sets
-// next to where to go on, and stages what the code's runtime.Goexit would
-// mean (the task's outcome, a log to write); carryOn then only has to
-// start the same worker on a new goroutine (see callsite.go).
+// One task's path, in order: admit (session.go) queues it and schedules
+// an idle session; the goroutine (work) takes it (take), runs or skips it
+// (runTask), reports a posted task's failure (report), then advance
+// resolves it under the shard lock and takes the next task, yields the
+// turn, or retires the session.
+//
+// The guard: every goroutine the scheduler starts runs work, whose guard
+// catches whatever unwinds through user code it calls (fn, the error
+// handler, the logger, the weight function, and the methods of values they
+// return). The worker always knows what is at hand (user says which user
+// code runs), so the guard fails that and the goroutine carries on from
+// there: after a panic on the same goroutine, after runtime.Goexit on a
+// new one. Nothing is lost: no task, slot, live token or goroutine.
 type worker[K comparable] struct {
-	s      *Scheduler[K]
-	id     *ident
-	run    func() // w.goroutine as a method value, made once: `go w.run()` allocates nothing
-	loopFn func() // w.loop, likewise, for tagged
+	slot  bool  // it holds a slot (WithMaxConcurrency); guarded by slots.mu while a loan may be out
+	claim bool  // popped from the ready queue: move it to running first (see claim)
+	t     *task // the task in hand
+	stage stage
+	user  user // the user code running now, for the guard
 
-	next step
-	site site // the user code running now, or siteNone
+	newTurn   bool // begin a turn before the next task
+	n, limit  int  // tasks run in this turn, and how many it may run
+	turnStart time.Time
+	began     time.Time // when t's fn began; only with WithSlowTask or a histogram
 
-	sh      *shard[K]   // a starter's shard
-	sess    *session[K] // the session whose turn it runs
-	slot    bool        // it holds a slot (WithMaxConcurrency)
-	tn      turn
-	t       *task // the task in hand
-	ret     retirement[K]
-	began   time.Time // when w.t's fn began; only with WithSlowTask or a histogram
-	logs    logs[K]   // records still to write, and what they say
-	goexit  outcome   // staged: w.t's outcome if the user code running now calls Goexit
-	lent    lentSlot
-	dropped []*task // a reporter's tasks; i is the next to report
-	i       int
-	drains  []*drain // drains that wait for a reporter, with their shards
-	dshards []*shard[K]
+	logs    []record     // records to write, each taken off before it is written
+	dropped []*task      // failures of dropped posted tasks, to report (see Scheduler.drop)
+	cb      *callbackCtx // the running callback's ctx
 }
 
-type step uint8
+// stage is where the task in hand is.
+type stage uint8
 
 const (
-	stepExit     step = iota
-	stepStarter       // take the oldest session of w.sh's start queue
-	stepTurn          // begin a turn on w.sess: the WithWeight function
-	stepStart         // w.t in hand: skip it, or go on to run it
-	stepAfter         // settle w.t's slot and time after fn
-	stepReport        // hand w.t's failure to WithErrorHandler (or the log)
-	stepLog           // write the records staged in w.logs
-	stepAdvance       // finish w.t and take the next task, under the lock
-	stepYield         // the turn is over and the session has work
-	stepIdle          // the session retired: move on or exit
-	stepReporter      // report w.dropped
+	stageRun    stage = iota // to run, or skip
+	stageReport              // ran or was skipped: report a posted task's failure
+	stageDone                // reported: advance resolves it
 )
 
-// newWorker makes a worker for s's pool.
-func (s *Scheduler[K]) newWorker() any {
-	w := &worker[K]{s: s}
-	w.id = newIdent(w)
-	w.run, w.loopFn = w.goroutine, w.loop
-	return w
-}
+// user is the user code a worker is running.
+type user uint8
 
-// worker returns a worker from the pool, about to start at next.
-func (s *Scheduler[K]) worker(next step) *worker[K] {
-	w := s.workers.Get().(*worker[K])
-	w.next = next
-	return w
-}
+const (
+	userNone user = iota
+	userFn
+	userHandler
+	userLogger
+	userWeight
+)
 
-// startWorker starts a worker on sess, which holds a live token and, under
-// WithMaxConcurrency, a slot for it; sess.cur, if set, is its first task,
-// taken off its queue already (see activate). The worker is taken from the
-// pool on its own goroutine, where it goes back: both on one P, the
-// pool's cheap path. sess.launch is made once, so `go` allocates nothing.
-func (s *Scheduler[K]) startWorker(sess *session[K]) {
-	go sess.launch()
-}
+// begin marks the start of a turn.
+func (w *worker[K]) begin() { w.newTurn = true }
 
-// launch runs a worker on sess, on the calling goroutine (see startWorker).
-func (s *Scheduler[K]) launch(sess *session[K]) {
-	w := s.worker(stepTurn)
-	w.sess, w.t, w.slot = sess, sess.cur, s.opts.maxConcurrency > 0
-	w.goroutine()
-}
-
-// goroutine runs w on the calling goroutine until it exits, under its
-// identity's tags. If user code calls runtime.Goexit, carryOn takes over.
-func (w *worker[K]) goroutine() {
-	if checkTokens && w.s.slack.Add(-1) < 0 {
-		tokenViolation() // a worker started without a token
+// work runs sess, and whatever sessions the goroutine moves on to, until
+// the goroutine has nothing left; then it gives back its live token, as
+// its last act.
+func (s *Scheduler[K]) work(sess *session[K]) {
+	for sess != nil {
+		sess = s.guard(sess)
 	}
-	if w.goexit != outcomeNone { // this goroutine takes over after a Goexit
-		w.t.job.settle(ErrGoexit, w.goexit)
-		w.goexit = outcomeNone
-	}
+	s.releaseToken()
+}
+
+// guard runs steps until the goroutine has nothing left (it returns nil)
+// or user code panicked (it returns the session to go on with). It is the
+// one guard of every goroutine the scheduler starts (singleflight's doCall
+// shape): a panic and a runtime.Goexit are told apart by whether recover
+// returns a value, and either is turned into a failed task or a log record
+// by unwound, with no lock held.
+func (s *Scheduler[K]) guard(sess *session[K]) (resume *session[K]) {
 	normal := false
 	defer func() {
-		if !normal && w.site != siteNone {
-			w.carryOn()
-		}
-	}()
-	tagged(w.id.index, w.loopFn)
-	normal = true
-	s := w.s
-	w.reset()
-	s.workers.Put(w)
-	s.exit() // last: Shutdown may return once the token is back
-}
-
-// carryOn runs on a worker goroutine that runtime.Goexit, called from user
-// code, is unwinding. What the Goexit means was staged before the call
-// (w.next, the task's outcome, w.logs), so the same worker only has to go
-// on from there on a new goroutine, with its live token, slot, session and
-// task. No user code runs here.
-func (w *worker[K]) carryOn() {
-	if w.site.isCallback() {
-		w.s.core.callbacks.Add(-1)
-	}
-	w.site = siteNone
-	if checkTokens {
-		w.s.slack.Add(1) // this goroutine's share; the next one takes it again
-	}
-	go w.run()
-}
-
-// reset clears w for the pool.
-func (w *worker[K]) reset() {
-	// Only what outlives a task or a session: the rest is set before use.
-	w.sh, w.sess, w.t, w.slot, w.i = nil, nil, nil, false, 0
-	if len(w.dropped) > 0 {
-		clear(w.dropped)
-		clear(w.drains)
-		clear(w.dshards)
-		w.dropped, w.drains, w.dshards = w.dropped[:0], w.drains[:0], w.dshards[:0]
-	}
-	w.ret.reset()
-	w.logs.written()
-}
-
-func (w *worker[K]) loop() {
-	for {
-		switch w.next {
-		case stepExit:
+		if normal {
 			return
-		case stepStarter:
-			w.starter()
-		case stepTurn:
-			w.beginTurn()
-		case stepStart:
-			w.start()
-		case stepAfter:
-			w.after()
-		case stepReport:
-			w.report()
-		case stepLog:
-			w.writeLogs()
-		case stepAdvance:
-			w.advance()
-		case stepYield:
-			w.yield()
-		case stepIdle:
-			w.idle()
-		case stepReporter:
-			w.reportDropped()
+		}
+		r := recover()
+		var stack []byte
+		if r != nil {
+			stack = debug.Stack()
+		}
+		s.unwound(sess, r, stack)
+		if r == nil { // runtime.Goexit: this goroutine ends; another carries on
+			go sess.start()
+			return
+		}
+		resume = sess
+	}()
+	for sess != nil {
+		sess = s.step(sess)
+	}
+	normal = true
+	return nil
+}
+
+// unwound turns what unwound through user code into the outcome of what
+// was at hand: the task fails with a *PanicError or ErrGoexit, a failed
+// report or weight is logged, a failed log record is dropped. r is the
+// panic value, nil for runtime.Goexit.
+func (s *Scheduler[K]) unwound(sess *session[K], r any, stack []byte) {
+	w := &sess.w
+	u := w.user
+	if u == userHandler || u == userLogger || u == userWeight {
+		s.endCallback(sess)
+	}
+	w.user = userNone
+	switch u {
+	case userFn:
+		var err error = ErrGoexit
+		if r != nil {
+			err = &PanicError{Value: r, Stack: stack}
+		}
+		w.t.job.fail(err, outcomePanicked)
+		s.logFailure(sess, w.t, r, stack)
+		s.afterFn(sess, w.t)
+	case userHandler:
+		s.logCallback(sess, "seqsched: WithErrorHandler panicked", "seqsched: WithErrorHandler called runtime.Goexit", r, stack)
+	case userWeight:
+		w.limit = s.opts.yieldAfter
+		s.logCallback(sess, "seqsched: WithWeight panicked; using weight 1", "seqsched: WithWeight called runtime.Goexit; using weight 1", r, stack)
+	case userLogger:
+		// The record is dropped: there is nowhere else to write it.
+	default:
+		// No user code was running: a bug in the scheduler itself. Let it
+		// crash the process rather than carry on from a state nobody knows.
+		if r != nil {
+			panic(r)
 		}
 	}
 }
 
-// starter takes the oldest session of its shard's start queue and runs it;
-// if more wait, it first starts the next starter, since the session it runs
-// may block in a task for ever. A starter that finds the queue emptied by
-// workers exits.
-func (w *worker[K]) starter() {
-	s, sh := w.s, w.sh
+// step does the next thing for sess and returns the session the goroutine
+// goes on with (sess, another one, or nil to exit).
+func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
+	w := &sess.w
+	switch {
+	case w.claim:
+		s.claim(sess)
+	case len(w.logs) > 0:
+		s.writeLog(sess)
+	case w.newTurn:
+		s.beginTurn(sess)
+	case w.t != nil && w.stage == stageRun:
+		s.runTask(sess)
+	case w.t != nil && w.stage == stageReport:
+		w.stage = stageDone
+		s.report(sess, w.t)
+	case len(w.dropped) > 0:
+		t := w.dropped[0]
+		w.dropped[0] = nil
+		w.dropped = w.dropped[1:]
+		s.report(sess, t)
+	default:
+		return s.advance(sess)
+	}
+	return sess
+}
+
+// claim moves a session popped from the ready queue to running, with a
+// new turn.
+func (s *Scheduler[K]) claim(sess *session[K]) {
+	sh := sess.sh
+	sess.w.claim = false
 	sh.mu.Lock()
-	sess := sh.pending.pop()
-	if sess == nil {
-		sh.starterOnWay = false
-		sh.mu.Unlock()
-		w.next = stepExit
-		return
-	}
-	sh.workers++
-	sh.pickNext(sess, s.opts.highBurst) // nil only if a forced Shutdown emptied it
-	more := sh.pending.head != nil
-	sh.starterOnWay = more
-	if more {
-		s.takeToken() // the next starter's, under the lock as in activate
-		s.startStarter(sh)
-	}
+	sh.move(sess, stateRunning)
 	sh.mu.Unlock()
-	w.sess, w.t, w.next = sess, sess.cur, stepTurn
+	sess.w.begin()
 }
 
-// startStarter starts a starter for sh's start queue; its live token is
-// taken. sh.starterFn is made once, so `go` allocates nothing.
-func (s *Scheduler[K]) startStarter(sh *shard[K]) {
-	go sh.starterFn()
-}
-
-// runStarter runs a starter for sh on the calling goroutine.
-func (s *Scheduler[K]) runStarter(sh *shard[K]) {
-	w := s.worker(stepStarter)
-	w.sh = sh
-	w.goroutine()
-}
-
-// turn is the state of a session's turn.
-type turn struct {
-	n     int       // tasks run in this turn
-	limit int       // tasks the turn may run: yieldAfter × weight
-	start time.Time // when it began; only with WithYieldInterval
-}
-
-// beginTurn starts a turn on w.sess: yieldAfter tasks, times the
-// WithWeight function's weight (user code).
-func (w *worker[K]) beginTurn() {
-	s := w.s
-	w.tn = turn{limit: s.opts.yieldAfter}
+// beginTurn starts a turn: yieldAfter tasks, times the WithWeight
+// function's weight.
+func (s *Scheduler[K]) beginTurn(sess *session[K]) {
+	w := &sess.w
+	w.newTurn, w.n, w.limit = false, 0, s.opts.yieldAfter
 	if s.opts.yieldInterval > 0 {
-		w.tn.start = time.Now()
-	}
-	after := stepAdvance // take the first task
-	if w.t != nil {
-		after = stepStart // handed over with the session
+		w.turnStart = time.Now()
 	}
 	if s.weight == nil {
-		w.next = after
 		return
 	}
-	w.next, w.logs.after = stepLog, after
-	w.logs.set(logWeight) // staged: a Goexit counts as weight 1, logged
-	w.logs.weightWhy = "called runtime.Goexit"
-	weight, perr := callback(w, siteWeight, callWeight[K], weightCall[K]{fn: s.weight, key: w.sess.key})
-	switch {
-	case perr != nil:
-		w.logs.weightWhy = fmt.Sprintf("panic: %v", perr.Value)
-	case weight < MinWeight || weight > MaxWeight:
-		w.logs.weightWhy = fmt.Sprintf("weight %d out of range %d..%d", weight, MinWeight, MaxWeight)
-	default:
-		w.logs.clear(logWeight)
-		w.tn.limit *= weight
-		w.next = after
+	w.user = userWeight
+	weight := s.weight(sess.key)
+	w.user = userNone
+	if weight < MinWeight || weight > MaxWeight {
+		s.logWeight(sess, weight)
+		return
 	}
+	w.limit *= weight
 }
-
-type weightCall[K comparable] struct {
-	fn  func(K) int
-	key K
-}
-
-func callWeight[K comparable](c weightCall[K]) int { return c.fn(c.key) }
 
 // turnOver reports whether the turn has run its count of tasks or, with
 // WithYieldInterval, its time (after at least one task).
-func (w *worker[K]) turnOver() bool {
-	if w.tn.n >= w.tn.limit {
+func (w *worker[K]) turnOver(interval time.Duration) bool {
+	if w.n >= w.limit {
 		return true
 	}
-	d := w.s.opts.yieldInterval
-	return d > 0 && w.tn.n > 0 && time.Since(w.tn.start) >= d
+	return interval > 0 && w.n > 0 && time.Since(w.turnStart) >= interval
 }
 
-// advance finishes w.t, if any, and takes the session's next task, in one
-// lock section. When the turn is over and work remains it goes on to
-// yield; when the session's queues are empty it retires it, and then goes
-// on with a released successor or, without WithMaxConcurrency, the oldest
-// session of the shard's start queue, if any.
-func (w *worker[K]) advance() {
-	s, sess := w.s, w.sess
-	sh := sess.sh
-	done := w.t
-	if done != nil {
-		done.job.release() // let go of what fn captured
+// runTask runs the task in hand, or skips it: once Shutdown gave up, once
+// Discard ended its session, or when its submit ctx ended.
+func (s *Scheduler[K]) runTask(sess *session[K]) {
+	w, t := &sess.w, sess.w.t
+	w.stage = stageReport
+	switch {
+	case s.core.forced.Load():
+		t.job.fail(ErrClosed, outcomeSkipped)
+		return
+	case sess.cut.Load() == t:
+		t.job.fail(ErrDiscarded, outcomeDiscarded)
+		return
 	}
-	turnOver := w.turnOver()
-	var waiter *waiter
-	published := false
+	if err := t.parent.Err(); err != nil {
+		t.job.fail(err, outcomeSkipped)
+		return
+	}
+	if s.opts.slowTask > 0 || s.waitHist != nil || s.runHist != nil {
+		w.began = time.Now()
+		if s.waitHist != nil {
+			wait := time.Duration(w.began.Sub(s.epoch).Nanoseconds() - t.at)
+			s.waitQ[t.prio].record(wait)
+			s.waitHist[t.prio].Observe(wait)
+		}
+	}
+	w.n++ // counted before fn runs: a panic or Goexit still uses up the turn
+	s.userBegin(sess, userFn)
+	t.job.exec(t)
+	w.user = userNone
+	s.afterFn(sess, t)
+}
+
+// userBegin marks user code that may lend sess's slot as running.
+func (s *Scheduler[K]) userBegin(sess *session[K], u user) {
+	sess.w.user = u
+	if s.slots.max > 0 {
+		sess.open.Store(true)
+	}
+}
+
+// userDone ends what userBegin began: a loan that a wait made meanwhile
+// ends, and the worker takes its slot back before it goes on. A wait that
+// set lending before it read open is seen here, and one that read open
+// after it was cleared lends nothing (see Scheduler.lend).
+func (s *Scheduler[K]) userDone(sess *session[K]) {
+	if s.slots.max == 0 {
+		return
+	}
+	sess.open.Store(false)
+	if sess.lending.Load() {
+		s.settle(sess)
+	}
+}
+
+// afterFn is the bookkeeping once fn returned, panicked or called Goexit:
+// the slot, if an Await lent it, and the run time.
+func (s *Scheduler[K]) afterFn(sess *session[K], t *task) {
+	w := &sess.w
+	s.userDone(sess)
+	if w.began.IsZero() {
+		return
+	}
+	d := time.Since(w.began)
+	w.began = time.Time{}
+	if s.runHist != nil {
+		s.runHist[t.prio].Observe(d)
+	}
+	if s.opts.slowTask > 0 && d > s.opts.slowTask {
+		s.slowTasks.Add(1)
+		s.logSlow(sess, t, d)
+	}
+}
+
+// advance resolves the task in hand and takes the next, in one lock
+// section: it also picks up failures to report that Discard or a forced
+// Shutdown left, ends the turn when it is over and work remains, and
+// retires the session when nothing is left. It returns the session the
+// goroutine goes on with.
+func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
+	w, sh := &sess.w, sess.sh
+	done := w.t
+	turnOver := w.turnOver(s.opts.yieldInterval)
+	limited := s.slots.max > 0
+	var (
+		waiter *waiter
+		succ   *session[K]
+		start  bool
+		yield  bool
+		passOn bool // retired holding a slot: pass it on
+		next   = sess
+	)
 	sh.mu.Lock()
 	if done != nil {
+		w.t, sess.cur = nil, nil
 		sh.running--
 		sh.count(done)
-		if done.outcome == outcomeSkipped && sess.closing != nil && s.forced.Load() {
-			sess.closing.err = ErrClosed // Shutdown gave up: the drain is cut short
-		}
+		waiter = done.job.publish() // before the session can be seen idle or gone
 	}
 	switch {
-	case turnOver && sess.len() > 0:
-		sess.cur, w.t = nil, nil
-		w.next = stepYield
-	case sh.pickNext(sess, s.opts.highBurst) != nil:
-		w.t, w.next = sess.cur, stepStart
-	default:
-		w.t = nil
-		if done != nil {
-			// Published before the session can be seen idle or gone: a
-			// Remove that then returns nil finds every accepted future
-			// resolved. The waiters wake after the lock.
-			waiter, published = done.job.publish(), true
+	case len(sess.reports) > 0:
+		w.dropped, sess.reports = sess.reports, w.dropped[:0]
+	case turnOver && sess.queued() > 0:
+		w.begin()
+		yield = true
+		if limited {
+			next = s.yieldSlot(sh, sess)
 		}
-		s.retire(sh, sess, &w.ret) // a released successor is taken with its queues as they are
-		if w.ret.then == nil && s.opts.maxConcurrency == 0 {
-			if w.ret.then = sh.pending.pop(); w.ret.then == nil {
-				sh.workers-- // the goroutine is about to move on or exit
-			} else {
-				w.t = sh.pickNext(w.ret.then, s.opts.highBurst) // nil only if a forced Shutdown emptied it
-			}
+		if next == sess {
+			sh.take(sess, s.opts.highBurst)
 		}
-		w.next = stepIdle
+	case sh.take(sess, s.opts.highBurst) == nil:
+		// w.slot is read and cleared under the lock: once retired, the
+		// session may be scheduled again, and its slot flag set, by others.
+		passOn, w.slot = w.slot, false
+		succ, start = s.retire(sh, sess)
+		next = nil
 	}
 	sh.mu.Unlock()
-	if done == nil {
-		s.finish(&w.ret)
-		return
-	}
-	if published {
+	if done != nil {
 		done.job.wake(waiter)
-	} else {
-		resolve(done.job)
+		done.end()
 	}
-	s.finish(&w.ret) // after the last future of the session resolved
-	if done.hasCtxState() {
-		// Ending the task's ctx stops its watches, which may run the
-		// submit ctx's code: w.next is set already, where a Goexit there
-		// goes on.
-		callback(w, siteCtxStop, endCtx, done)
+	if start {
+		go succ.start()
 	}
-}
-
-func endCtx(t *task) struct{} { t.over(); return struct{}{} }
-
-// yield ends w.sess's turn (see Scheduler.yield).
-func (w *worker[K]) yield() {
-	next := w.s.yield(w.sess)
-	if next == nil {
-		w.next = stepExit
-		return
+	switch {
+	case yield && !limited && s.tokens() > 1:
+		s.yields.Add(1)
+		runtime.Gosched()
+	case passOn:
+		next = s.passSlot()
 	}
-	w.sess, w.next = next, stepTurn
-}
-
-// idle moves on from a session that retired: to the session advance
-// handed over (a successor, or the oldest of the start queue), else to the
-// ready queue's head; with neither it exits.
-func (w *worker[K]) idle() {
-	w.sess = nil
-	if then := w.ret.then; then != nil {
-		successor := w.ret.successor
-		w.ret.then, w.ret.successor = nil, false
-		w.sess = then
-		if successor {
-			// The key's turn goes on in its successor: advance yields if
-			// the turn is over, as it would have in the predecessor.
-			w.next = stepAdvance
-			return
-		}
-		w.next = stepTurn // w.t, if set, is its first task
-		return
-	}
-	if sess := w.s.passSlot(); sess != nil {
-		w.sess, w.next = sess, stepTurn
-		return
-	}
-	w.slot = false
-	w.next = stepExit
+	return next
 }

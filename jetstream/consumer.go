@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/seqsched/seqsched"
+	"github.com/seqsched/seqsched/internal/histogram"
 )
 
 // Handler handles one message. It runs on a goroutine of the consumer,
@@ -43,8 +44,8 @@ type Consumer struct {
 	life       context.Context
 	cancelLife context.CancelFunc
 
-	handlerTime seqsched.HistogramRecorder
-	queueTime   seqsched.HistogramRecorder
+	handlerTime histogram.Recorder
+	queueTime   histogram.Recorder
 
 	closingCh chan struct{} // closed when Close begins
 
@@ -134,7 +135,7 @@ func NewConsumer(cons []jetstream.Consumer, h Handler, opts ...Option) (*Consume
 // task skipped because its partition was lost or Close gave up, or one
 // that ended in runtime.Goexit after its message was taken care of. None
 // needs reporting: the message's outcome is recorded where it happens.
-func ignoreTaskError(sessionKey, error) {}
+func ignoreTaskError(context.Context, sessionKey, error) {}
 
 func joinErrs(a, b error) error {
 	switch {

@@ -1,6 +1,9 @@
 package jetstream
 
-import "github.com/seqsched/seqsched"
+import (
+	"github.com/seqsched/seqsched"
+	"github.com/seqsched/seqsched/internal/histogram"
+)
 
 // Stats is a snapshot of a Consumer, from Consumer.Stats: plain data for
 // metrics. Counters only grow; gauges (InFlight, Buffered, Waiting,
@@ -58,8 +61,8 @@ type ConsumerStats struct {
 // concurrent use, also after Close.
 func (c *Consumer) Stats() Stats {
 	s := Stats{
-		HandlerDuration: c.handlerTime.Snapshot(),
-		QueueTime:       c.queueTime.Snapshot(),
+		HandlerDuration: snapshot(&c.handlerTime),
+		QueueTime:       snapshot(&c.queueTime),
 		Consumers:       make([]ConsumerStats, 0, len(c.parts)),
 	}
 	for _, p := range c.parts {
@@ -96,4 +99,11 @@ func (c *Consumer) Stats() Stats {
 		s.Buffered += cs.Buffered
 	}
 	return s
+}
+
+// snapshot returns r's counts as a seqsched.Histogram.
+func snapshot(r *histogram.Recorder) seqsched.Histogram {
+	var h seqsched.Histogram
+	h.Count, h.Sum, h.Buckets = r.Snapshot()
+	return h
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seqsched/seqsched"
+	"github.com/seqsched/seqsched/internal/histogram"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -74,7 +75,7 @@ type Consumer struct {
 	closedDown chan struct{} // closed when Close's work is done
 
 	commits, commitErrors  atomic.Uint64
-	handlerTime, queueTime seqsched.HistogramRecorder
+	handlerTime, queueTime histogram.Recorder
 	epoch                  time.Time // see clock
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/seqsched/seqsched"
+	"github.com/seqsched/seqsched/internal/histogram"
 )
 
 // Stats is a snapshot of a consumer, from Consumer.Stats: plain data, for
@@ -67,8 +68,8 @@ func (c *Consumer) Stats() Stats {
 		Paused:       c.paused.Load(),
 		Commits:      c.commits.Load(),
 		CommitErrors: c.commitErrors.Load(),
-		HandlerTime:  c.handlerTime.Snapshot(),
-		QueueTime:    c.queueTime.Snapshot(),
+		HandlerTime:  snapshot(&c.handlerTime),
+		QueueTime:    snapshot(&c.queueTime),
 	}
 	c.mu.Lock()
 	for _, n := range c.counts {
@@ -110,4 +111,11 @@ func (c *Consumer) Stats() Stats {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	return s
+}
+
+// snapshot returns r's counts as a seqsched.Histogram.
+func snapshot(r *histogram.Recorder) seqsched.Histogram {
+	var h seqsched.Histogram
+	h.Count, h.Sum, h.Buckets = r.Snapshot()
+	return h
 }

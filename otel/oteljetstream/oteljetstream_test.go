@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/seqsched/seqsched"
+	"github.com/seqsched/seqsched/internal/histogram"
 	"github.com/seqsched/seqsched/jetstream"
 	seqotel "github.com/seqsched/seqsched/otel"
 	"github.com/seqsched/seqsched/otel/internal/promtest"
@@ -33,11 +34,13 @@ func (f statsFunc) Stats() jetstream.Stats { return f() }
 func fixed(st jetstream.Stats) statsFunc { return func() jetstream.Stats { return st } }
 
 func histogramOf(ds ...time.Duration) seqsched.Histogram {
-	var r seqsched.HistogramRecorder
+	var r histogram.Recorder
 	for _, d := range ds {
 		r.Observe(d)
 	}
-	return r.Snapshot()
+	var h seqsched.Histogram
+	h.Count, h.Sum, h.Buckets = r.Snapshot()
+	return h
 }
 
 // stats is promjetstream's: two consumers' figures, each counter

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/seqsched/seqsched"
+	"github.com/seqsched/seqsched/internal/histogram"
 	"github.com/seqsched/seqsched/kafka"
 	seqotel "github.com/seqsched/seqsched/otel"
 	"github.com/seqsched/seqsched/otel/internal/promtest"
@@ -33,11 +34,13 @@ func (f statsFunc) Stats() kafka.Stats { return f() }
 func fixed(st kafka.Stats) statsFunc { return func() kafka.Stats { return st } }
 
 func histogramOf(ds ...time.Duration) seqsched.Histogram {
-	var r seqsched.HistogramRecorder
+	var r histogram.Recorder
 	for _, d := range ds {
 		r.Observe(d)
 	}
-	return r.Snapshot()
+	var h seqsched.Histogram
+	h.Count, h.Sum, h.Buckets = r.Snapshot()
+	return h
 }
 
 // stats is promkafka's: two partitions' figures, each distinct, so that a

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seqsched/seqsched"
+	"github.com/seqsched/seqsched/internal/histogram"
 	"github.com/seqsched/seqsched/jetstream"
 	"github.com/seqsched/seqsched/prom"
 	"github.com/seqsched/seqsched/prom/promjetstream"
@@ -27,11 +28,13 @@ type fixed jetstream.Stats
 func (f fixed) Stats() jetstream.Stats { return jetstream.Stats(f) }
 
 func histogramOf(ds ...time.Duration) seqsched.Histogram {
-	var r seqsched.HistogramRecorder
+	var r histogram.Recorder
 	for _, d := range ds {
 		r.Observe(d)
 	}
-	return r.Snapshot()
+	var h seqsched.Histogram
+	h.Count, h.Sum, h.Buckets = r.Snapshot()
+	return h
 }
 
 // stats is two partitions' figures, each counter distinct, so that a

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seqsched/seqsched"
+	"github.com/seqsched/seqsched/internal/histogram"
 	"github.com/seqsched/seqsched/kafka"
 	"github.com/seqsched/seqsched/prom"
 	"github.com/seqsched/seqsched/prom/promkafka"
@@ -27,11 +28,13 @@ type fixed kafka.Stats
 func (f fixed) Stats() kafka.Stats { return kafka.Stats(f) }
 
 func histogramOf(ds ...time.Duration) seqsched.Histogram {
-	var r seqsched.HistogramRecorder
+	var r histogram.Recorder
 	for _, d := range ds {
 		r.Observe(d)
 	}
-	return r.Snapshot()
+	var h seqsched.Histogram
+	h.Count, h.Sum, h.Buckets = r.Snapshot()
+	return h
 }
 
 // stats is two partitions' figures, each distinct, so that a figure

@@ -132,7 +132,7 @@ func (s *Server) Stats() seqsched.Stats { return s.sched.Stats() }
 // when its client left, was kicked or was too slow: the client's handler
 // sees and logs that once, so each message is only worth a Debug line. A
 // panic is a bug, and an Error.
-func (s *Server) undelivered(id ClientID, err error) {
+func (s *Server) undelivered(_ context.Context, id ClientID, err error) {
 	level := slog.LevelDebug
 	var perr *seqsched.PanicError
 	if errors.As(err, &perr) || errors.Is(err, seqsched.ErrGoexit) {

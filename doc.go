@@ -1,0 +1,71 @@
+// Package seqsched runs tasks in order per session, with a priority lane,
+// fairly across sessions, and with no goroutine for an idle session.
+//
+// Servers that talk to many clients need each client's work to run one task
+// at a time in the order it was submitted (a WebSocket connection's
+// outbound messages, a bank account's operations), urgent work to jump the
+// queue, and one chatty client never to starve the rest. A [Scheduler] keys
+// tasks by session: each session has a High and a Normal FIFO, gets a
+// goroutine only while it has work, and gives way to waiting sessions after
+// a bounded number of tasks.
+//
+//	s, err := seqsched.New[string]()
+//	if err != nil { ... }
+//	defer s.Shutdown(context.Background())
+//
+//	h, _ := s.Open("alice")           // a handle: what most callers want
+//	h.Post(ctx, deposit)              // fire and forget; failures to WithErrorHandler or the log
+//	h.Post(ctx, freeze, seqsched.High) // runs before alice's queued work
+//
+//	f, _ := seqsched.SubmitTo(ctx, h, balance) // Submit when a result is awaited
+//	n, err := f.Await(ctx)
+//
+// Costs: one allocation per task (the task and its future together), no
+// goroutine per task, no channel unless a future is awaited with a ctx that
+// can end or its Done is called, and no goroutine for a session once its
+// queues are empty. BENCHMARKS.md in the repository has the measured
+// numbers.
+//
+// # The contract with your code
+//
+// fn may panic or call runtime.Goexit: its task resolves with a
+// [*PanicError] (value and stack) or [ErrGoexit], and the session goes on.
+// The same holds for the callbacks ([WithErrorHandler], the logger's
+// handler, [WithWeight]) and for methods of values they return: a panic or
+// Goexit there is logged, and nothing is lost. No user code runs under a
+// lock of the scheduler. A ctx you pass is trusted to keep the
+// context.Context contract, as errgroup and net/http trust it. A call that
+// would wait for its own caller (a task awaiting its own session) is known
+// by the ctx it is given, and returns [ErrWouldDeadlock]; see
+// [WithErrorHandler] for the rules of callbacks.
+//
+// # Where each guarantee is kept
+//
+// For a maintainer, each guarantee and the code that keeps it:
+//
+//   - Order per session, one task at a time: the session's state machine
+//     (session.go: admit, schedule, take, retire), driven by one goroutine
+//     per running session (worker.go: work, step, advance).
+//   - High before Normal, WithHighBurst: shard.pick in session.go.
+//   - No goroutine or polling while idle; bounded idle records: schedule
+//     starts a goroutine only for an idle session that gets work; retire
+//     and keepIdle (shard.go) end it and bound the records.
+//   - Fairness: turns in worker.go (beginTurn, turnOver, advance);
+//     WithMaxConcurrency's FIFO ready queue and slot hand-offs in slots.go
+//     (claimSlot, yieldSlot, passSlot).
+//   - Futures resolve exactly once, before the session can be seen idle:
+//     advance publishes under the shard lock (future.go: publish, wake).
+//   - The task's ctx and Cause: task.go.
+//   - Re-entry by ctx alone: callerOf (task.go), base.behind (session.go),
+//     used by Await (future.go) and wait (drain.go); slot loans while a
+//     task waits: lend, reclaim, settle (slots.go).
+//   - Remove, Discard, Close, Shutdown: drain.go (end, drop in session.go,
+//     abort); a successor held behind a closing session: open and release
+//     (session.go).
+//   - Containment: the one guard of every goroutine, guard and unwound
+//     (worker.go); reports and logs, report.go.
+//   - Shutdown waits for every goroutine: live tokens (scheduler.go:
+//     takeToken, releaseToken, seal).
+//   - Bad input: admissible (scheduler.go), keys.go, options.go.
+//   - Stats: stats.go, counted under each shard's lock.
+package seqsched

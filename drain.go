@@ -1,0 +1,244 @@
+package seqsched
+
+import "context"
+
+// How sessions and the scheduler end: Remove drains a key, Discard drops
+// its backlog, a handle's Close releases it, Shutdown drains everything and
+// gives up at its ctx's end, and Close gives up at once. Every wait here
+// knows re-entry by its ctx alone (see callerOf).
+
+// drain is a closing session's end: done is closed when the session is
+// forgotten (shard.forget); err is then ErrClosed if Shutdown had given up,
+// since accepted tasks of it may have been dropped. Both are written under
+// the session's shard lock.
+type drain struct {
+	done chan struct{}
+	err  error
+}
+
+// Remove drains session key and forgets it. At once, further submissions
+// to key fail with a [*SessionError] wrapping [ErrSessionClosing]; every
+// task already accepted still runs (High first, as usual); then the session
+// is forgotten, every handle on it is closed, and Remove returns nil. The
+// key can then be used again as a fresh session. When Remove returns nil,
+// every task accepted for key has run, its future is resolved, and every
+// failure of a posted one reported.
+//
+// If ctx ends first, Remove returns ctx's error and the drain still
+// completes. Given the ctx of a task of the session itself (or of a
+// callback run for it), Remove cannot wait for it: it starts the drain and
+// returns [ErrWouldDeadlock]. Under [WithMaxConcurrency] such a caller lends
+// its slot while it waits, as [Future.Await] does. Once Shutdown has given
+// up, Remove returns [ErrClosed]: accepted tasks may have been dropped.
+// Removing an unknown or idle key returns nil. A key a map cannot hold
+// returns a [*KeyError]. Any number of callers may remove the same key.
+func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
+	return s.endKey(ctx, key, false)
+}
+
+// Discard ends session key without running its backlog: at once, new tasks
+// are refused (a [*SessionError] wrapping [ErrSessionClosing]), every queued
+// task of the key, High and Normal (those of a closing session that a newly
+// opened one waits behind included), resolves with [ErrDiscarded] without
+// running (a posted task's failure is reported like any other), the running
+// task's ctx is canceled ([Cause] then returns ErrDiscarded), and the
+// session is forgotten once that task returns and the failures are
+// reported; every handle on it is closed. Discard returns nil then, ctx's
+// error if ctx ends first (the discarding is done all the same), or
+// [ErrWouldDeadlock] when given the ctx of the session's own task or
+// callback, having done the discarding. Its other rules are Remove's. It is
+// how a server kicks a client, freezes an account or drops a slow consumer.
+func (s *Scheduler[K]) Discard(ctx context.Context, key K) error {
+	return s.endKey(ctx, key, true)
+}
+
+// endKey is Remove (discard false) and Discard by key.
+func (s *Scheduler[K]) endKey(ctx context.Context, key K, discard bool) error {
+	if !s.usable() {
+		return ErrNotNew
+	}
+	if ctx == nil {
+		return ErrNilContext
+	}
+	if err := s.validKey(key); err != nil {
+		return err
+	}
+	sh := s.shard(key)
+	sh.mu.Lock()
+	sess := sh.sessions[key]
+	if sess == nil {
+		sh.mu.Unlock()
+		if s.core.forced.Load() {
+			return ErrClosed
+		}
+		return nil
+	}
+	return s.end(ctx, sh, sess, discard)
+}
+
+// end closes sess, discarding the key's backlog if asked, unlocks sh, and
+// waits for the drain. Called with sh.mu held.
+func (s *Scheduler[K]) end(ctx context.Context, sh *shard[K], sess *session[K], discard bool) error {
+	d := s.close(sh, sess)
+	var resolved, cut []*task
+	var starts []*session[K]
+	if discard {
+		// The key's whole backlog: sess's, and that of the closing
+		// sessions it waits behind (see open).
+		for p := sess; p != nil; p = p.pred {
+			if p != sess {
+				s.close(sh, p)
+			}
+			var start bool
+			resolved, start = s.drop(sh, p, ErrDiscarded, outcomeDiscarded, resolved)
+			if start {
+				starts = append(starts, p)
+			}
+			if p.cur != nil && p.state == stateRunning {
+				p.cut.Store(p.cur)
+				cut = append(cut, p.cur)
+			}
+		}
+	}
+	sh.mu.Unlock()
+	s.finish(resolved, starts)
+	for _, t := range cut {
+		t.end() // its ctx ends; Cause says ErrDiscarded
+	}
+	return s.wait(ctx, &sess.base, d)
+}
+
+// finish resolves tasks that were dropped under a lock, and starts the
+// goroutines of sessions that were made running for their reports.
+func (s *Scheduler[K]) finish(resolved []*task, starts []*session[K]) {
+	for _, t := range resolved {
+		resolve(t.job)
+		t.end()
+	}
+	for _, sess := range starts {
+		go sess.start()
+	}
+}
+
+// wait waits for d, the drain of target: until it ends, or ctx does. A
+// caller that runs on target's worker (or one target waits behind), known
+// by its ctx, would wait for itself: it gets ErrWouldDeadlock at once.
+func (s *Scheduler[K]) wait(ctx context.Context, target *base, d *drain) error {
+	select {
+	case <-d.done:
+		return d.err
+	default:
+	}
+	caller := callerOf(ctx)
+	if caller != nil && target.behind(caller) {
+		return ErrWouldDeadlock
+	}
+	if caller != nil {
+		if reclaim := caller.core.lend(caller); reclaim != nil {
+			defer reclaim()
+		}
+	}
+	select {
+	case <-d.done:
+		return d.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Shutdown stops the scheduler in one call: it drains, and it gives up when
+// ctx ends. At once, every Submit fails with [ErrClosed]; every accepted
+// task still runs (tasks cannot add new ones); Shutdown returns nil when
+// every goroutine the scheduler started has returned, and with them every
+// failure of a posted task has been reported.
+//
+// If ctx ends first, Shutdown gives up, as [Scheduler.Close] does at once,
+// and returns ctx's error without waiting for running tasks. Like nats.go's
+// Drain with a timeout, and unlike http.Server.Shutdown, which never
+// forces, the end of ctx is forceful.
+//
+// Given the ctx of a task or callback of this scheduler, Shutdown begins as
+// above but cannot wait for its caller: it returns [ErrWouldDeadlock].
+// Shutdown is safe to call again and concurrently: a later call waits
+// again, and returns nil once the goroutines are gone, even after a give-up.
+func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
+	if !s.usable() {
+		return ErrNotNew
+	}
+	if ctx == nil {
+		return ErrNilContext
+	}
+	s.closeAdmission()
+	caller := callerOf(ctx)
+	if caller != nil && caller.core == &s.core {
+		return ErrWouldDeadlock
+	}
+	select {
+	case <-s.quiet:
+		return nil
+	case <-ctx.Done():
+		s.abort()
+		return ctx.Err()
+	}
+}
+
+// Close gives up at once, as a Shutdown whose ctx has ended does: Submit
+// fails with [ErrClosed], no further task starts (one that a worker was
+// starting at that instant may still begin), running tasks' ctxs are
+// canceled, under [WithMaxConcurrency] a task coming back from an Await no
+// longer waits for a slot, and every task not yet started resolves with
+// ErrClosed. Close does not wait for running tasks: the failures of posted
+// tasks it dropped are reported on the scheduler's goroutines, possibly
+// after Close returned, and a later Shutdown that returns nil finds them
+// reported and every goroutine gone. A Remove or Discard waiting meanwhile
+// returns ErrClosed. Close is safe to call again, and always returns nil.
+func (s *Scheduler[K]) Close() error {
+	if !s.usable() {
+		return ErrNotNew
+	}
+	s.closeAdmission()
+	s.abort()
+	return nil
+}
+
+// closeAdmission refuses new tasks, then passes the barrier: every shard
+// lock is taken once, so every Submit that saw closed unset has taken its
+// live token (see Scheduler.live), and the scheduler can be sealed.
+func (s *Scheduler[K]) closeAdmission() {
+	s.core.closed.Store(true)
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+		s.shards[i].mu.Unlock() //nolint:staticcheck // an empty critical section: the barrier
+	}
+	s.seal()
+}
+
+// abort is the give-up, once: no task starts from now on, running tasks'
+// ctxs end, the slot limit is lifted, and every queued task resolves with
+// ErrClosed (posted ones are reported by their session's goroutine).
+func (s *Scheduler[K]) abort() {
+	s.forceOnce.Do(func() {
+		s.core.forced.Store(true)
+		s.core.cancel()
+		if s.slots.max > 0 {
+			s.unlimit()
+		}
+		for i := range s.shards {
+			sh := &s.shards[i]
+			var resolved []*task
+			var starts []*session[K]
+			sh.mu.Lock()
+			for _, sess := range sh.sessions {
+				for p := sess; p != nil; p = p.pred {
+					var start bool
+					resolved, start = s.drop(sh, p, ErrClosed, outcomeSkipped, resolved)
+					if start {
+						starts = append(starts, p)
+					}
+				}
+			}
+			sh.mu.Unlock()
+			s.finish(resolved, starts)
+		}
+	})
+}
