@@ -25,7 +25,8 @@ func Chameneos(mk func(int) Actors, chams, meetings int) error {
 	colours := make([]int, chams+1)                  // each chameneo's own
 	met := make([]int, chams+1)
 	done := make(chan struct{})
-	var meet, partner func(at, other, colour int) Task
+	var meet func(from, colour int) Task
+	var partner func(at, other, colour int) Task
 	var change func(at, colour int) Task
 	var exit func(at int) Task
 	report := func(n int) Task {
@@ -37,7 +38,7 @@ func Chameneos(mk func(int) Actors, chams, meetings int) error {
 			return nil
 		}
 	}
-	meet = func(_, from, colour int) Task { // runs on the mall
+	meet = func(from, colour int) Task { // runs on the mall
 		return func(context.Context) error {
 			switch {
 			case left == 0:
@@ -57,7 +58,7 @@ func Chameneos(mk func(int) Actors, chams, meetings int) error {
 			colours[at] = complement(colours[at], colour)
 			met[at]++
 			a.Send(other, change(other, colours[at]))
-			a.Send(mall, meet(mall, at, colours[at]))
+			a.Send(mall, meet(at, colours[at]))
 			return nil
 		}
 	}
@@ -65,7 +66,7 @@ func Chameneos(mk func(int) Actors, chams, meetings int) error {
 		return func(context.Context) error {
 			colours[at] = colour
 			met[at]++
-			a.Send(mall, meet(mall, at, colour))
+			a.Send(mall, meet(at, colour))
 			return nil
 		}
 	}
@@ -75,7 +76,7 @@ func Chameneos(mk func(int) Actors, chams, meetings int) error {
 	for i := 1; i <= chams; i++ {
 		a.Send(i, func(context.Context) error {
 			colours[i] = i % 3
-			a.Send(mall, meet(mall, i, colours[i]))
+			a.Send(mall, meet(i, colours[i]))
 			return nil
 		})
 	}

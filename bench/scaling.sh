@@ -62,4 +62,8 @@ echo "-- CPU, lock, atomic and scheduler symbols (where cores would contend)"
 go tool pprof -top "$tmp/bench.test" "$tmp/cpu.prof" 2>/dev/null | sed -n '/flat%/,$p' |
 	grep -E 'lock|futex|atomic|Mutex|osyield|procyield|seqsched\.\(\*Scheduler|takeToken|release|exit' | head -12 || true
 echo "-- mutex profile (contended locks, by time waited, with their callers), top 12"
-go tool pprof -top -cum -nodecount 12 "$tmp/bench.test" "$tmp/mutex.prof" 2>/dev/null | sed -n '/flat%/,$p'
+# By cumulative wait, without the frames every worker has (the benchmark's
+# goroutines, the worker identity's tag frames).
+go tool pprof -top -cum "$tmp/bench.test" "$tmp/mutex.prof" 2>/dev/null | sed -n '/flat%/,$p' |
+	grep -v -E 'bench_test\.|WaitGroup|seqsched\.(tagEnd|tagged|tag[0-9A-F])$' | head -13 >"$tmp/mutex.txt"
+if [ "$(wc -l <"$tmp/mutex.txt")" -gt 1 ]; then cat "$tmp/mutex.txt"; else echo "(no contended lock was sampled)"; fi
