@@ -11,16 +11,21 @@ import (
 	"github.com/seqsched/seqsched"
 )
 
+// ScalingProcs are the GOMAXPROCS values BenchmarkScaling runs at.
+var ScalingProcs = []int{1, 2, 4, 8, 16}
+
 // BenchmarkScaling measures how throughput grows with cores: GOMAXPROCS 1,
-// 2, 4, … up to the machine's CPUs, as many producers as Ps, 10,000
-// sessions, no-op tasks and 2 µs of CPU work per task, with and without
+// 2, 4, 8 and 16, as many producers as Ps, 10,000 sessions, no-op tasks
+// and 2 µs of CPU work per task, with and without
 // WithMaxConcurrency(GOMAXPROCS), through Post by key. It reports tasks/s
-// and tasks/s per core; BENCHMARKS.md has the table.
+// and tasks/s per core. A GOMAXPROCS above the machine's CPUs is skipped:
+// it would measure time slicing, not cores. bench/scaling.sh runs it and
+// prints the speed-ups; BENCHMARKS.md has the table.
 func BenchmarkScaling(b *testing.B) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	const sessions = 10_000
 	const tasks = 100_000
-	for procs := 1; procs <= runtime.NumCPU(); procs *= 2 {
+	for _, procs := range ScalingProcs {
 		for _, work := range []time.Duration{0, 2 * time.Microsecond} {
 			for _, limited := range []bool{false, true} {
 				limit := "none"
@@ -29,6 +34,9 @@ func BenchmarkScaling(b *testing.B) {
 				}
 				name := fmt.Sprintf("procs=%d/task=%v/limit=%s", procs, work, limit)
 				b.Run(name, func(b *testing.B) {
+					if procs > runtime.NumCPU() {
+						b.Skipf("not measured: this machine has %d CPUs", runtime.NumCPU())
+					}
 					runtime.GOMAXPROCS(procs)
 					var opts []seqsched.Option
 					if limited {

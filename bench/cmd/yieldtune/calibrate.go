@@ -119,20 +119,27 @@ func calibration(p plan) string {
 	return s
 }
 
-// slowdownLimit is how far below what the calibration promised the
-// sweep's median throughput may fall before the output warns.
-const slowdownLimit = 0.8
+// driftLimit is how far the sweep's median throughput may stray from
+// what the calibration promised, below or above, before the output warns:
+// below 80% of it, or above 1/0.8 = 1.25 times it.
+const driftLimit = 0.8
 
-// slowdown warns when the slots ran the sweep much slower than they ran
-// the calibration: something else took the machine, so the load offered
-// more than the calibration line says, and the figures are of a busier
-// machine. Empty when there is nothing to say.
-func slowdown(p plan, results []result) string {
+// drift warns when the slots ran the sweep at a speed the calibration did
+// not promise. Much slower: something else took the machine during the
+// sweep, so the load offered more than the calibration line says, and the
+// figures are of a busier machine. Much faster: something else had the
+// machine while it calibrated, so the capacity was measured low and the
+// load offered less than the line says; a sweep meant to overload the
+// slots may not have. Only an overloaded (or all-at-once) sweep can show
+// that it ran faster: an underloaded one runs at the offered rate whatever
+// the slots could do. Empty when there is nothing to say.
+func drift(p plan, results []result) string {
 	if math.IsInf(p.capacity, 1) || p.capacity <= 0 {
 		return ""
 	}
+	o := p.offered()
 	expect := p.capacity // all at once, or overloaded: the slots' speed
-	if o := p.offered(); o > 0 && o < 1 {
+	if o > 0 && o < 1 {
 		expect = o * p.capacity // underloaded: the offered rate
 	}
 	var all []float64
@@ -142,12 +149,22 @@ func slowdown(p plan, results []result) string {
 		}
 	}
 	got := spreadOf(all).Med
-	if got >= slowdownLimit*expect {
-		return ""
+	switch {
+	case got < driftLimit*expect:
+		return fmt.Sprintf("warning: the sweep ran %.0f tasks/s (median of all runs), %.0f%% of the %.0f the calibration promised: "+
+			"other work took the machine, so the load was heavier than offered and the spread is wider; run again on a quieter machine",
+			got, 100*got/expect, expect)
+	case got > expect/driftLimit && (o == 0 || o >= 1):
+		really := ""
+		if o > 0 { // the sweep kept up with what was offered, or ran at the slots' real speed
+			really = fmt.Sprintf(" (at most %.2f× what the slots ran, not %.2f×)", o*p.capacity/got, o)
+		}
+		return fmt.Sprintf("warning: the sweep ran %.0f tasks/s (median of all runs), %.2f× the %.0f the calibration measured: "+
+			"other work had the machine while it calibrated, so the load was lighter than offered%s "+
+			"and the slots may not have been overloaded; run again on a steadier machine",
+			got, got/expect, expect, really)
 	}
-	return fmt.Sprintf("warning: the sweep ran %.0f tasks/s (median of all runs), %.0f%% of the %.0f the calibration promised: "+
-		"other work took the machine, so the load was heavier than offered and the spread is wider; run again on a quieter machine",
-		got, 100*got/expect, expect)
+	return ""
 }
 
 // pace is the span over which total tasks go to offer load times capacity.

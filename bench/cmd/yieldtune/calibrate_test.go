@@ -73,20 +73,47 @@ func TestPaceSpreadsTasksToOfferLoadTimesCapacity(t *testing.T) {
 
 // The sweep warns when the slots ran it much slower than the calibration
 // said they would: the load offered was then heavier than printed.
-func TestSlowdownWarnsWhenTheMachineSlowedDuringTheSweep(t *testing.T) {
+func TestDriftWarnsWhenTheMachineSlowedDuringTheSweep(t *testing.T) {
 	ms := time.Millisecond
 	results := []result{synthResult(10, []float64{700, 790, 900}, []time.Duration{ms, ms, ms})}
 	overloaded := plan{capacity: 1000, tasks: 1250, span: time.Second} // offered 1.25×
 	assert.Equal(t, "warning: the sweep ran 790 tasks/s (median of all runs), 79% of the 1000 the calibration promised: "+
 		"other work took the machine, so the load was heavier than offered and the spread is wider; run again on a quieter machine",
-		slowdown(overloaded, results))
+		drift(overloaded, results))
 	results[0] = synthResult(10, []float64{700, 800, 900}, []time.Duration{ms, ms, ms})
-	assert.Empty(t, slowdown(overloaded, results), "80% is within the limit")
+	assert.Empty(t, drift(overloaded, results), "80% is within the limit")
 
 	underloaded := plan{capacity: 1000, tasks: 500, span: time.Second} // offered 0.5×: expect 500/s
 	results[0] = synthResult(10, []float64{480, 500, 510}, []time.Duration{ms, ms, ms})
-	assert.Empty(t, slowdown(underloaded, results))
+	assert.Empty(t, drift(underloaded, results))
 	results[0] = synthResult(10, []float64{380, 390, 400}, []time.Duration{ms, ms, ms})
-	assert.Contains(t, slowdown(underloaded, results), "78% of the 500 the calibration promised")
-	assert.Empty(t, slowdown(plan{capacity: math.Inf(1)}, results), "tasks that take no time promise nothing")
+	assert.Contains(t, drift(underloaded, results), "78% of the 500 the calibration promised")
+	assert.Empty(t, drift(plan{capacity: math.Inf(1)}, results), "tasks that take no time promise nothing")
+}
+
+// The sweep also warns when the slots ran it much faster than the
+// calibration said they could: the machine was busier while it
+// calibrated, so a load offered as an overload may have been none (a
+// newcomer's run calibrated at half speed, was raised, and ran at full
+// speed with no word said).
+func TestDriftWarnsWhenTheSweepRanFasterThanCalibrated(t *testing.T) {
+	ms := time.Millisecond
+	overloaded := plan{capacity: 1000, tasks: 1500, span: time.Second} // offered 1.5×
+	results := []result{synthResult(10, []float64{1900, 2000, 2100}, []time.Duration{ms, ms, ms})}
+	assert.Equal(t, "warning: the sweep ran 2000 tasks/s (median of all runs), 2.00× the 1000 the calibration measured: "+
+		"other work had the machine while it calibrated, so the load was lighter than offered (at most 0.75× what the slots ran, not 1.50×) "+
+		"and the slots may not have been overloaded; run again on a steadier machine",
+		drift(overloaded, results))
+	results[0] = synthResult(10, []float64{1100, 1250, 1300}, []time.Duration{ms, ms, ms})
+	assert.Empty(t, drift(overloaded, results), "1.25× is within the limit")
+
+	atOnce := plan{capacity: 1000, tasks: 1500} // no span: everything submitted at once
+	results[0] = synthResult(10, []float64{1300, 1400, 1500}, []time.Duration{ms, ms, ms})
+	assert.Contains(t, drift(atOnce, results), "1.40× the 1000 the calibration measured: other work had the machine while it calibrated, so the load was lighter than offered and")
+
+	// Underloaded, a sweep runs at the offered rate: it cannot show that
+	// the slots could have run faster, and says nothing.
+	underloaded := plan{capacity: 1000, tasks: 500, span: time.Second}
+	results[0] = synthResult(10, []float64{600, 650, 700}, []time.Duration{ms, ms, ms})
+	assert.Empty(t, drift(underloaded, results))
 }

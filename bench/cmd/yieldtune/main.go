@@ -129,7 +129,14 @@ func describe(c config, tr *trace, p plan) string {
 // sweep is the command's work once its input is read: calibrate and pace
 // the load, run it in rounds, raise it while sessions yield too rarely to
 // judge (at most c.raises times), judge, and write the outputs.
-func sweep(ctx context.Context, c config, tr *trace, stdout io.Writer, prog progress) error {
+func sweep(ctx context.Context, c config, tr *trace, out io.Writer, prog progress) (err error) {
+	wrapped := &wrapWriter{w: out}
+	defer func() {
+		if cerr := wrapped.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	var stdout io.Writer = wrapped
 	ld, p, err := planLoad(ctx, c, tr)
 	if err != nil {
 		return err
@@ -153,7 +160,7 @@ func sweep(ctx context.Context, c config, tr *trace, stdout io.Writer, prog prog
 	if err != nil {
 		return err
 	}
-	if err := report(stdout, results, j, slowdown(p, results)); err != nil {
+	if err := report(stdout, results, j, drift(p, results)); err != nil {
 		return err
 	}
 	if c.csv != "" {

@@ -60,9 +60,11 @@ func sayTheSame(t *testing.T, results []result, j judgement) {
 		want[th] = append(want[th], j.verdictCell(th))
 	}
 
-	// The text: the table's lines in order, each with the threshold's
-	// words in order and its verdict last; the recommendation; and why,
-	// naming each judged threshold with its verdict, in order.
+	// The text: the table's lines in order (two tables, one above the
+	// other: a threshold's line is its line in each), each with the
+	// threshold's words in order and its verdict last; the
+	// recommendation; and why, naming each judged threshold with its
+	// verdict, in order.
 	var text bytes.Buffer
 	require.NoError(t, report(&text, results, j, ""))
 	out := text.String()
@@ -72,9 +74,11 @@ func sayTheSame(t *testing.T, results []result, j judgement) {
 			lines = append(lines, l)
 		}
 	}
-	require.Len(t, lines, len(ts), out)
+	require.Len(t, lines, 2*len(ts), out)
 	for i, th := range ts {
-		l := lines[i]
+		second := lines[len(ts)+i]
+		assert.True(t, strings.HasPrefix(strings.TrimSpace(second), fmt.Sprint(th)+" "), "line %d of the second table is %d's: %q", i, th, second)
+		l := lines[i] + "  " + strings.TrimSpace(second)
 		assert.True(t, strings.HasPrefix(strings.TrimSpace(l), fmt.Sprint(th)+" "), "line %d is %d's: %q", i, th, l)
 		assert.True(t, strings.HasSuffix(l, " "+want[th][len(want[th])-1]), "%d's verdict ends its line: %q", th, l)
 		at := 0

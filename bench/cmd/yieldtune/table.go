@@ -95,8 +95,22 @@ func round(d time.Duration) time.Duration {
 // each figure the rule weighs as its median, its range over the rounds and
 // its comparison with the default, then how often sessions gave way and
 // the threshold's verdict: the same words as the text, the CSV and the
-// chart.
+// chart. So that no line is wider than width, it is two tables, one above
+// the other, each starting with the threshold: the first two figures, then
+// the rest and the verdict.
 func writeTable(w io.Writer, results []result, j judgement) error {
+	figs := j.figures()
+	split := min(2, len(figs))
+	if err := writeColumns(w, results, j, figs[:split], false); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return writeColumns(w, results, j, figs[split:], true)
+}
+
+// writeColumns is one of writeTable's tables: the threshold, figs, and
+// with last the columns that close the table.
+func writeColumns(w io.Writer, results []result, j judgement, figs []figure, last bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	line := func(cells []string) {
 		for _, c := range cells {
@@ -105,13 +119,16 @@ func writeTable(w io.Writer, results []result, j judgement) error {
 		fmt.Fprintln(tw)
 	}
 	head := []string{"yield"}
-	for _, f := range j.figures() {
+	for _, f := range figs {
 		head = append(head, columnName(f), "range", "vs default")
 	}
-	line(append(head, "yields/100 tasks", "jain", "worst sess max", "verdict"))
+	if last {
+		head = append(head, "yields/100 tasks", "jain", "worst sess max", "verdict")
+	}
+	line(head)
 	for _, r := range results {
 		cells := []string{strconv.Itoa(r.Threshold)}
-		for _, f := range j.figures() {
+		for _, f := range figs {
 			s := f.of(r)
 			if f == figThroughput {
 				cells = append(cells, fmt.Sprintf("%.0f", s.Med), fmt.Sprintf("%.0f–%.0f", s.Lo, s.Hi))
@@ -120,8 +137,11 @@ func writeTable(w io.Writer, results []result, j judgement) error {
 			}
 			cells = append(cells, j.cell(r.Threshold, f))
 		}
-		line(append(cells, fmt.Sprintf("%.2g–%.2g", r.Yields.Lo, r.Yields.Hi), fmt.Sprintf("%.3f", r.Median.Jain),
-			round(r.Median.WorstSessionMaxWait).String(), j.verdictCell(r.Threshold)))
+		if last {
+			cells = append(cells, fmt.Sprintf("%.2g–%.2g", r.Yields.Lo, r.Yields.Hi), fmt.Sprintf("%.3f", r.Median.Jain),
+				round(r.Median.WorstSessionMaxWait).String(), j.verdictCell(r.Threshold))
+		}
+		line(cells)
 	}
 	return tw.Flush()
 }
