@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -36,7 +37,7 @@ import (
 //     session with work waits at most one turn (yieldAfter tasks, times
 //     its weight) of each other ready session;
 //  4. once Shutdown has returned nil, no goroutine the scheduler started
-//     remains, none ran without a live token, and no user code runs;
+//     remains, it holds no live token, and no user code runs;
 //  5. every task's ctx keeps the context contract, while it runs and after;
 //  6. Stats are exact once the scheduler is quiet: submitted, completed,
 //     and each task's outcome (Succeeded, Failed, Panicked, Skipped,
@@ -46,14 +47,22 @@ import (
 //     queued behind a task that Discard dropped runs, and nothing accepted
 //     before a Discard starts after it returned;
 //  8. the error handler is called exactly once per failed posted task (by
-//     key and class of error), whatever it does; without one, the log gets
-//     one record per failure, at the level its class calls for.
+//     key and class of error), whatever it does, on its session's worker
+//     (never while a task of its key runs), and a Remove or Discard that
+//     returns nil has reported the failures of the key's posted tasks
+//     accepted before it; without a handler, the log gets one record per
+//     failure, at the level its origin calls for (Error for fn's own
+//     error, Warn for a forced Shutdown's drop, Debug for a task whose
+//     submit ctx ended or that Discard dropped).
 //
-// Most plans carry a hostile layer (model_hostile_test.go): posted tasks,
-// counted handles, Discard, an error handler, a logger and a weight
-// function, hostile ctxs, and at every call site of user code an injector
-// that returns, panics, calls runtime.Goexit, blocks or calls back into
-// the scheduler.
+// Most plans carry a hostile layer (model_inject_test.go): posted tasks,
+// counted handles, Discard, Close, an error handler, a logger and a weight
+// function, and at every call site of user code (fn, the error handler,
+// the logger's handler, the weight function) an injector that returns,
+// panics, calls runtime.Goexit, blocks (until a gate the driver releases)
+// or calls back into the scheduler with the ctx it was given. Every ctx
+// is well behaved: re-entry is known by ctx alone, so code a worker runs
+// passes its own ctx (or one derived from it) when it re-enters.
 //
 // TestModel feeds the generator bytes drawn from seeded PCGs; FuzzModel lets
 // the fuzzer choose them. A seed replays the same plan exactly; the
@@ -89,8 +98,10 @@ var regressionSeeds = []uint64{
 	4363303553723065933, // a successor waited behind a whole turn of another key while its key's turn went on
 }
 
-// hostileRegressionSeeds are plans, with their hostile layer, that once
-// found a bug; they run on every TestModel.
+// hostileRegressionSeeds are plans that once found a bug with their hostile
+// layer. That layer was redrawn when the core's contract changed (no
+// hostile ctxs, callbacks given a ctx), so each runs as a plain plan (its
+// base plan is unchanged) and with today's layer.
 var hostileRegressionSeeds = []uint64{
 	5375953322606196093, // a log record named the session of a Post reported earlier on the same worker (TestLogAfterAReportedPostNamesItsOwnSession)
 }
@@ -117,7 +128,7 @@ func TestModel(t *testing.T) {
 		seeds = append(seeds, planSeed{seed, true}) // the plans they were recorded with
 	}
 	for _, seed := range hostileRegressionSeeds {
-		seeds = append(seeds, planSeed{seed, false})
+		seeds = append(seeds, planSeed{seed, true}, planSeed{seed, false})
 	}
 	for i := range uint64(n) {
 		seeds = append(seeds, planSeed{base + i, *modelPlain})
@@ -156,7 +167,7 @@ func reachReport() string {
 	for s := range nSites {
 		fmt.Fprintf(&b, "\n  %-12v", hsite(s))
 		for k := range nAkinds {
-			fmt.Fprintf(&b, " %v=%d", []string{"return", "panic", "goexit", "block", "call"}[k], reached[s][k].Load())
+			fmt.Fprintf(&b, " %v=%d", akindNames[k], reached[s][k].Load())
 		}
 	}
 	b.WriteString("\n  callbacks:  ")
@@ -176,16 +187,6 @@ func FuzzModel(f *testing.F) {
 			t.Fatalf("invariants violated:\n%s\nplan:\n%s", strings.Join(msgs, "\n"), p)
 		}
 	})
-}
-
-// seedBytes is the generator's input for seed: 64 to 511 random bytes.
-func seedBytes(seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, 0x5eb5c4ed))
-	b := make([]byte, 64+r.IntN(448))
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
 }
 
 // source hands out the generator's choices from a byte string; when the
@@ -268,6 +269,7 @@ const (
 	opDiscard   // Discard key, or through handle number handle (>= 0), on a goroutine
 	opQueued    // Queued by key and through each of key's handles
 	opBadHandle // every method of a nil and a zero *Session
+	opCloseAll  // Scheduler.Close: give up at once
 )
 
 type op struct {
@@ -279,12 +281,10 @@ type op struct {
 	cancelable bool
 	spec       taskSpec
 	// Set by the hostile layer only.
-	post     bool  // opSubmit: Post instead of Submit or Go
-	hostile  uint8 // opSubmit: 1: a hostile submit ctx per task; 2: one whose Done is closed while Err is nil
-	caller   bool  // opRemove, opClose, opDiscard: with a hostile ctx
-	canceled bool  // opClose, opDiscard: with a canceled ctx
-	handle   int   // opClose, opDiscard, the layer's opSubmit: which of key's handles (-1: by key)
-	extra    bool  // the op is the layer's own
+	post     bool // opSubmit: Post instead of Submit or Go
+	canceled bool // opClose, opDiscard: with a canceled ctx
+	handle   int  // opClose, opDiscard, the layer's opSubmit: which of key's handles (-1: by key)
+	extra    bool // the op is the layer's own
 }
 
 func (o op) String() string {
@@ -295,9 +295,6 @@ func (o op) String() string {
 		if o.post {
 			s = "post" + s[len("submit"):]
 		}
-		if o.hostile > 0 {
-			s += []string{"", " hostile-ctx", " hostile-ctx(Done closed, Err nil)"}[o.hostile]
-		}
 		if o.extra && o.handle >= 0 {
 			s += fmt.Sprintf(" through handle %d", o.handle)
 		}
@@ -307,7 +304,7 @@ func (o op) String() string {
 	case opRelease:
 		return fmt.Sprintf("release gate %d", o.arg)
 	case opRemove:
-		s = fmt.Sprintf("remove key=%d canceled=%v", o.key, o.arg == 1)
+		return fmt.Sprintf("remove key=%d canceled=%v", o.key, o.arg == 1)
 	case opStats:
 		return "stats"
 	case opAwait:
@@ -317,23 +314,20 @@ func (o op) String() string {
 	case opOpen:
 		return fmt.Sprintf("open key=%d", o.key)
 	case opClose:
-		s = fmt.Sprintf("close handle %d of key=%d canceled=%v", o.handle, o.key, o.canceled)
+		return fmt.Sprintf("close handle %d of key=%d canceled=%v", o.handle, o.key, o.canceled)
 	case opDiscard:
-		s = fmt.Sprintf("discard key=%d canceled=%v", o.key, o.canceled)
 		if o.handle >= 0 {
-			s = fmt.Sprintf("discard through handle %d of key=%d canceled=%v", o.handle, o.key, o.canceled)
+			return fmt.Sprintf("discard through handle %d of key=%d canceled=%v", o.handle, o.key, o.canceled)
 		}
+		return fmt.Sprintf("discard key=%d canceled=%v", o.key, o.canceled)
 	case opQueued:
 		return fmt.Sprintf("queued key=%d", o.key)
 	case opBadHandle:
 		return "nil and zero *Session"
-	default:
-		return "?"
+	case opCloseAll:
+		return "Scheduler.Close"
 	}
-	if o.caller {
-		s += " hostile-caller-ctx"
-	}
-	return s
+	return "?"
 }
 
 type plan struct {
@@ -365,7 +359,7 @@ func (p plan) plain() plan {
 	q.layer, q.ops = nil, nil
 	for _, o := range p.ops {
 		if !o.extra {
-			o.post, o.hostile, o.caller = false, 0, false
+			o.post = false
 			q.ops = append(q.ops, o)
 		}
 	}
@@ -521,17 +515,16 @@ type rec struct {
 	accepted                bool
 	h                       *handle // the future of an accepted Submit or Go
 	rejected                error
-	canceled                func() bool  // whether its submit ctx was canceled
-	probe                   any          // the ctxProbeKey value its ctx carries
-	hctx                    *scriptedCtx // the hostile submit ctx its ctx is or derives from
+	canceled                func() bool // whether its submit ctx was canceled
+	probe                   any         // the ctxProbeKey value its ctx carries
 	// What its fn did, recorded on the way out of fn: the scheduler must
 	// resolve the task with that.
 	exit     exitKind
 	retV     int
 	retErr   error
 	panicVal any
-	// disturbed: hostile code ran, or may have run, on its fn's goroutine,
-	// so what fn did may differ from its spec.
+	// disturbed: injected code ran on its fn's goroutine, so what fn did
+	// may differ from its spec.
 	disturbed bool
 }
 
@@ -546,16 +539,17 @@ const (
 
 // run is one plan being executed.
 type run struct {
-	p          plan
-	s          *seqsched.Scheduler[int]
-	inj        injector
-	gates      []chan struct{}
-	quiet      atomic.Bool     // a Shutdown returned nil: no user code may run from now on
-	quietAt    int             // the tick when quiet was first set
-	planEnd    context.Context // ends once the driver released every gate (see ownWait)
-	late       bool            // something ran after quiet: the failure shows the trace
-	badWeight  atomic.Bool     // the weight function returned a weight out of range
-	logDropped atomic.Bool     // a panic or Goexit left the logger's Enabled: a record was dropped
+	p           plan
+	s           *seqsched.Scheduler[int]
+	inj         injector
+	gates       []chan struct{}
+	quiet       atomic.Bool           // a Shutdown returned nil: no user code may run from now on
+	quietAt     int                   // the tick when quiet was first set
+	planEnd     context.Context       // ends once the driver released every gate (see ownWait)
+	late        bool                  // something ran after quiet: the failure shows the trace
+	badWeight   atomic.Bool           // the weight function returned a weight out of range
+	logDropped  atomic.Bool           // a panic or Goexit left the logger's Enabled: a record was dropped
+	weightExits [nAkinds]atomic.Int32 // the weight function's calls that ended in a panic or a Goexit
 	// handlerExits counts the error handler's calls that ended in a panic
 	// or a Goexit, whatever code inside them caused it.
 	handlerExits [nAkinds]atomic.Int32
@@ -585,7 +579,6 @@ type run struct {
 	windows   []*window
 	handled   [][nClasses]int // error handler calls, by key and class of error
 	logs      []logRec
-	hostiles  int // hostile submit ctxs made
 }
 
 // handle is an accepted task's future, whichever of Submit and Go made it.
@@ -616,8 +609,12 @@ func (r *run) goQuiet() {
 		}
 		if len(running) > 0 {
 			slices.Sort(running)
-			r.errs = append(r.errs, fmt.Sprintf("Shutdown returned nil while tasks %v ran (live tokens %d, slack %d)",
-				running, seqsched.Live(r.s), seqsched.Slack(r.s)))
+			r.errs = append(r.errs, fmt.Sprintf("Shutdown returned nil while tasks %v ran (live tokens %d)",
+				running, seqsched.Live(r.s)))
+			r.late = true
+		}
+		if n := seqsched.Live(r.s); n != 0 {
+			r.errs = append(r.errs, fmt.Sprintf("Shutdown returned nil with %d live tokens", n))
 			r.late = true
 		}
 	}
@@ -626,7 +623,6 @@ func (r *run) goQuiet() {
 
 func runModel(p plan) []string {
 	ignore := goleak.IgnoreCurrent()
-	tokensBefore := seqsched.TokenViolations()
 	r := &run{p: p, keyRunning: make([]int, p.keys), active: map[*rec]bool{}, ended: make([]bool, p.keys),
 		discarded: make([]bool, p.keys), doneCtx: map[*rec]context.Context{}, opened: map[int]*hnd{},
 		handles: make([][]*hnd, p.keys), handled: make([][nClasses]int, p.keys),
@@ -640,7 +636,7 @@ func runModel(p plan) []string {
 		opts = append(opts, seqsched.WithShards(1))
 	}
 	if l := p.layer; l != nil {
-		opts = append(opts, seqsched.WithLogger(slog.New(logHandler{r})))
+		opts = append(opts, seqsched.WithLogger(slog.New(&modelLog{funcHandler: funcHandler{handle: r.logHandle}, r: r})))
 		if l.handler {
 			opts = append(opts, seqsched.WithErrorHandler(r.handler))
 		}
@@ -663,6 +659,8 @@ func runModel(p plan) []string {
 	released := make([]bool, p.gates)
 	var cancels, blockCancels []context.CancelFunc
 	var bg sync.WaitGroup // the driver's own goroutines (Remove, Close, Discard, graceful Shutdown)
+	// The driver's waits may wait for a task or callback that waits in
+	// turn for a gate: they get no deadline of their own.
 	r.inj.armed.Store(true)
 
 	for _, o := range p.ops {
@@ -680,13 +678,8 @@ func runModel(p plan) []string {
 					canceled = func() bool { return c.Err() != nil }
 					ctx = c
 				}
-				var hc *scriptedCtx
-				if o.hostile > 0 {
-					hc = r.newHostile(ctx, o.key, o.hostile == 2)
-					ctx = hc
-				}
 				req := subReq{ctx: ctx, key: o.key, prio: o.prio, spec: o.spec, canceled: canceled,
-					post: o.post, hctx: hc}
+					post: o.post}
 				if o.extra && o.handle >= 0 {
 					r.mu.Lock()
 					req.via = r.pickHandle(o.key, o.handle)
@@ -703,10 +696,10 @@ func runModel(p plan) []string {
 				close(r.gates[o.arg])
 			}
 		case opRemove:
-			ctx, cancel := r.callerCtx(o.key, o.arg == 1, o.caller)
+			ctx, cancel := callerCtx(o.arg == 1)
 			bg.Go(func() {
 				defer cancel()
-				r.end(endRemove, o.key, nil, ctx, "driver", false, o.caller)
+				r.end(endRemove, o.key, nil, ctx, "driver", false)
 			})
 		case opStats:
 			r.stats("driver")
@@ -752,11 +745,7 @@ func runModel(p plan) []string {
 			}
 			// Mark forced first: tasks dropped by this call resolve
 			// before it returns.
-			r.mu.Lock()
-			if !r.forced {
-				r.forced, r.forcedAt = true, r.tick()
-			}
-			r.mu.Unlock()
+			r.markForced()
 			err := s.Shutdown(ctx)
 			cancel()
 			if err == nil {
@@ -783,15 +772,17 @@ func runModel(p plan) []string {
 					kind = endClose
 				}
 			}
-			ctx, cancel := r.callerCtx(o.key, o.canceled, o.caller)
+			ctx, cancel := callerCtx(o.canceled)
 			bg.Go(func() {
 				defer cancel()
-				r.end(kind, o.key, hd, ctx, "driver", false, o.caller)
+				r.end(kind, o.key, hd, ctx, "driver", false)
 			})
 		case opQueued:
 			r.queued(o.key)
 		case opBadHandle:
 			r.badHandles()
+		case opCloseAll:
+			r.closeAll("driver")
 		}
 	}
 
@@ -816,7 +807,7 @@ func runModel(p plan) []string {
 		r.goQuiet()
 	}
 	bg.Wait()
-	r.inj.armed.Store(false) // the checks below call the hostile ctxs too
+	r.inj.armed.Store(false)
 	for _, c := range cancels {
 		c()
 	}
@@ -832,13 +823,13 @@ func runModel(p plan) []string {
 		}
 		r.checkCtx(rc, ctx, "finished")
 	}
-	// Invariant 4: no goroutine of the scheduler's remains, and none ran
-	// without a live token (which Shutdown waits for).
+	// Invariant 4: no goroutine of the scheduler's remains, and it holds
+	// no live token (which Shutdown waits for).
 	if err := goleak.Find(ignore); err != nil {
 		r.failf("goroutines left after Shutdown: %v", err)
 	}
-	if n := seqsched.TokenViolations() - tokensBefore; n != 0 {
-		r.failf("%d releases left fewer live tokens than running workers and waiting sessions; the first:\n%s", n, seqsched.FirstTokenViolation())
+	if n := seqsched.Live(s); n != 0 {
+		r.failf("%d live tokens left after Shutdown returned nil", n)
 	}
 	r.check()
 	if r.late {
@@ -847,26 +838,32 @@ func runModel(p plan) []string {
 	return r.errs
 }
 
-// newHostile makes a hostile submit ctx standing for ctx, for a task of
-// key.
-func (r *run) newHostile(ctx context.Context, key int, broken bool) *scriptedCtx {
+// markForced records that the scheduler is about to give up (a Shutdown
+// with a done ctx, or Close): from now on unstarted tasks may resolve with
+// ErrClosed, and Submit may fail with it.
+func (r *run) markForced() {
 	r.mu.Lock()
-	id := r.hostiles
-	r.hostiles++
-	r.mu.Unlock()
-	return &scriptedCtx{Context: context.WithValue(ctx, ctxProbeKey{}, fmt.Sprintf("hostile ctx %d", id)),
-		r: r, id: id, key: key, broken: broken}
+	defer r.mu.Unlock()
+	r.closing = true
+	if !r.forced {
+		r.forced, r.forcedAt = true, r.tick()
+	}
 }
 
-// scriptedCallerCtx is the ctx the driver gives Remove, Close or Discard: canceled
-// or not, hostile or not.
-func (r *run) callerCtx(key int, canceled, hostile bool) (context.Context, context.CancelFunc) {
+// closeAll calls Scheduler.Close, which gives up at once and returns nil.
+func (r *run) closeAll(where string) {
+	r.markForced()
+	if err := r.s.Close(); err != nil {
+		r.failf("%s: Close() = %v; want nil", where, err)
+	}
+}
+
+// callerCtx is the ctx the driver gives Remove, Close or Discard: a live
+// one, unrelated to any task, or one canceled already.
+func callerCtx(canceled bool) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	if canceled {
 		cancel()
-	}
-	if hostile {
-		return scriptedCallerCtx{Context: ctx, r: r, key: key}, cancel
 	}
 	return ctx, cancel
 }
@@ -877,10 +874,9 @@ type subReq struct {
 	key      int
 	prio     seqsched.Priority
 	spec     taskSpec
-	canceled func() bool  // whether ctx was canceled
-	nested   bool         // by a task or a callback
-	post     bool         // by Post
-	hctx     *scriptedCtx // the hostile ctx ctx is or derives from
+	canceled func() bool // whether ctx was canceled
+	nested   bool        // by a task or a callback
+	post     bool        // by Post
 	// A callback's choice of path: through via, or by key (Go when byKey
 	// is set, else Submit). Without it, one task in four goes through the
 	// key's handle and one in four by Go (by task id).
@@ -893,10 +889,10 @@ type subReq struct {
 // records it. It returns the future, if one was made and accepted.
 func (r *run) submit(req subReq) *handle {
 	key, spec := req.key, req.spec
-	probe := req.ctx.Value(ctxProbeKey{}) // the test's probe, which no hostile ctx plays
+	probe := req.ctx.Value(ctxProbeKey{})
 	r.mu.Lock()
 	rc := &rec{id: len(r.recs), key: key, prio: req.prio, spec: spec, nested: req.nested, posted: req.post,
-		canceled: req.canceled, probe: probe, hctx: req.hctx, disturbed: req.hctx != nil}
+		canceled: req.canceled, probe: probe}
 	r.recs = append(r.recs, rc)
 	rc.submitBefore = r.tick()
 	rc.epochBefore = r.epoch[key]
@@ -1037,19 +1033,20 @@ func (r *run) behave(rc *rec, ctx context.Context, target, second *handle) (int,
 	case bBlockCtx:
 		<-ctx.Done()
 		r.checkCtx(rc, ctx, "canceled") // by its submitter, a Discard or a forced Shutdown
+		r.checkCause(rc, ctx)
 		return rc.id, ctx.Err()
 	case bSubmit:
 		if rc.id%2 == 0 {
 			// With the task's own ctx: the nested task inherits the
 			// submit ctx, not the end of this task.
 			r.submit(subReq{ctx: ctx, key: spec.arg, prio: spec.prio, spec: *spec.nested, canceled: rc.canceled,
-				nested: true, hctx: rc.hctx})
+				nested: true})
 			break
 		}
 		// With a ctx derived from it, which ends with this task.
 		derived := context.WithValue(ctx, ctxProbeKey{}, rc.id)
 		r.submit(subReq{ctx: derived, key: spec.arg, prio: spec.prio, spec: *spec.nested,
-			canceled: func() bool { return derived.Err() != nil }, nested: true, hctx: rc.hctx})
+			canceled: func() bool { return derived.Err() != nil }, nested: true})
 	case bAwait:
 		if target != nil {
 			r.lend(rc)
@@ -1074,8 +1071,7 @@ func (r *run) behave(rc *rec, ctx context.Context, target, second *handle) (int,
 		wg.Wait()
 		r.reclaim(rc)
 	case bSelfAwait:
-		own := r.submit(subReq{ctx: ctx, key: key, spec: taskSpec{b: bOK}, canceled: rc.canceled, nested: true,
-			hctx: rc.hctx})
+		own := r.submit(subReq{ctx: ctx, key: key, spec: taskSpec{b: bOK}, canceled: rc.canceled, nested: true})
 		if own == nil {
 			break // refused: the key is draining or the scheduler closing
 		}
@@ -1085,7 +1081,7 @@ func (r *run) behave(rc *rec, ctx context.Context, target, second *handle) (int,
 			r.failf("task %d: Await of its own session's future = %v; want ErrWouldDeadlock", rc.id, err)
 		}
 	case bSelfRemove:
-		if err := r.end(endRemove, key, nil, ctx, fmt.Sprintf("task %d", rc.id), true, false); !errors.Is(err, seqsched.ErrWouldDeadlock) {
+		if err := r.end(endRemove, key, nil, ctx, fmt.Sprintf("task %d", rc.id), true); !errors.Is(err, seqsched.ErrWouldDeadlock) {
 			r.failf("task %d: Remove of its own session = %v; want ErrWouldDeadlock", rc.id, err)
 		}
 	}
@@ -1096,6 +1092,27 @@ func (r *run) behave(rc *rec, ctx context.Context, target, second *handle) (int,
 func (r *run) checkCtx(rc *rec, ctx context.Context, state string) {
 	for _, v := range ctxViolations(ctx, rc.probe) {
 		r.failf("task %d, ctx %s: %s", rc.id, state, v)
+	}
+}
+
+// checkCause checks why rc's ctx, done while its fn runs, ended:
+// seqsched.Cause says ErrDiscarded only once a Discard of its key was
+// issued, and context.Cause never does (the scheduler cannot make package
+// context report it); otherwise both say what Err says.
+func (r *run) checkCause(rc *rec, ctx context.Context) {
+	cause, plain := seqsched.Cause(ctx), context.Cause(ctx)
+	r.mu.Lock()
+	discarded := r.discarded[rc.key]
+	r.mu.Unlock()
+	switch {
+	case errors.Is(plain, seqsched.ErrDiscarded):
+		r.failf("task %d: context.Cause(ctx) = %v; only seqsched.Cause may say ErrDiscarded", rc.id, plain)
+	case cause == seqsched.ErrDiscarded && !discarded:
+		r.failf("task %d: seqsched.Cause(ctx) = ErrDiscarded, but no Discard of key %d was issued", rc.id, rc.key)
+	case cause != seqsched.ErrDiscarded && cause != plain:
+		r.failf("task %d: seqsched.Cause(ctx) = %v; context.Cause(ctx) = %v", rc.id, cause, plain)
+	case cause == nil:
+		r.failf("task %d: ctx done, but seqsched.Cause(ctx) = nil", rc.id)
 	}
 }
 
@@ -1218,8 +1235,9 @@ func (r *run) check() {
 	keys := r.p.keys
 	postFailed := make([][nClasses]int, keys) // failures of posted tasks that ran, by key and class
 	never := make([]int, keys)                // posted tasks that never ran, by key
-	// Which classes of failure a posted task that never ran may report.
-	neverCanceled, neverHostile, neverGoexit := make([]bool, keys), make([]bool, keys), make([]bool, keys)
+	// Whether a posted task of the key that never ran may report its
+	// canceled submit ctx.
+	neverCanceled := make([]bool, keys)
 	discardedFutures := map[*rec]bool{}
 	for _, rc := range r.recs {
 		if !rc.accepted {
@@ -1257,16 +1275,12 @@ func (r *run) check() {
 				postNever[rc.prio]++
 				never[rc.key]++
 				neverCanceled[rc.key] = neverCanceled[rc.key] || (rc.canceled != nil && rc.canceled())
-				if rc.hctx != nil {
-					neverHostile[rc.key] = true
-					neverGoexit[rc.key] = neverGoexit[rc.key] || rc.hctx.errGoexits.Load() > 0
-				}
 				continue
 			}
 			switch rc.exit {
 			case exitReturn:
 				if rc.retErr != nil {
-					postFailed[rc.key][classOf(rc.retErr)]++
+					postFailed[rc.key][ranClass(rc.retErr)]++
 				}
 			case exitPanic:
 				postFailed[rc.key][clPanic]++
@@ -1296,8 +1310,8 @@ func (r *run) check() {
 		}
 		outcomes[rc.prio].Skipped++
 		if !r.skipExplained(rc, err) {
-			fail("task %d never ran but resolved with %v (canceled ctx: %v, forced Shutdown: %v, hostile ctx: %v)",
-				rc.id, err, rc.canceled != nil && rc.canceled(), r.forced, rc.hctx)
+			fail("task %d never ran but resolved with %v (canceled ctx: %v, forced Shutdown: %v)",
+				rc.id, err, rc.canceled != nil && rc.canceled(), r.forced)
 		}
 	}
 
@@ -1318,7 +1332,8 @@ func (r *run) check() {
 			w.Skipped, w.Discarded = got.Skipped, got.Discarded
 			postDiscarded += int(moreDiscarded)
 		}
-		want.Skipped += w.Skipped + w.Discarded
+		want.Skipped += w.Skipped
+		want.Discarded += w.Discarded
 		ps := seqsched.PriorityStats{Completed: byPrio[prio], Outcomes: w}
 		if prio == int(seqsched.Normal) {
 			want.Normal = ps
@@ -1331,7 +1346,7 @@ func (r *run) check() {
 	}
 
 	// Invariant 8: each failed posted task reported once.
-	r.checkReports(postFailed, never, postDiscarded, neverCanceled, neverHostile, neverGoexit, fail)
+	r.checkReports(postFailed, never, postDiscarded, neverCanceled, fail)
 
 	// Invariant 7, the part check can see: nothing accepted before a
 	// Discard by key that returned nil started after it returned, and
@@ -1351,7 +1366,7 @@ func (r *run) check() {
 				fail("task %d of key %d, accepted before Discard (issued at %d, returned nil at %d), started at %d",
 					rc.id, rc.key, ev.issue, ev.ret, rc.start)
 			}
-			if rc.starts == 0 && !rc.posted && !r.forced && rc.hctx == nil && (rc.canceled == nil || !rc.canceled()) &&
+			if rc.starts == 0 && !rc.posted && !r.forced && (rc.canceled == nil || !rc.canceled()) &&
 				!discardedFutures[rc] && isClosed(rc.h.done()) {
 				_, err := rc.h.await(context.Background())
 				fail("task %d of key %d, accepted before Discard (issued at %d, returned nil at %d), never ran and resolved with %v; want ErrDiscarded",
@@ -1507,19 +1522,12 @@ func (r *run) checkResolution(rc *rec, v int, err error, fail func(string, ...an
 // skipExplained reports whether err is a reason that holds for rc, which
 // never ran, to be skipped.
 func (r *run) skipExplained(rc *rec, err error) bool {
-	var perr *seqsched.PanicError
 	switch {
 	case errors.Is(err, context.Canceled) && rc.canceled != nil && rc.canceled():
 	case errors.Is(err, context.Canceled) && rc.nested && r.forced:
 		// A nested task's submit ctx is its parent task's, which a
 		// forced Shutdown cancels.
 	case errors.Is(err, seqsched.ErrClosed) && r.forced:
-	case errors.As(err, &perr):
-		// The submit ctx's Err panicked as the task was about to start.
-		v, ok := perr.Value.(injectedPanic)
-		return ok && v.site == hsCtxErr && rc.hctx != nil && v.ctx == rc.hctx.id
-	case errors.Is(err, seqsched.ErrGoexit):
-		return rc.hctx != nil && rc.hctx.errGoexits.Load() > 0
 	default:
 		return false
 	}
@@ -1531,7 +1539,7 @@ func (r *run) skipExplained(rc *rec, err error) bool {
 // failure of a task that ran, by class, exactly; one per task that never
 // ran, of a class that task could fail with. Called with r.mu held.
 func (r *run) checkReports(postFailed [][nClasses]int, never []int, postDiscarded int,
-	neverCanceled, neverHostile, neverGoexit []bool, fail func(string, ...any)) {
+	neverCanceled []bool, fail func(string, ...any)) {
 	l := r.p.layer
 	if l == nil {
 		return
@@ -1543,19 +1551,14 @@ func (r *run) checkReports(postFailed [][nClasses]int, never []int, postDiscarde
 		if lr.msg != "seqsched: posted task failed" {
 			continue
 		}
-		c := classOf(lr.err)
-		want := slog.LevelError
-		switch c {
-		case clCanceled, clDiscarded:
-			want = slog.LevelDebug
-		case clClosed:
-			want = slog.LevelWarn
-		}
-		if lr.level != want {
-			fail("log: posted task of key %d failed with %v, logged at %v; want %v", lr.key, lr.err, lr.level, want)
+		c, ok := logClass(lr.err, lr.level)
+		if !ok {
+			fail("log: posted task of key %d failed with %v, logged at %v; want %v", lr.key, lr.err, lr.level, wantLevels(lr.err))
 		}
 		if lr.key >= 0 && lr.key < r.p.keys {
 			logged[lr.key][c]++
+		} else {
+			fail("log: posted task failed with %v, with session %d", lr.err, lr.key)
 		}
 	}
 	// Unless a panic or Goexit left Enabled, every record reaches Handle.
@@ -1572,7 +1575,6 @@ func (r *run) checkReports(postFailed [][nClasses]int, never []int, postDiscarde
 				}
 			}
 		}
-		weightFailed := r.badWeight.Load() || r.inj.ran[hsWeight][aPanic].Load()+r.inj.ran[hsWeight][aGoexit].Load() > 0
 		for msg, want := range map[string]int{
 			"seqsched: task panicked":                          fnPanics,
 			"seqsched: task called runtime.Goexit":             fnGoexits,
@@ -1583,18 +1585,17 @@ func (r *run) checkReports(postFailed [][nClasses]int, never []int, postDiscarde
 				fail("log: %d records %q; want %d", counts[msg], msg, want)
 			}
 		}
-		var weightLogs int
-		for msg, n := range counts {
-			if strings.HasPrefix(msg, "seqsched: WithWeight: ") {
-				weightLogs += n
-			}
-		}
-		if (weightLogs == 1) != weightFailed || weightLogs > 1 {
-			fail("log: %d WithWeight records; the weight function failed: %v (logged once per scheduler)", weightLogs, weightFailed)
-		}
+		r.checkWeightLogs(counts, fail)
 	}
 	got, what := r.handled, "error handler"
-	if !l.handler {
+	if l.handler {
+		for k := range postFailed {
+			// The handler cannot tell fn's ctx.Err() from a canceled
+			// submit ctx's: both are context.Canceled.
+			postFailed[k][clCanceled] += postFailed[k][clFnCanceled]
+			postFailed[k][clFnCanceled] = 0
+		}
+	} else {
 		if !exactLog {
 			return
 		}
@@ -1614,10 +1615,6 @@ func (r *run) checkReports(postFailed [][nClasses]int, never []int, postDiscarde
 			switch c {
 			case clCanceled:
 				plausible = neverCanceled[k]
-			case clCtxPanic:
-				plausible = neverHostile[k]
-			case clGoexit:
-				plausible = neverGoexit[k]
 			case clDiscarded:
 				plausible = r.discarded[k]
 			case clClosed:
@@ -1638,6 +1635,44 @@ func (r *run) checkReports(postFailed [][nClasses]int, never []int, postDiscarde
 	if discarded != postDiscarded {
 		fail("%s: %d posted tasks reported discarded; Stats count %d", what, discarded, postDiscarded)
 	}
+}
+
+// Weight records, as the core writes them.
+const (
+	weightRange  = "seqsched: WithWeight out of range; using weight 1 (logged once)"
+	weightPanic  = "seqsched: WithWeight panicked; using weight 1"
+	weightGoexit = "seqsched: WithWeight called runtime.Goexit; using weight 1"
+)
+
+// checkWeightLogs holds the log's WithWeight records against what the
+// weight function did: a weight out of range is logged once per scheduler,
+// and so, as WithWeight's doc says, is a weight function that panics or
+// calls runtime.Goexit. Called with r.mu held.
+func (r *run) checkWeightLogs(counts map[string]int, fail func(string, ...any)) {
+	for msg, n := range counts {
+		if strings.Contains(msg, "WithWeight") && msg != weightRange && msg != weightPanic && msg != weightGoexit {
+			fail("log: %d unexpected WithWeight records %q", n, msg)
+		}
+	}
+	if want := b2i(r.badWeight.Load()); counts[weightRange] != want {
+		fail("log: %d records %q; want %d (a weight was out of range: %v)", counts[weightRange], weightRange, want, want == 1)
+	}
+	panics, goexits := int(r.weightExits[aPanic].Load()), int(r.weightExits[aGoexit].Load())
+	if os.Getenv("MODEL_WEIGHT_EACH") != "" && counts[weightPanic] == panics && counts[weightGoexit] == goexits {
+		return // DEV ONLY
+	}
+	if counts[weightPanic]+counts[weightGoexit] != min(panics+goexits, 1) ||
+		counts[weightPanic] > panics || counts[weightGoexit] > goexits {
+		fail("log: %d records %q and %d %q; the weight function panicked %d times and called Goexit %d times (logged once per scheduler)",
+			counts[weightPanic], weightPanic, counts[weightGoexit], weightGoexit, panics, goexits)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // endedBetween reports whether a call that ends key's session (Remove,

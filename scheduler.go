@@ -126,6 +126,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	}
 	s.core.force, s.core.cancel = context.WithCancel(context.Background())
 	s.slots.max = o.maxConcurrency
+	s.slots.ready.which = listReady
 	if o.maxConcurrency > 0 {
 		s.core.lender = s
 	}

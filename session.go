@@ -98,11 +98,8 @@ type session[K comparable] struct {
 	handles int  // open handles; a session with handles is never an idle record
 	handled bool // a handle ever held it
 
-	pred, succ         *session[K] // a held successor's predecessor, and the reverse
-	prevIdle, nxIdle   *session[K] // the shard's list of idle records
-	listed             bool        // in that list
-	prevReady, nxReady *session[K] // the ready queue (guarded by slots.mu)
-	inReady            bool        // in the ready queue (guarded by slots.mu)
+	pred, succ *session[K]      // a held successor's predecessor, and the reverse
+	links      [nLists]links[K] // its places in the idle list and the ready queue (list.go)
 
 	start func() // starts a goroutine on the session (Scheduler.work); made once
 	w     worker[K]

@@ -18,8 +18,7 @@ type shard[K comparable] struct {
 	mu       sync.Mutex
 	sessions map[K]*session[K]
 
-	idleHead, idleTail *session[K]
-	nidle              int
+	idle sessionList[K] // idle records, newest first
 
 	busy      int    // sessions with queued or running work (see session.busy)
 	running   int    // sessions running a task right now
@@ -68,17 +67,10 @@ func (sh *shard[K]) count(t *task) { sh.counts[t.prio][t.outcome]++ }
 // keepIdle lists sess, just idle with no handles, as an idle record, and
 // forgets the oldest record if the list is over its cap.
 func (s *Scheduler[K]) keepIdle(sh *shard[K], sess *session[K]) {
-	sess.listed, sess.prevIdle, sess.nxIdle = true, nil, sh.idleHead
-	if sh.idleHead != nil {
-		sh.idleHead.prevIdle = sess
-	} else {
-		sh.idleTail = sess
-	}
-	sh.idleHead = sess
-	sh.nidle++
-	if sh.nidle > s.idleCap {
-		old := sh.idleTail
-		sh.unlistIdle(old)
+	sh.idle.pushFront(sess)
+	if sh.idle.n > s.idleCap {
+		old := sh.idle.tail
+		sh.idle.remove(old)
 		sh.forget(old)
 	}
 }
@@ -86,19 +78,7 @@ func (s *Scheduler[K]) keepIdle(sh *shard[K], sess *session[K]) {
 // unlistIdle takes sess off the idle list, if it is on it: it got work or
 // a handle, or it is being forgotten.
 func (sh *shard[K]) unlistIdle(sess *session[K]) {
-	if !sess.listed {
-		return
+	if sh.idle.contains(sess) {
+		sh.idle.remove(sess)
 	}
-	if sess.prevIdle != nil {
-		sess.prevIdle.nxIdle = sess.nxIdle
-	} else {
-		sh.idleHead = sess.nxIdle
-	}
-	if sess.nxIdle != nil {
-		sess.nxIdle.prevIdle = sess.prevIdle
-	} else {
-		sh.idleTail = sess.prevIdle
-	}
-	sess.listed, sess.prevIdle, sess.nxIdle = false, nil, nil
-	sh.nidle--
 }

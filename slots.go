@@ -12,8 +12,7 @@ type slots[K comparable] struct {
 	mu        sync.Mutex
 	max       int
 	used      int
-	head      *session[K] // the ready queue, linked through prevReady/nxReady
-	tail      *session[K]
+	ready     sessionList[K] // sessions waiting for a slot, oldest first
 	resumers  []*resumer
 	unlimited bool // a forced Shutdown lifted the limit: nothing waits for a slot
 }
@@ -53,33 +52,8 @@ func (s *Scheduler[K]) claimSlot(sess *session[K]) bool {
 		sess.w.slot = true
 		return true
 	}
-	q.push(sess)
+	q.ready.pushBack(sess)
 	return false
-}
-
-func (q *slots[K]) push(sess *session[K]) {
-	sess.inReady = true
-	sess.prevReady, sess.nxReady = q.tail, nil
-	if q.tail != nil {
-		q.tail.nxReady = sess
-	} else {
-		q.head = sess
-	}
-	q.tail = sess
-}
-
-func (q *slots[K]) remove(sess *session[K]) {
-	if sess.prevReady != nil {
-		sess.prevReady.nxReady = sess.nxReady
-	} else {
-		q.head = sess.nxReady
-	}
-	if sess.nxReady != nil {
-		sess.nxReady.prevReady = sess.prevReady
-	} else {
-		q.tail = sess.prevReady
-	}
-	sess.prevReady, sess.nxReady, sess.inReady = nil, nil, false
 }
 
 // unqueue takes sess out of the ready queue (Discard, a forced Shutdown)
@@ -88,10 +62,10 @@ func (q *slots[K]) remove(sess *session[K]) {
 func (s *Scheduler[K]) unqueue(sess *session[K]) bool {
 	s.slots.mu.Lock()
 	defer s.slots.mu.Unlock()
-	if !sess.inReady {
+	if !s.slots.ready.contains(sess) {
 		return false
 	}
-	s.slots.remove(sess)
+	s.slots.ready.remove(sess)
 	return true
 }
 
@@ -101,21 +75,10 @@ func (s *Scheduler[K]) replaceReady(old, succ *session[K]) bool {
 	q := &s.slots
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !old.inReady {
+	if !q.ready.contains(old) {
 		return false
 	}
-	succ.prevReady, succ.nxReady, succ.inReady = old.prevReady, old.nxReady, true
-	if old.prevReady != nil {
-		old.prevReady.nxReady = succ
-	} else {
-		q.head = succ
-	}
-	if old.nxReady != nil {
-		old.nxReady.prevReady = succ
-	} else {
-		q.tail = succ
-	}
-	old.prevReady, old.nxReady, old.inReady = nil, nil, false
+	q.ready.replace(old, succ)
 	return true
 }
 
@@ -133,8 +96,8 @@ func (s *Scheduler[K]) handOn() *session[K] {
 		close(r.granted)
 		return nil
 	}
-	if head := q.head; head != nil {
-		q.remove(head)
+	if head := q.ready.head; head != nil {
+		q.ready.remove(head)
 		head.w.slot, head.w.claim = true, true
 		return head
 	}
@@ -164,12 +127,12 @@ func (s *Scheduler[K]) yieldSlot(sh *shard[K], sess *session[K]) *session[K] {
 	q := &s.slots
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.unlimited || (len(q.resumers) == 0 && q.head == nil) {
+	if q.unlimited || (len(q.resumers) == 0 && q.ready.head == nil) {
 		return sess
 	}
 	sess.w.slot = false
 	sh.move(sess, stateReady)
-	q.push(sess)
+	q.ready.pushBack(sess)
 	s.takeToken() // sess's, in the queue; the goroutine keeps its own
 	next := s.handOn()
 	if next != nil {
