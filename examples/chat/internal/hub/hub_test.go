@@ -177,7 +177,7 @@ func TestKickedClientGetsNothingQueuedAfterTheKick(t *testing.T) {
 
 // A client whose High queue is full as well cannot be sent a kick message:
 // it is kicked at once, the message being written cut short (its ctx
-// canceled with seqsched.ErrDiscarded as the cause), nothing queued sent,
+// canceled; seqsched.Cause says ErrDiscarded), nothing queued sent,
 // and its connection closed with the reason.
 func TestKickWithFullQueuesClosesAtOnce(t *testing.T) {
 	const maxQueue = 2
@@ -188,7 +188,7 @@ func TestKickWithFullQueuesClosesAtOnce(t *testing.T) {
 	_, err := r.sched.Go(context.Background(), p.id, func(ctx context.Context) error {
 		close(started)
 		<-ctx.Done() // a write that never ends on its own
-		cause <- context.Cause(ctx)
+		cause <- seqsched.Cause(ctx)
 		return ctx.Err()
 	})
 	require.NoError(t, err)
