@@ -1,60 +1,28 @@
-package seqsched_test
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"runtime"
-	"sync"
-	"testing"
-
-	"github.com/seqsched/seqsched"
-	"github.com/stretchr/testify/require"
-)
-
 // Containment: every goroutine the scheduler starts has one guard at its
 // top. A panic or runtime.Goexit in anything it calls (fn, the error
 // handler, the log handler, the weight function, and methods of values
 // they return) fails the task at hand or is logged; the session goes on,
 // and nothing is lost: Shutdown returns nil and no goroutine is left.
+// Every failure reaches the error handler, or without one the logger (by
+// default slog.Default()) at its level.
 
-// records is a log handler double that keeps every record's message and
-// level, and can be told to misbehave on a message.
-type records struct {
-	mu   sync.Mutex
-	got  []string
-	bad  string // a message to misbehave on
-	how  string // "panic" or "goexit"
-	done bool   // misbehaved once already
-}
+package seqsched_test
 
-func (r *records) logger() *slog.Logger {
-	return slog.New(&funcHandler{handle: func(_ context.Context, rec slog.Record) error {
-		r.mu.Lock()
-		r.got = append(r.got, fmt.Sprintf("%s %s", rec.Level, rec.Message))
-		misbehave := rec.Message == r.bad && !r.done
-		r.done = r.done || misbehave
-		how := r.how
-		r.mu.Unlock()
-		if misbehave {
-			if how == "goexit" {
-				runtime.Goexit()
-			}
-			panic("logger " + rec.Message)
-		}
-		// Format every attr, as a real handler does: methods of user
-		// values (an error's Error, a panic value's String) run here.
-		rec.Attrs(func(a slog.Attr) bool { _ = a.Value.String(); return true })
-		return nil
-	}})
-}
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
 
-func (r *records) messages() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.got...)
-}
+	"github.com/seqsched/seqsched"
+	"github.com/stretchr/testify/require"
+)
 
 // shutdownClean shuts s down and checks that nothing is left running.
 func shutdownClean(t *testing.T, s *seqsched.Scheduler[string]) {
@@ -63,6 +31,66 @@ func shutdownClean(t *testing.T, s *seqsched.Scheduler[string]) {
 	require.Zero(t, seqsched.Live(s), "every goroutine of the scheduler gave its token back")
 	st := s.Stats()
 	require.Equal(t, st.Submitted, st.Completed, "every accepted task resolved")
+}
+
+func TestPanicResolvesWithPanicErrorAndSessionContinues(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	s := newScheduler[string](t, seqsched.WithLogger(logger))
+	sentinel := errors.New("wrapped")
+	type custom struct{ code int }
+	for _, tc := range []struct {
+		name  string
+		value any
+	}{
+		{"string", "kaboom"},
+		{"error", sentinel},
+		{"custom type", custom{7}},
+		{"nil", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := s.Go(context.Background(), "k", func(context.Context) error { panic(tc.value) })
+			require.NoError(t, err)
+			next, err := seqsched.Submit(context.Background(), s, "k", func(context.Context) (string, error) { return "next ran", nil })
+			require.NoError(t, err)
+
+			_, err = f.Await(context.Background())
+			var perr *seqsched.PanicError
+			require.ErrorAs(t, err, &perr)
+			if tc.value == nil {
+				var nilErr *runtime.PanicNilError
+				require.ErrorAs(t, perr.Value.(error), &nilErr)
+			} else {
+				require.Equal(t, tc.value, perr.Value)
+			}
+			require.Contains(t, string(perr.Stack), "task_test.go", "stack must show where the task panicked")
+
+			v, err := next.Await(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, "next ran", v)
+		})
+	}
+	_, err := s.Go(context.Background(), "k", func(context.Context) error { panic(sentinel) })
+	require.NoError(t, err)
+	require.NoError(t, s.Shutdown(context.Background()))
+	require.Contains(t, logs.String(), "task panicked")
+	require.Equal(t, uint64(5), s.Stats().Panics)
+}
+
+func TestGoexitResolvesWithErrGoexitAndSessionContinues(t *testing.T) {
+	s := newScheduler[string](t)
+	var r recorder
+	f, err := s.Go(context.Background(), "k", func(context.Context) error {
+		r.add("exiting")
+		runtime.Goexit()
+		return nil
+	})
+	require.NoError(t, err)
+	next := record(t, s, &r, "k", "next")
+	_, err = f.Await(context.Background())
+	require.ErrorIs(t, err, seqsched.ErrGoexit)
+	awaitAll(t, next)
+	require.Equal(t, []string{"exiting", "next"}, r.get())
 }
 
 func TestFnPanicAndGoexitFailTheTaskAndTheSessionGoesOn(t *testing.T) {
@@ -128,6 +156,33 @@ func TestErrorHandlerPanicOrGoexitIsLoggedAndTheNextReportGoesOn(t *testing.T) {
 	}
 }
 
+func TestErrorHandlerThatPanicsOrGoexits(t *testing.T) {
+	for _, how := range []string{"panic", "goexit"} {
+		for _, limit := range []int{0, 1} {
+			var calls sync.WaitGroup
+			calls.Add(20)
+			handler := func(_ context.Context, key int, err error) {
+				defer calls.Done()
+				if how == "panic" {
+					panic("handler panicked")
+				}
+				runtime.Goexit()
+			}
+			s := newScheduler[int](t, seqsched.WithErrorHandler(handler), seqsched.WithMaxConcurrency(limit))
+			var r recorder
+			for i := range 20 {
+				require.NoError(t, s.Post(context.Background(), i%2, func(context.Context) error {
+					r.add("%d", i)
+					return fmt.Errorf("task %d failed", i)
+				}))
+			}
+			calls.Wait()
+			require.NoError(t, s.Shutdown(context.Background()), "%s, limit %d", how, limit)
+			require.Len(t, r.get(), 20)
+		}
+	}
+}
+
 func TestLogHandlerPanicOrGoexitDropsOnlyItsRecord(t *testing.T) {
 	for _, how := range []string{"panic", "goexit"} {
 		t.Run(how, func(t *testing.T) {
@@ -149,6 +204,24 @@ func TestLogHandlerPanicOrGoexitDropsOnlyItsRecord(t *testing.T) {
 			}, logs.messages())
 		})
 	}
+}
+
+// A posted task's failure reaches the handler even when the logger calls
+// runtime.Goexit while it logs the task's panic.
+func TestPostFailureIsReportedWhenLoggerGoexits(t *testing.T) {
+	var fl failures
+	logger := &funcHandler{handle: func(context.Context, slog.Record) error { runtime.Goexit(); return nil }}
+	s := newScheduler[string](t, seqsched.WithErrorHandler(fl.handle), seqsched.WithLogger(slog.New(logger)))
+	require.NoError(t, s.Post(context.Background(), "a", func(context.Context) error { panic("oops") }))
+	require.NoError(t, s.Post(context.Background(), "a", func(context.Context) error { return errors.New("second") }))
+	require.NoError(t, s.Remove(context.Background(), "a"))
+	errs := fl.get("a")
+	require.Len(t, errs, 2)
+	var perr *seqsched.PanicError
+	require.ErrorAs(t, errs[0], &perr)
+	require.Equal(t, "oops", perr.Value)
+	require.EqualError(t, errs[1], "second")
+	require.Equal(t, uint64(1), s.Stats().Panics, "fn's panic counts as a panic")
 }
 
 func TestWeightPanicOrGoexitCountsAsOneAndIsLoggedOnce(t *testing.T) {
@@ -192,11 +265,17 @@ func (p panicky) misbehave() {
 	}
 	panic("method of a user value")
 }
-func (p panicky) Error() string          { p.misbehave(); return "" }
-func (p panicky) String() string         { p.misbehave(); return "" }
-func (p panicky) Is(error) bool          { p.misbehave(); return false }
-func (p panicky) Unwrap() error          { p.misbehave(); return nil }
-func (p panicky) As(any) bool            { p.misbehave(); return false }
+
+func (p panicky) Error() string { p.misbehave(); return "" }
+
+func (p panicky) String() string { p.misbehave(); return "" }
+
+func (p panicky) Is(error) bool { p.misbehave(); return false }
+
+func (p panicky) Unwrap() error { p.misbehave(); return nil }
+
+func (p panicky) As(any) bool { p.misbehave(); return false }
+
 func (p panicky) Format(fmt.State, rune) { p.misbehave() }
 
 func TestMethodsOfUserValuesThatPanicOrGoexitLoseNothing(t *testing.T) {
@@ -223,6 +302,53 @@ func TestMethodsOfUserValuesThatPanicOrGoexitLoseNothing(t *testing.T) {
 	}
 }
 
+func TestPostFailuresGoToTheErrorHandler(t *testing.T) {
+	var fl failures
+	s := newScheduler[string](t, seqsched.WithErrorHandler(fl.handle))
+	h, err := s.Open("a")
+	require.NoError(t, err)
+	release, g := gate(t, s, "a")
+	boom := errors.New("boom")
+	canceled, cancel := context.WithCancel(context.Background())
+	require.NoError(t, h.Post(context.Background(), func(context.Context) error { return boom }))
+	require.NoError(t, h.Post(context.Background(), func(context.Context) error { panic("oops") }))
+	require.NoError(t, h.Post(context.Background(), func(context.Context) error { runtime.Goexit(); return nil }))
+	require.NoError(t, h.Post(canceled, func(context.Context) error { t.Error("a task whose ctx ended ran"); return nil }))
+	require.NoError(t, h.Post(context.Background(), func(context.Context) error { return nil }))
+	cancel()
+	release()
+	awaitAll(t, g)
+	require.NoError(t, h.Close(context.Background()))
+	errs := fl.get("a")
+	require.Len(t, errs, 4)
+	require.ErrorIs(t, errs[0], boom)
+	var perr *seqsched.PanicError
+	require.ErrorAs(t, errs[1], &perr)
+	require.Equal(t, "oops", perr.Value)
+	require.ErrorIs(t, errs[2], seqsched.ErrGoexit)
+	require.ErrorIs(t, errs[3], context.Canceled)
+}
+
+func TestPostWithoutHandlerLogsFailures(t *testing.T) {
+	var mu sync.Mutex
+	var msgs []string
+	h := &funcHandler{handle: func(_ context.Context, r slog.Record) error {
+		mu.Lock()
+		defer mu.Unlock()
+		var attrs []string
+		r.Attrs(func(a slog.Attr) bool { attrs = append(attrs, a.String()); return true })
+		msgs = append(msgs, r.Level.String()+" "+r.Message+" "+strings.Join(attrs, " "))
+		return nil
+	}}
+	s, err := seqsched.New[string](seqsched.WithLogger(slog.New(h)))
+	require.NoError(t, err)
+	require.NoError(t, s.Post(context.Background(), "a", func(context.Context) error { return errors.New("boom") }))
+	require.NoError(t, s.Shutdown(context.Background()))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"ERROR seqsched: posted task failed error=boom session=a"}, msgs)
+}
+
 func TestAPostedFnsOwnFailureIsLoggedAtErrorWhateverItWraps(t *testing.T) {
 	var logs records
 	s, err := seqsched.New[string](seqsched.WithLogger(logs.logger()))
@@ -245,122 +371,31 @@ func TestAPostedFnsOwnFailureIsLoggedAtErrorWhateverItWraps(t *testing.T) {
 	}, logs.messages())
 }
 
-func TestAwaitOnANilOrZeroFutureIsAnError(t *testing.T) {
-	var nilF *seqsched.Future[int]
-	_, err := nilF.Await(context.Background())
-	require.ErrorIs(t, err, seqsched.ErrNotNew)
-	var zero seqsched.Future[int]
-	_, err = zero.Await(context.Background())
-	require.ErrorIs(t, err, seqsched.ErrNotNew)
-	select {
-	case <-zero.Done():
-	default:
-		t.Fatal("Done of a zero Future is not closed: a select on it would hang")
-	}
-}
-
-func TestCloseGivesUpAtOnceAndShutdownThenWaits(t *testing.T) {
-	s, err := seqsched.New[string]()
-	require.NoError(t, err)
-	started := make(chan struct{})
-	running, err := s.Go(context.Background(), "a", func(ctx context.Context) error {
-		close(started)
-		<-ctx.Done()
-		return ctx.Err()
-	})
-	require.NoError(t, err)
-	<-started
-	queued, err := s.Go(context.Background(), "a", func(context.Context) error { return nil })
-	require.NoError(t, err)
-	require.NoError(t, s.Close())
-	_, err = queued.Await(context.Background())
-	require.ErrorIs(t, err, seqsched.ErrClosed, "a task not yet started resolves with ErrClosed")
-	_, err = running.Await(context.Background())
-	require.ErrorIs(t, err, context.Canceled, "the running task's ctx is canceled")
-	_, err = s.Go(context.Background(), "b", func(context.Context) error { return nil })
-	require.ErrorIs(t, err, seqsched.ErrClosed)
-	require.NoError(t, s.Close(), "Close again")
-	require.NoError(t, s.Shutdown(context.Background()), "Shutdown after Close waits for the goroutines")
-	require.Zero(t, seqsched.Live(s))
-	require.True(t, errors.Is(s.Remove(context.Background(), "a"), seqsched.ErrClosed), "Remove after a give-up says tasks may have been dropped")
-}
-
-// A key's failures are reported before a Remove of the key returns nil,
-// whichever of its sessions (a closing one, or the successor behind it)
-// they belonged to: a session is forgotten only once its reports are made.
-func TestRemoveReturnsNilOnlyOnceTheKeysDroppedPostsAreReported(t *testing.T) {
-	var mu sync.Mutex
-	var reported []error
-	s := newScheduler[string](t, seqsched.WithErrorHandler(func(_ context.Context, _ string, err error) {
-		mu.Lock()
-		reported = append(reported, err)
-		mu.Unlock()
-	}))
-	h1, err := s.Open("k")
-	require.NoError(t, err)
-	release, busy := gate(t, s, "k")
-	require.NoError(t, h1.Post(context.Background(), func(context.Context) error { return nil })) // dropped below
-	closing := make(chan error, 1)
-	go func() { closing <- h1.Close(context.Background()) }()
-	for { // the first session closes: a task through h1 is refused
-		if err := h1.Post(context.Background(), func(context.Context) error { return nil }); err != nil {
-			require.ErrorIs(t, err, seqsched.ErrSessionClosing)
-			break
-		}
-		runtime.Gosched()
-	}
-	h2, err := s.Open("k") // a successor behind the closing session
-	require.NoError(t, err)
-	high, normal := s.Queued("k")
-	require.Positive(t, high+normal, "Queued counts the tasks of the closing session the successor waits behind")
-	discarded := make(chan error, 1)
-	go func() { discarded <- h2.Discard(context.Background()) }()
-	for { // Discard dropped the backlog of both sessions
-		if _, n := s.Queued("k"); n == 0 {
-			break
-		}
-		runtime.Gosched()
-	}
-	removed := make(chan error, 1)
-	go func() { removed <- s.Remove(context.Background(), "k") }()
+// Without WithLogger or WithErrorHandler, failures reach slog.Default(): a
+// posted task's own error at Error, one that never ran because its
+// submitter's ctx ended, or Discard dropped it, at Debug.
+func TestFailuresReachTheDefaultLoggerAtTheirLevel(t *testing.T) {
+	rh := &recordHandler{}
+	old := slog.Default()
+	slog.SetDefault(slog.New(rh))
+	defer slog.SetDefault(old)
+	s := newScheduler[string](t) // captures slog.Default() now
+	require.NoError(t, s.Post(context.Background(), "a", func(context.Context) error { return errors.New("write failed") }))
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, s.Post(canceled, "a", func(context.Context) error { return nil }))
+	release, g := gate(t, s, "b")
+	require.NoError(t, s.Post(context.Background(), "b", func(context.Context) error { return nil }))
+	done := make(chan error, 1)
+	go func() { done <- s.Discard(context.Background(), "b") }()
+	require.Eventually(t, func() bool { h, n := s.Queued("b"); return h+n == 0 }, 10*time.Second, time.Millisecond)
 	release()
-	awaitAll(t, busy)
-	require.NoError(t, <-removed)
-	mu.Lock()
-	n := len(reported)
-	mu.Unlock()
-	require.GreaterOrEqual(t, n, 1, "Remove returned nil before the dropped post was reported")
-	for _, err := range reported {
-		require.ErrorIs(t, err, seqsched.ErrDiscarded)
-	}
-	require.NoError(t, <-discarded)
-	require.NoError(t, <-closing)
-}
-
-func TestQueuedCountsTheTasksASuccessorWaitsBehind(t *testing.T) {
-	s := newScheduler[string](t)
-	release, busy := gate(t, s, "k")
-	for range 5 {
-		_, err := s.Go(context.Background(), "k", func(context.Context) error { return nil })
-		require.NoError(t, err)
-	}
-	removed := make(chan error, 1)
-	go func() { removed <- s.Remove(context.Background(), "k") }()
-	for { // Remove closed the session
-		if _, err := s.Go(context.Background(), "k", func(context.Context) error { return nil }); err != nil {
-			require.ErrorIs(t, err, seqsched.ErrSessionClosing)
-			break
-		}
-		runtime.Gosched()
-	}
-	h, err := s.Open("k")
-	require.NoError(t, err)
-	_, normal := s.Queued("k")
-	_, hn := h.Queued()
-	require.GreaterOrEqual(t, normal, 5, "the key's queued tasks, the predecessor's included")
-	require.Equal(t, normal, hn, "the handle on the successor says the same")
-	release()
-	awaitAll(t, busy)
-	require.NoError(t, <-removed)
-	require.NoError(t, h.Close(context.Background()))
+	require.NoError(t, <-done)
+	awaitAll(t, g)
+	require.NoError(t, s.Remove(context.Background(), "a"))
+	require.ElementsMatch(t, []string{
+		"ERROR seqsched: posted task failed",
+		"DEBUG seqsched: posted task failed",
+		"DEBUG seqsched: posted task failed",
+	}, rh.get())
 }

@@ -1,3 +1,8 @@
+// Shared helpers for the package's tests: one gate, one recorder, one slog
+// handler double, and the guards every file uses. Tests are filed by the
+// guarantee they check (order_test.go, priority_test.go, ...); a helper
+// used by one file lives in that file.
+
 package seqsched_test
 
 import (
@@ -97,14 +102,38 @@ type funcHandler struct {
 }
 
 func (h *funcHandler) Enabled(context.Context, slog.Level) bool { return true }
+
 func (h *funcHandler) Handle(ctx context.Context, r slog.Record) error {
 	if h.handle == nil {
 		return nil
 	}
 	return h.handle(ctx, r)
 }
+
 func (h *funcHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *funcHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *funcHandler) WithGroup(string) slog.Handler { return h }
+
+// failures collects what WithErrorHandler is given.
+type failures struct {
+	mu   sync.Mutex
+	errs map[string][]error
+}
+
+func (f *failures) handle(_ context.Context, key string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.errs == nil {
+		f.errs = map[string][]error{}
+	}
+	f.errs[key] = append(f.errs[key], err)
+}
+
+func (f *failures) get(key string) []error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]error(nil), f.errs[key]...)
+}
 
 // within fails the test if f does not return within d: a guard against a
 // hang, never a synchronisation.

@@ -1075,6 +1075,13 @@ func (r *run) behave(rc *rec, ctx context.Context, target, second *handle) (int,
 		if own == nil {
 			break // refused: the key is draining or the scheduler closing
 		}
+		// Re-entry is known by ctx alone: with an unrelated ctx, Await
+		// waits until that ctx ends (here, at once).
+		unrelated, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := own.await(unrelated); !errors.Is(err, context.Canceled) && !isClosed(own.done()) {
+			r.failf("task %d: Await of its own session's future with an unrelated, canceled ctx = %v; want context.Canceled", rc.id, err)
+		}
 		// ErrWouldDeadlock, unless a Discard or a forced Shutdown has
 		// resolved the future already: then its outcome.
 		if _, err := own.await(ctx); !errors.Is(err, seqsched.ErrWouldDeadlock) && !isClosed(own.done()) {

@@ -53,7 +53,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Close stops the consumer, like http.Server.Shutdown: it stops fetching,
+// Close stops the consumer in one call, drain then give-up, as the core's
+// Scheduler.Shutdown does (and unlike http.Server.Shutdown, which never
+// forces): it stops fetching,
 // waits for the records taken to finish, commits, leaves the group and
 // closes the client, then returns nil, or a *CommitError naming the
 // partitions whose final commit failed (their records done since their
