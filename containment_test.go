@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func TestPanicResolvesWithPanicErrorAndSessionContinues(t *testing.T) {
 			} else {
 				require.Equal(t, tc.value, perr.Value)
 			}
-			require.Contains(t, string(perr.Stack), "task_test.go", "stack must show where the task panicked")
+			require.Contains(t, string(perr.Stack), "containment_test.go", "stack must show where the task panicked")
 
 			v, err := next.Await(context.Background())
 			require.NoError(t, err)
@@ -94,7 +95,7 @@ func TestGoexitResolvesWithErrGoexitAndSessionContinues(t *testing.T) {
 }
 
 func TestFnPanicAndGoexitFailTheTaskAndTheSessionGoesOn(t *testing.T) {
-	var logs records
+	var logs recorder
 	s, err := seqsched.New[string](seqsched.WithLogger(logs.logger()))
 	require.NoError(t, err)
 	p, err := s.Go(context.Background(), "a", func(context.Context) error { panic("boom") })
@@ -115,14 +116,14 @@ func TestFnPanicAndGoexitFailTheTaskAndTheSessionGoesOn(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 7, n)
 	shutdownClean(t, s)
-	require.Equal(t, []string{"ERROR seqsched: task panicked", "ERROR seqsched: task called runtime.Goexit"}, logs.messages())
+	require.Equal(t, []string{"ERROR seqsched: task panicked", "ERROR seqsched: task called runtime.Goexit"}, logs.get())
 	require.Equal(t, uint64(2), s.Stats().Panics)
 }
 
 func TestErrorHandlerPanicOrGoexitIsLoggedAndTheNextReportGoesOn(t *testing.T) {
 	for _, how := range []string{"panic", "goexit"} {
 		t.Run(how, func(t *testing.T) {
-			var logs records
+			var logs recorder
 			var mu sync.Mutex
 			var reported []string
 			s, err := seqsched.New[string](seqsched.WithLogger(logs.logger()),
@@ -151,12 +152,12 @@ func TestErrorHandlerPanicOrGoexitIsLoggedAndTheNextReportGoesOn(t *testing.T) {
 			if how == "goexit" {
 				want = "ERROR seqsched: WithErrorHandler called runtime.Goexit"
 			}
-			require.Equal(t, []string{want}, logs.messages())
+			require.Equal(t, []string{want}, logs.get())
 		})
 	}
 }
 
-func TestErrorHandlerThatPanicsOrGoexits(t *testing.T) {
+func TestErrorHandlerThatPanicsOrGoexitsStopsNoTaskNorShutdown(t *testing.T) {
 	for _, how := range []string{"panic", "goexit"} {
 		for _, limit := range []int{0, 1} {
 			var calls sync.WaitGroup
@@ -186,8 +187,24 @@ func TestErrorHandlerThatPanicsOrGoexits(t *testing.T) {
 func TestLogHandlerPanicOrGoexitDropsOnlyItsRecord(t *testing.T) {
 	for _, how := range []string{"panic", "goexit"} {
 		t.Run(how, func(t *testing.T) {
-			logs := records{bad: "seqsched: posted task failed", how: how}
-			s, err := seqsched.New[string](seqsched.WithLogger(logs.logger()))
+			// The log handler misbehaves on the first record of a failed
+			// post, once it has collected it.
+			var logs recorder
+			var misbehaved atomic.Bool
+			collect := logs.handler().handle
+			handler := &funcHandler{handle: func(ctx context.Context, rec slog.Record) error {
+				if err := collect(ctx, rec); err != nil {
+					return err
+				}
+				if rec.Message == "seqsched: posted task failed" && !misbehaved.Swap(true) {
+					if how == "goexit" {
+						runtime.Goexit()
+					}
+					panic("logger " + rec.Message)
+				}
+				return nil
+			}}
+			s, err := seqsched.New[string](seqsched.WithLogger(slog.New(handler)))
 			require.NoError(t, err)
 			for i := range 3 {
 				require.NoError(t, s.Post(context.Background(), "a", func(context.Context) error { return fmt.Errorf("e%d", i) }))
@@ -201,7 +218,7 @@ func TestLogHandlerPanicOrGoexitDropsOnlyItsRecord(t *testing.T) {
 				"ERROR seqsched: posted task failed", // the one the handler failed on, seen before it failed
 				"ERROR seqsched: posted task failed",
 				"ERROR seqsched: posted task failed",
-			}, logs.messages())
+			}, logs.get())
 		})
 	}
 }
@@ -227,7 +244,7 @@ func TestPostFailureIsReportedWhenLoggerGoexits(t *testing.T) {
 func TestWeightPanicOrGoexitCountsAsOneAndIsLoggedOnce(t *testing.T) {
 	for _, how := range []string{"panic", "goexit"} {
 		t.Run(how, func(t *testing.T) {
-			var logs records
+			var logs recorder
 			s, err := seqsched.New[string](seqsched.WithLogger(logs.logger()), seqsched.WithWeight(func(string) int {
 				if how == "panic" {
 					panic("weight")
@@ -244,7 +261,7 @@ func TestWeightPanicOrGoexitCountsAsOneAndIsLoggedOnce(t *testing.T) {
 			awaitAll(t, fs...)
 			require.Len(t, ran.get(), 25)
 			shutdownClean(t, s)
-			msgs := logs.messages()
+			msgs := logs.get()
 			require.NotEmpty(t, msgs)
 			for _, m := range msgs {
 				require.Contains(t, m, "ERROR seqsched: WithWeight")
@@ -281,7 +298,7 @@ func (p panicky) Format(fmt.State, rune) { p.misbehave() }
 func TestMethodsOfUserValuesThatPanicOrGoexitLoseNothing(t *testing.T) {
 	for _, how := range []string{"panic", "goexit"} {
 		t.Run(how, func(t *testing.T) {
-			var logs records
+			var logs recorder
 			s, err := seqsched.New[string](seqsched.WithLogger(logs.logger()))
 			require.NoError(t, err)
 			v := panicky{how}
@@ -350,7 +367,7 @@ func TestPostWithoutHandlerLogsFailures(t *testing.T) {
 }
 
 func TestAPostedFnsOwnFailureIsLoggedAtErrorWhateverItWraps(t *testing.T) {
-	var logs records
+	var logs recorder
 	s, err := seqsched.New[string](seqsched.WithLogger(logs.logger()))
 	require.NoError(t, err)
 	for _, e := range []error{
@@ -368,16 +385,16 @@ func TestAPostedFnsOwnFailureIsLoggedAtErrorWhateverItWraps(t *testing.T) {
 		"ERROR seqsched: posted task failed",
 		"ERROR seqsched: posted task failed",
 		"ERROR seqsched: posted task failed",
-	}, logs.messages())
+	}, logs.get())
 }
 
 // Without WithLogger or WithErrorHandler, failures reach slog.Default(): a
 // posted task's own error at Error, one that never ran because its
 // submitter's ctx ended, or Discard dropped it, at Debug.
 func TestFailuresReachTheDefaultLoggerAtTheirLevel(t *testing.T) {
-	rh := &recordHandler{}
+	var rh recorder
 	old := slog.Default()
-	slog.SetDefault(slog.New(rh))
+	slog.SetDefault(rh.logger())
 	defer slog.SetDefault(old)
 	s := newScheduler[string](t) // captures slog.Default() now
 	require.NoError(t, s.Post(context.Background(), "a", func(context.Context) error { return errors.New("write failed") }))

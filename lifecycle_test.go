@@ -1,11 +1,11 @@
 // Lifecycle: Remove, Discard, a handle's last Close, Shutdown and Close.
-// Remove and the last Close drain what was accepted, and return nil only
-// once every task accepted for the key has run and its failures are
-// reported; Discard drops the backlog and cancels the running task; a
-// successor opened meanwhile waits behind the closing session; Shutdown
-// drains and gives up (forcing) when its ctx ends; Close gives up at once.
-// Handles are counted, and after Shutdown every operation returns
-// ErrClosed.
+// Remove and the last Close drain what the session accepted; Remove
+// returns nil only once every task accepted for the key has run and the
+// key's failures are reported. Discard refuses new tasks at once, drops
+// the backlog and cancels the running task. A session opened meanwhile
+// waits behind the closing one. Shutdown drains, and gives up (dropping
+// queued tasks with ErrClosed) when its ctx ends; Close gives up at once;
+// afterwards every operation returns ErrClosed. Handles are counted.
 
 package seqsched_test
 
@@ -384,7 +384,7 @@ func TestDiscardRefusesNewTasksAtOnce(t *testing.T) {
 	awaitAll(t, g)
 }
 
-func TestDiscardOfIdleAndUnknownKeys(t *testing.T) {
+func TestDiscardOfAnIdleOrUnknownKeyReturnsNilAndClosesItsHandles(t *testing.T) {
 	s := newScheduler[string](t)
 	require.NoError(t, s.Discard(context.Background(), "never"))
 	h, err := s.Open("pinned")

@@ -1,7 +1,8 @@
-// Shared helpers for the package's tests: one gate, one recorder, one slog
-// handler double, and the guards every file uses. Tests are filed by the
-// guarantee they check (order_test.go, priority_test.go, ...); a helper
-// used by one file lives in that file.
+// TestMain and the helpers the test files share: newScheduler, one gate,
+// one recorder, one slog handler double (funcHandler), one error handler
+// double (failures), within and seedBytes. The tests are filed by the
+// guarantee they check, one file each; a helper that one file uses lives
+// in that file.
 
 package seqsched_test
 
@@ -56,6 +57,21 @@ func (r *recorder) get() []string {
 	defer r.mu.Unlock()
 	return slices.Clone(r.events)
 }
+
+// handler returns a funcHandler that adds each record to r as
+// "LEVEL message" and then formats the record's attrs, as a real handler
+// does: methods of user values (an error's Error, a panic value's String)
+// run there.
+func (r *recorder) handler() *funcHandler {
+	return &funcHandler{handle: func(_ context.Context, rec slog.Record) error {
+		r.add("%s %s", rec.Level, rec.Message)
+		rec.Attrs(func(a slog.Attr) bool { _ = a.Value.String(); return true })
+		return nil
+	}}
+}
+
+// logger returns a logger whose records r collects (see handler).
+func (r *recorder) logger() *slog.Logger { return slog.New(r.handler()) }
 
 // gate submits a task on key that blocks until the returned release is
 // called, and waits until it is running, so that later submissions to key

@@ -1,9 +1,9 @@
 // Re-entry: fn, the error handler and the logger may call every public
 // operation, on their own session, another one, or the scheduler, with the
 // ctx they were given; each completes or returns ErrWouldDeadlock, and no
-// two callers wait for each other. Under WithMaxConcurrency a task that
-// waits (Await, Remove, Discard) lends its slot, and takes it back before
-// it runs on.
+// two callers wait for each other for ever. Under WithMaxConcurrency a
+// task that waits (Await, Discard) lends its slot and takes it back before
+// it runs on; after a forced Shutdown it runs on without one.
 
 package seqsched_test
 
@@ -124,7 +124,7 @@ func TestDiscardFromItsOwnTaskDiscardsAndReturnsErrWouldDeadlock(t *testing.T) {
 	require.Empty(t, ran.get())
 }
 
-func TestDiscardFromTheErrorHandler(t *testing.T) {
+func TestDiscardFromTheErrorHandlerEndsAnotherSessionAndReturnsErrWouldDeadlockForItsOwn(t *testing.T) {
 	got := make(chan error, 2)
 	var s *seqsched.Scheduler[string]
 	var once sync.Once
@@ -871,7 +871,7 @@ func TestOverlappingAwaitsOfOneTaskLeaveEverySlot(t *testing.T) {
 	})
 }
 
-func TestDiscardOfAnotherSessionFromATaskUnderLimitOne(t *testing.T) {
+func TestDiscardOfAnotherSessionFromATaskUnderLimitOneCompletes(t *testing.T) {
 	s := newScheduler[string](t, seqsched.WithMaxConcurrency(1))
 	var ran recorder
 	gateA := make(chan struct{})

@@ -1,0 +1,244 @@
+// The task's ctx: it carries the submitter's values and deadline, is
+// canceled with the submitter's ctx (a task whose ctx ended before it
+// started is skipped), ends when the task is over, and keeps the whole
+// context.Context contract in every state; ctxViolations is the one
+// checker of that contract, used here and by the model test.
+
+package seqsched_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seqsched/seqsched"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestTaskContextCarriesSubmitterValuesAndDeadline(t *testing.T) {
+	s := newScheduler[string](t)
+	type key struct{}
+	deadline := time.Now().Add(time.Hour)
+	ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), key{}, "v"), deadline)
+	defer cancel()
+	f, err := seqsched.Submit(ctx, s, "k", func(ctx context.Context) (any, error) {
+		d, ok := ctx.Deadline()
+		assert.True(t, ok)
+		assert.Equal(t, deadline, d)
+		return ctx.Value(key{}), ctx.Err()
+	})
+	require.NoError(t, err)
+	v, err := f.Await(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, "v", v)
+}
+
+func TestTaskContextIsCanceledWithSubmitterContext(t *testing.T) {
+	for _, derive := range []bool{false, true} {
+		name := map[bool]string{false: "task ctx", true: "ctx derived in task"}[derive]
+		t.Run(name, func(t *testing.T) {
+			s := newScheduler[string](t)
+			ctx, cancel := context.WithCancel(context.Background())
+			started := make(chan struct{})
+			f, err := s.Go(ctx, "k", func(ctx context.Context) error {
+				if derive {
+					var stop context.CancelFunc
+					ctx, stop = context.WithCancel(ctx)
+					defer stop()
+				}
+				close(started)
+				<-ctx.Done()
+				return ctx.Err()
+			})
+			require.NoError(t, err)
+			<-started
+			cancel()
+			_, err = f.Await(context.Background())
+			require.ErrorIs(t, err, context.Canceled)
+		})
+	}
+}
+
+func TestTaskWhoseContextEndedBeforeStartIsSkipped(t *testing.T) {
+	s := newScheduler[string](t)
+	var r recorder
+	release, g := gate(t, s, "k")
+	ctx, cancel := context.WithCancel(context.Background())
+	before := record(t, s, &r, "k", "before")
+	skipped, err := s.Go(ctx, "k", func(context.Context) error { r.add("must not run"); return nil })
+	require.NoError(t, err)
+	after := record(t, s, &r, "k", "after")
+	cancel()
+	release()
+	awaitAll(t, g, before, after)
+	_, err = skipped.Await(context.Background())
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, []string{"before", "after"}, r.get())
+	require.Equal(t, uint64(1), s.Stats().Skipped)
+}
+
+// A posted task's ctx keeps the context contract, and the deadlock guard
+// knows it.
+func TestPostedTaskCtxKeepsTheContractAndTheDeadlockGuardKnowsIt(t *testing.T) {
+	var fl failures
+	s := newScheduler[string](t, seqsched.WithErrorHandler(fl.handle))
+	parent := context.WithValue(context.Background(), ctxProbeKey{}, "probe")
+	kept := make(chan context.Context, 1)
+	require.NoError(t, s.Post(parent, "a", func(ctx context.Context) error {
+		defer func() { kept <- ctx }()
+		if v := ctxViolations(ctx, "probe"); v != nil {
+			return errors.New(strings.Join(v, "; "))
+		}
+		f, err := s.Go(ctx, "a", func(context.Context) error { return nil })
+		if err != nil {
+			return err
+		}
+		if _, err := f.Await(ctx); !errors.Is(err, seqsched.ErrWouldDeadlock) {
+			return fmt.Errorf("Await of own session = %v", err)
+		}
+		return nil
+	}))
+	ctx := <-kept
+	require.NoError(t, s.Remove(context.Background(), "a"))
+	require.Empty(t, fl.get("a"))
+	require.ErrorIs(t, ctx.Err(), context.Canceled, "done once the task is over")
+	require.Empty(t, ctxViolations(ctx, "probe"))
+}
+
+// ctxProbeKey is a value the tests put in submit ctxs, so that the
+// conformance check can see that a task's ctx carries it.
+type ctxProbeKey struct{}
+
+// ctxViolations checks ctx against the whole context.Context contract at
+// this moment and returns what it breaks (nil when nothing):
+//   - Done closed ⇒ Err non-nil; Err non-nil ⇒ Done closed;
+//   - Err, once non-nil, is stable, and so are Done's channel and Deadline;
+//   - context.Cause is non-nil once Err is;
+//   - Value(ctxProbeKey{}) is want (pass nil for "not set");
+//   - WithCancel, WithTimeout, AfterFunc and WithoutCancel derive from it
+//     without panicking; a child of a done ctx is done at once with its
+//     parent's error, and an AfterFunc on it runs.
+//
+// It is safe to call from any goroutine at any moment, also while ctx
+// changes state; a violation is reported whatever the interleaving.
+func ctxViolations(ctx context.Context, want any) (v []string) {
+	add := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)) }
+	defer func() {
+		if r := recover(); r != nil {
+			add("panicked: %v", r)
+		}
+	}()
+	d1, ok1 := ctx.Deadline()
+	done := ctx.Done()
+	errBefore := ctx.Err()
+	closed := isClosed(done)
+	errAfter := ctx.Err()
+	if errBefore != nil && !closed {
+		add("Err() = %v while Done() is not closed", errBefore)
+	}
+	if closed && errAfter == nil {
+		add("Done() is closed but Err() = nil")
+	}
+	if errBefore != nil && errAfter != errBefore {
+		add("Err() changed from %v to %v", errBefore, errAfter)
+	}
+	if ctx.Done() != done {
+		add("Done() returned a different channel")
+	}
+	if d2, ok2 := ctx.Deadline(); !d2.Equal(d1) || ok2 != ok1 {
+		add("Deadline() changed from %v,%v to %v,%v", d1, ok1, d2, ok2)
+	}
+	if errAfter != nil && context.Cause(ctx) == nil {
+		add("Err() = %v but Cause() = nil", errAfter)
+	}
+	if got := ctx.Value(ctxProbeKey{}); got != want {
+		add("Value(probe) = %v; want %v", got, want)
+	}
+
+	child, cancel := context.WithCancel(ctx)
+	if closed {
+		if !isClosed(child.Done()) || !errors.Is(child.Err(), errAfter) {
+			add("WithCancel of a done ctx: child done %v, Err %v; want done with %v",
+				isClosed(child.Done()), child.Err(), errAfter)
+		}
+	}
+	cancel()
+	timed, cancel := context.WithTimeout(ctx, time.Hour)
+	if closed && !isClosed(timed.Done()) {
+		add("WithTimeout of a done ctx is not done")
+	}
+	if dl, ok := timed.Deadline(); !ok || (ok1 && dl.After(d1)) {
+		add("WithTimeout's deadline %v,%v ignores the ctx's %v,%v", dl, ok, d1, ok1)
+	}
+	cancel()
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { close(fired) })
+	if closed {
+		// The contract: f runs, on its own goroutine, at once. The timer
+		// only turns a hang into a report; it synchronises nothing.
+		select {
+		case <-fired:
+		case <-time.After(10 * time.Second):
+			add("AfterFunc on a done ctx never ran")
+		}
+	} else {
+		stop()
+	}
+	detached := context.WithoutCancel(ctx)
+	if detached.Done() != nil || detached.Err() != nil || detached.Value(ctxProbeKey{}) != want {
+		add("WithoutCancel: Done %v, Err %v, Value %v", detached.Done(), detached.Err(), detached.Value(ctxProbeKey{}))
+	}
+	return v
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// ctxChecker runs ctxViolations on a ctx from several goroutines at once,
+// until stop, and collects what they find.
+type ctxChecker struct {
+	wg   sync.WaitGroup
+	stop chan struct{}
+	mu   sync.Mutex
+	v    []string
+}
+
+// finish stops the checkers and returns what they found.
+func (c *ctxChecker) finish() []string {
+	close(c.stop)
+	c.wg.Wait()
+	return c.v
+}
+
+func checkCtxConcurrently(ctx context.Context, want any, goroutines int) *ctxChecker {
+	c := &ctxChecker{stop: make(chan struct{})}
+	for range goroutines {
+		c.wg.Go(func() {
+			for {
+				if v := ctxViolations(ctx, want); len(v) > 0 {
+					c.mu.Lock()
+					c.v = append(c.v, v...)
+					c.mu.Unlock()
+					return
+				}
+				select {
+				case <-c.stop:
+					return
+				default:
+				}
+			}
+		})
+	}
+	return c
+}
