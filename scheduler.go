@@ -46,6 +46,7 @@ type Scheduler[K comparable] struct {
 	idleCap int // idle records kept per shard
 	slots   slots[K]
 	core    core
+	records sync.Pool // of *session[K], evicted idle records for reuse (see recycle)
 
 	// live counts the live tokens: one per goroutine the scheduler runs,
 	// and one per session waiting in the ready queue. Shutdown is done when

@@ -49,11 +49,17 @@ func (s *Scheduler[K]) shard(key K) *shard[K] {
 	return &s.shards[maphash.Comparable(s.seed, key)&s.mask]
 }
 
-// makeSession creates key's session, idle and unlisted, in sh's map.
+// makeSession creates key's session, idle and unlisted, in sh's map: a
+// recycled record if there is one (see recycle), so that keys that come
+// and go cost no allocation.
 func (s *Scheduler[K]) makeSession(sh *shard[K], key K) *session[K] {
-	sess := &session[K]{key: key, sh: sh}
+	sess, _ := s.records.Get().(*session[K])
+	if sess == nil {
+		sess = new(session[K])
+		sess.start = func() { s.work(sess) }
+	}
+	sess.key, sess.sh = key, sh
 	sess.base.core, sess.base.owner = &s.core, sess
-	sess.start = func() { s.work(sess) }
 	if sh.sessions == nil {
 		sh.sessions = make(map[K]*session[K])
 	}
@@ -72,7 +78,25 @@ func (s *Scheduler[K]) keepIdle(sh *shard[K], sess *session[K]) {
 		old := sh.idle.tail
 		sh.idle.remove(old)
 		sh.forget(old)
+		s.recycle(old)
 	}
+}
+
+// recycle keeps an evicted idle record for makeSession. Only a record that
+// no handle ever held is recycled, so that a handle never reaches another
+// key's session; an idle record has no goroutine, no task in a queue and
+// no callback running, and its last goroutine let go of it before the
+// shard lock the caller holds was last released. A resolved task may
+// still point at it: a resolved task's ctx no longer names its session
+// (see callerOf), and cut is cleared here.
+func (s *Scheduler[K]) recycle(sess *session[K]) {
+	if sess.handled {
+		return
+	}
+	start := sess.start
+	*sess = session[K]{}
+	sess.start = start
+	s.records.Put(sess)
 }
 
 // unlistIdle takes sess off the idle list, if it is on it: it got work or
