@@ -128,6 +128,11 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	s.core.force, s.core.cancel = context.WithCancel(context.Background())
 	s.slots.max = o.maxConcurrency
 	s.slots.ready.which = listReady
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.pending.which = listReady
+		sh.starter = func() { s.startFrom(sh) }
+	}
 	if o.maxConcurrency > 0 {
 		s.core.lender = s
 	}

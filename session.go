@@ -161,19 +161,79 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (start boo
 }
 
 // schedule makes idle (or just released) sess runnable: running with a
-// goroutine to start, or ready in the slots' queue. Either way it takes a
-// live token, under the lock that publishes the move, so that Shutdown's
-// barrier sees it (see Scheduler.live).
+// goroutine to start, or ready, waiting in the slots' queue (under a
+// limit) or in its shard's start queue (see shard.pending). Either way it
+// takes a live token, under the lock that publishes the move, so that
+// Shutdown's barrier sees it (see Scheduler.live).
 func (s *Scheduler[K]) schedule(sh *shard[K], sess *session[K]) (start bool) {
 	s.takeToken()
+	if s.slots.max == 0 && sh.workers > 0 {
+		sh.move(sess, stateReady)
+		sh.pending.pushBack(sess)
+		if !sh.starterOnWay {
+			sh.starterOnWay = true
+			s.takeToken() // the starter's
+			go sh.starter()
+		}
+		return false
+	}
 	if !s.claimSlot(sess) {
 		sh.move(sess, stateReady)
 		return false
 	}
+	s.run(sh, sess)
+	return true
+}
+
+// run moves sess to running, for the goroutine about to run it, and puts
+// its first task in hand.
+func (s *Scheduler[K]) run(sh *shard[K], sess *session[K]) {
+	if s.slots.max == 0 {
+		sh.workers++
+	}
 	sh.move(sess, stateRunning)
 	sess.w.begin()
 	sh.take(sess, s.opts.highBurst)
-	return true
+}
+
+// startNext is what a goroutine of sh does when its session retired,
+// without a limit: it takes the oldest session of the start queue, if any
+// (whose live token the caller then gives back: the goroutine's serves),
+// or it stops counting as sh's worker.
+func (s *Scheduler[K]) startNext(sh *shard[K]) *session[K] {
+	next := sh.pending.head
+	if next == nil {
+		sh.workers--
+		return nil
+	}
+	sh.pending.remove(next)
+	sh.workers-- // run counts it again
+	s.run(sh, next)
+	return next
+}
+
+// startFrom is a starter's body (shard.starter): it takes the oldest
+// session of sh's start queue and runs it, after starting the next starter
+// if more wait, since the session it runs may block in a task for ever.
+// No user code runs before work's guard.
+func (s *Scheduler[K]) startFrom(sh *shard[K]) {
+	sh.mu.Lock()
+	sess := sh.pending.head
+	if sess == nil {
+		sh.starterOnWay = false
+		sh.mu.Unlock()
+		s.releaseToken()
+		return
+	}
+	sh.pending.remove(sess)
+	s.run(sh, sess)
+	if sh.starterOnWay = sh.pending.head != nil; sh.starterOnWay {
+		s.takeToken()
+		go sh.starter()
+	}
+	sh.mu.Unlock()
+	s.releaseToken() // sess's token merges into this goroutine's
+	s.work(sess)
 }
 
 // pick takes sess's next task for its worker: the oldest High one, else
@@ -297,7 +357,7 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		return resolved, false // its goroutine, or its release, will report
 	}
 	if succ := sess.succ; succ != nil && sess.drain != nil && len(sess.reports) == 0 &&
-		succ.queued() > 0 && s.replaceReady(sess, succ) {
+		succ.queued() > 0 && s.replaceReady(sh, sess, succ) {
 		// Nothing left to run or report: sess is forgotten now, and its
 		// successor takes its place in the ready queue, with its live
 		// token: the key waited its turn already.
@@ -310,12 +370,11 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 	// Waiting for a slot: what is left (reports, then forgetting it if it
 	// closes) needs a goroutine, not a slot. The live token it holds in
 	// the ready queue passes to that goroutine.
-	if !s.unqueue(sess) {
+	if !s.unqueue(sh, sess) {
 		return resolved, false // a goroutine took it off the queue and will claim it
 	}
 	sess.w.slot = false
-	sh.move(sess, stateRunning)
-	sess.w.begin()
+	s.run(sh, sess)
 	return resolved, true
 }
 

@@ -20,6 +20,18 @@ type shard[K comparable] struct {
 
 	idle sessionList[K] // idle records, newest first
 
+	// Without WithMaxConcurrency: sessions that get work while a goroutine
+	// is at work on this shard wait in pending, the start queue, instead
+	// of each starting a goroutine. A goroutine whose session retires takes
+	// the oldest (startNext); a starter makes sure one is taken even while
+	// every goroutine is busy in a task (startFrom). workers counts the
+	// goroutines running this shard's sessions; starterOnWay is set while a
+	// starter is on its way.
+	pending      sessionList[K]
+	workers      int
+	starterOnWay bool
+	starter      func() // runs startFrom for this shard; made once
+
 	busy      int    // sessions with queued or running work (see session.busy)
 	running   int    // sessions running a task right now
 	queued    [2]int // tasks waiting, by priority

@@ -56,10 +56,15 @@ func (s *Scheduler[K]) claimSlot(sess *session[K]) bool {
 	return false
 }
 
-// unqueue takes sess out of the ready queue (Discard, a forced Shutdown)
-// and reports whether it was there: a session just popped by a goroutine
-// that is about to claim it is not.
-func (s *Scheduler[K]) unqueue(sess *session[K]) bool {
+// unqueue takes sess out of the ready queue, or without a limit out of its
+// shard's start queue (Discard, a forced Shutdown), and reports whether it
+// was there: a session just popped by a goroutine that is about to claim
+// it is not. Called with sh.mu held.
+func (s *Scheduler[K]) unqueue(sh *shard[K], sess *session[K]) bool {
+	if s.slots.max == 0 {
+		sh.pending.remove(sess) // taken off only under sh.mu, by startNext and startFrom
+		return true
+	}
 	s.slots.mu.Lock()
 	defer s.slots.mu.Unlock()
 	if !s.slots.ready.contains(sess) {
@@ -69,9 +74,13 @@ func (s *Scheduler[K]) unqueue(sess *session[K]) bool {
 	return true
 }
 
-// replaceReady puts succ in old's place in the ready queue and reports
-// whether old was there.
-func (s *Scheduler[K]) replaceReady(old, succ *session[K]) bool {
+// replaceReady puts succ in old's place in the ready queue (or its shard's
+// start queue) and reports whether old was there. Called with sh.mu held.
+func (s *Scheduler[K]) replaceReady(sh *shard[K], old, succ *session[K]) bool {
+	if s.slots.max == 0 {
+		sh.pending.replace(old, succ)
+		return true
+	}
 	q := &s.slots
 	q.mu.Lock()
 	defer q.mu.Unlock()

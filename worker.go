@@ -327,6 +327,9 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		passOn, w.slot = w.slot, false
 		succ, start = s.retire(sh, sess)
 		next = nil
+		if !limited {
+			next = s.startNext(sh)
+		}
 	}
 	sh.mu.Unlock()
 	if done != nil {
@@ -342,6 +345,8 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		runtime.Gosched()
 	case passOn:
 		next = s.passSlot()
+	case next != nil && next != sess && !limited:
+		s.releaseToken() // next's token merges into the goroutine's
 	}
 	return next
 }
