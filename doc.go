@@ -48,7 +48,8 @@
 //     per running session (worker.go: work, step, advance).
 //   - High before Normal, WithHighBurst: shard.pick in session.go.
 //   - No goroutine or polling while idle; bounded idle records: schedule
-//     starts a goroutine only for an idle session that gets work; retire
+//     starts a goroutine only for an idle session that gets work (or
+//     queues it in its shard's start queue: startNext, startFrom); retire
 //     and keepIdle (shard.go) end it and bound the records.
 //   - Fairness: turns in worker.go (beginTurn, turnOver, advance);
 //     WithMaxConcurrency's FIFO ready queue and slot hand-offs in slots.go

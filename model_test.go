@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -545,7 +544,6 @@ type run struct {
 	gates       []chan struct{}
 	quiet       atomic.Bool           // a Shutdown returned nil: no user code may run from now on
 	quietAt     int                   // the tick when quiet was first set
-	planEnd     context.Context       // ends once the driver released every gate (see ownWait)
 	late        bool                  // something ran after quiet: the failure shows the trace
 	badWeight   atomic.Bool           // the weight function returned a weight out of range
 	logDropped  atomic.Bool           // a panic or Goexit left the logger's Enabled: a record was dropped
@@ -649,9 +647,6 @@ func runModel(p plan) []string {
 		return []string{err.Error()}
 	}
 	r.s = s
-	planEnd, endPlan := context.WithCancel(context.Background())
-	defer endPlan()
-	r.planEnd = planEnd
 	r.gates = make([]chan struct{}, p.gates)
 	for i := range r.gates {
 		r.gates[i] = make(chan struct{})
@@ -795,7 +790,6 @@ func runModel(p plan) []string {
 	for _, cancel := range blockCancels {
 		cancel()
 	}
-	endPlan()
 	r.mu.Lock()
 	r.closing = true
 	r.mu.Unlock()
@@ -1108,10 +1102,16 @@ func (r *run) checkCtx(rc *rec, ctx context.Context, state string) {
 // context report it); otherwise both say what Err says.
 func (r *run) checkCause(rc *rec, ctx context.Context) {
 	cause, plain := seqsched.Cause(ctx), context.Cause(ctx)
+	canceled := rc.canceled != nil && rc.canceled()
 	r.mu.Lock()
-	discarded := r.discarded[rc.key]
+	discarded, forced := r.discarded[rc.key], r.forced
 	r.mu.Unlock()
 	switch {
+	case !canceled && !forced && cause != seqsched.ErrDiscarded:
+		// Neither its submit ctx nor a forced Shutdown ended it: Discard
+		// did, and Cause says so.
+		r.failf("task %d: its ctx ended (%v) with its submit ctx live and no forced Shutdown; seqsched.Cause(ctx) = %v, want ErrDiscarded (Discard of key %d issued: %v)",
+			rc.id, ctx.Err(), cause, rc.key, discarded)
 	case errors.Is(plain, seqsched.ErrDiscarded):
 		r.failf("task %d: context.Cause(ctx) = %v; only seqsched.Cause may say ErrDiscarded", rc.id, plain)
 	case cause == seqsched.ErrDiscarded && !discarded:
@@ -1206,7 +1206,7 @@ func (r *run) panicking(rc *rec, v any) {
 
 // finish records rc's end and how its fn ended: it returned (v, err)
 // (normal), or else panicked (recorded by panicking) or called
-// runtime.Goexit, its own or a hostile ctx's.
+// runtime.Goexit (its spec's, or an injected one).
 func (r *run) finish(rc *rec, normal bool, v int, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -1359,8 +1359,8 @@ func (r *run) check() {
 	// Discard by key that returned nil started after it returned, and
 	// nothing queued behind a task that Discard dropped ran.
 	// And a future of the key accepted before such a Discard that never
-	// ran, with no other reason to be skipped (a canceled or hostile
-	// submit ctx, a forced Shutdown), resolved with ErrDiscarded.
+	// ran, with no other reason to be skipped (a canceled submit ctx, a
+	// forced Shutdown), resolved with ErrDiscarded.
 	for _, ev := range r.ends {
 		if ev.kind != endDiscard || !ev.ok {
 			continue
@@ -1447,8 +1447,17 @@ func (r *run) check() {
 			for _, o := range started {
 				if o.start > from && o.start < x.start && o.key != key {
 					if others[o.key]++; others[o.key] > r.turn(o.key) {
-						fail("key %d: task %d waited (from %d to %d) while key %d started %d tasks; turn %d; trace:\n%s",
-							key, x.id, from, x.start, o.key, others[o.key], r.turn(o.key), r.dump(started))
+						hint := ""
+						if r.epoch[key] > 0 || r.ended[key] {
+							// A successor that Open made while the key's
+							// session closed goes on where that session
+							// left off: it does not start at the back
+							// of the ready queue (regression seed
+							// 4363303553723065933).
+							hint = fmt.Sprintf(" (key %d's session was ended, and followed by a new one, during the run)", key)
+						}
+						fail("key %d: task %d waited (from %d to %d) while key %d started %d tasks; turn %d%s; trace:\n%s",
+							key, x.id, from, x.start, o.key, others[o.key], r.turn(o.key), hint, r.dump(started))
 						break
 					}
 				}
@@ -1457,7 +1466,7 @@ func (r *run) check() {
 	}
 }
 
-// checkSpec checks that rc's fn, which nothing hostile disturbed, did what
+// checkSpec checks that rc's fn, which no injected action disturbed, did what
 // its spec says.
 func (r *run) checkSpec(rc *rec, fail func(string, ...any)) {
 	got := fmt.Sprintf("exit %d (%d, %v, panic %v)", rc.exit, rc.retV, rc.retErr, rc.panicVal)
@@ -1665,9 +1674,6 @@ func (r *run) checkWeightLogs(counts map[string]int, fail func(string, ...any)) 
 		fail("log: %d records %q; want %d (a weight was out of range: %v)", counts[weightRange], weightRange, want, want == 1)
 	}
 	panics, goexits := int(r.weightExits[aPanic].Load()), int(r.weightExits[aGoexit].Load())
-	if os.Getenv("MODEL_WEIGHT_EACH") != "" && counts[weightPanic] == panics && counts[weightGoexit] == goexits {
-		return // DEV ONLY
-	}
 	if counts[weightPanic]+counts[weightGoexit] != min(panics+goexits, 1) ||
 		counts[weightPanic] > panics || counts[weightGoexit] > goexits {
 		fail("log: %d records %q and %d %q; the weight function panicked %d times and called Goexit %d times (logged once per scheduler)",

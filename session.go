@@ -26,8 +26,9 @@ import "sync/atomic"
 //   - idle: no work and no goroutine; in its shard's map, either as an idle
 //     record (no handles: kept for reuse, bounded, oldest evicted; see
 //     shard.go) or pinned by its handles.
-//   - ready: has work and waits in the ready queue for a slot
-//     (WithMaxConcurrency only); it holds a live token.
+//   - ready: has work and waits for a goroutine: in the slots' ready queue
+//     under WithMaxConcurrency, otherwise in its shard's start queue while
+//     another goroutine is at work on the shard; it holds a live token.
 //   - running: a goroutine runs its turn (worker.go) and holds a live token.
 //   - held: a successor (see open) that waits until its predecessor is
 //     forgotten; it accepts tasks and runs none.
@@ -183,57 +184,6 @@ func (s *Scheduler[K]) schedule(sh *shard[K], sess *session[K]) (start bool) {
 	}
 	s.run(sh, sess)
 	return true
-}
-
-// run moves sess to running, for the goroutine about to run it, and puts
-// its first task in hand.
-func (s *Scheduler[K]) run(sh *shard[K], sess *session[K]) {
-	if s.slots.max == 0 {
-		sh.workers++
-	}
-	sh.move(sess, stateRunning)
-	sess.w.begin()
-	sh.take(sess, s.opts.highBurst)
-}
-
-// startNext is what a goroutine of sh does when its session retired,
-// without a limit: it takes the oldest session of the start queue, if any
-// (whose live token the caller then gives back: the goroutine's serves),
-// or it stops counting as sh's worker.
-func (s *Scheduler[K]) startNext(sh *shard[K]) *session[K] {
-	next := sh.pending.head
-	if next == nil {
-		sh.workers--
-		return nil
-	}
-	sh.pending.remove(next)
-	sh.workers-- // run counts it again
-	s.run(sh, next)
-	return next
-}
-
-// startFrom is a starter's body (shard.starter): it takes the oldest
-// session of sh's start queue and runs it, after starting the next starter
-// if more wait, since the session it runs may block in a task for ever.
-// No user code runs before work's guard.
-func (s *Scheduler[K]) startFrom(sh *shard[K]) {
-	sh.mu.Lock()
-	sess := sh.pending.head
-	if sess == nil {
-		sh.starterOnWay = false
-		sh.mu.Unlock()
-		s.releaseToken()
-		return
-	}
-	sh.pending.remove(sess)
-	s.run(sh, sess)
-	if sh.starterOnWay = sh.pending.head != nil; sh.starterOnWay {
-		s.takeToken()
-		go sh.starter()
-	}
-	sh.mu.Unlock()
-	s.releaseToken() // sess's token merges into this goroutine's
-	s.work(sess)
 }
 
 // pick takes sess's next task for its worker: the oldest High one, else

@@ -118,3 +118,54 @@ func (sh *shard[K]) unlistIdle(sess *session[K]) {
 		sh.idle.remove(sess)
 	}
 }
+
+// run moves sess to running, for the goroutine about to run it, and puts
+// its first task in hand.
+func (s *Scheduler[K]) run(sh *shard[K], sess *session[K]) {
+	if s.slots.max == 0 {
+		sh.workers++
+	}
+	sh.move(sess, stateRunning)
+	sess.w.begin()
+	sh.take(sess, s.opts.highBurst)
+}
+
+// startNext is what a goroutine of sh does when its session retired,
+// without a limit: it takes the oldest session of the start queue, if any
+// (whose live token the caller then gives back: the goroutine's serves),
+// or it stops counting as sh's worker.
+func (s *Scheduler[K]) startNext(sh *shard[K]) *session[K] {
+	next := sh.pending.head
+	if next == nil {
+		sh.workers--
+		return nil
+	}
+	sh.pending.remove(next)
+	sh.workers-- // run counts it again
+	s.run(sh, next)
+	return next
+}
+
+// startFrom is a starter's body (shard.starter): it takes the oldest
+// session of sh's start queue and runs it, after starting the next starter
+// if more wait, since the session it runs may block in a task for ever.
+// No user code runs before work's guard.
+func (s *Scheduler[K]) startFrom(sh *shard[K]) {
+	sh.mu.Lock()
+	sess := sh.pending.head
+	if sess == nil {
+		sh.starterOnWay = false
+		sh.mu.Unlock()
+		s.releaseToken()
+		return
+	}
+	sh.pending.remove(sess)
+	s.run(sh, sess)
+	if sh.starterOnWay = sh.pending.head != nil; sh.starterOnWay {
+		s.takeToken()
+		go sh.starter()
+	}
+	sh.mu.Unlock()
+	s.releaseToken() // sess's token merges into this goroutine's
+	s.work(sess)
+}
