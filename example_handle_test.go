@@ -167,3 +167,28 @@ func ExampleSession_Close() {
 	// <nil>
 	// <nil>
 }
+
+// A callback may call back into the scheduler with the ctx it was given:
+// here the error handler discards the key whose post failed. The Discard
+// cannot wait for the session whose goroutine runs the handler, and says so,
+// having done the discarding.
+func ExampleWithErrorHandler_reentry() {
+	var s *seqsched.Scheduler[string]
+	s, err := seqsched.New[string](seqsched.WithErrorHandler(func(ctx context.Context, key string, err error) {
+		fmt.Printf("%s: %v\n", key, err)
+		if errors.Is(err, seqsched.ErrDiscarded) {
+			return
+		}
+		fmt.Println("discard:", s.Discard(ctx, key))
+	}))
+	if err != nil {
+		panic(err)
+	}
+	_ = s.Post(context.Background(), "acct-9", func(context.Context) error { return errors.New("overdrawn") })
+	_ = s.Post(context.Background(), "acct-9", func(context.Context) error { return nil })
+	_ = s.Shutdown(context.Background())
+	// Output:
+	// acct-9: overdrawn
+	// discard: seqsched: would deadlock
+	// acct-9: seqsched: discarded
+}

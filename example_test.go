@@ -158,3 +158,31 @@ func ExamplePanicError() {
 	}
 	// Output: recovered: bad input stack captured: true
 }
+
+// Close gives up at once, where Shutdown would drain first: the running
+// task's ctx is canceled and what has not started resolves with ErrClosed.
+// A Shutdown after it waits for the goroutines.
+func ExampleScheduler_Close() {
+	s, err := seqsched.New[string]()
+	if err != nil {
+		panic(err)
+	}
+	started := make(chan struct{})
+	running, _ := s.Go(context.Background(), "a", func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	<-started
+	queued, _ := s.Go(context.Background(), "a", func(context.Context) error { return nil })
+	_ = s.Close()
+	_, err = running.Await(context.Background())
+	fmt.Println("running:", err)
+	_, err = queued.Await(context.Background())
+	fmt.Println("queued:", err)
+	fmt.Println("shutdown:", s.Shutdown(context.Background()))
+	// Output:
+	// running: context canceled
+	// queued: seqsched: scheduler closed
+	// shutdown: <nil>
+}
