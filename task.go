@@ -123,11 +123,14 @@ func resolve(j job) { j.wake(j.publish()) }
 // derives from a task's ctx through its documented AfterFunc hook, so a
 // child context starts no goroutine.
 
-// doneState is the done state of a task's ctx.
+// doneState is the done state of a task's ctx: ctx, a context of package
+// context's own, is canceled when the reason is latched, so that contexts
+// derived from the task's register with it and start no goroutine.
 type doneState struct {
-	ch     chan struct{}
-	err    error // the latched reason, set before ch is closed
+	ctx    context.Context
+	cancel context.CancelFunc
 	mu     sync.Mutex
+	err    error // the latched reason; set, under mu, as ctx is canceled
 	closed bool
 	stops  []func() bool // the watches on the submit ctx and the force
 }
@@ -136,7 +139,7 @@ type doneState struct {
 func (t *task) Deadline() (time.Time, bool) { return t.parent.Deadline() }
 
 // Done returns a channel closed when the task's ctx ends.
-func (t *task) Done() <-chan struct{} { return t.state().ch }
+func (t *task) Done() <-chan struct{} { return t.state().ctx.Done() }
 
 // Err returns nil while the task's ctx is live, then the reason it ended.
 func (t *task) Err() error {
@@ -161,7 +164,7 @@ func (t *task) Value(key any) any {
 // AfterFunc is package context's documented hook: a context derived from a
 // task's ctx registers here instead of starting a goroutine to watch it.
 func (t *task) AfterFunc(f func()) func() bool {
-	return context.AfterFunc(doneCtx{t.state()}, f)
+	return context.AfterFunc(t.state().ctx, f)
 }
 
 func (t *task) String() string { return "seqsched.task" }
@@ -186,8 +189,10 @@ func (t *task) state() *doneState {
 	if d := t.done.Load(); d != nil {
 		return d
 	}
-	d := &doneState{ch: make(chan struct{})}
+	d := new(doneState)
+	d.ctx, d.cancel = context.WithCancel(context.Background())
 	if !t.done.CompareAndSwap(nil, d) {
+		d.cancel()
 		return t.done.Load()
 	}
 	var stops []func() bool
@@ -212,7 +217,8 @@ func (t *task) state() *doneState {
 }
 
 // latch makes err the reason the ctx ended, unless one was latched first,
-// closes the channel and stops the watches.
+// closes Done's channel (before Err can return the reason: both under mu)
+// and stops the watches.
 func (d *doneState) latch(err error) {
 	d.mu.Lock()
 	if d.closed {
@@ -220,9 +226,9 @@ func (d *doneState) latch(err error) {
 		return
 	}
 	d.closed, d.err = true, err
+	d.cancel()
 	stops := d.stops
 	d.stops = nil
-	close(d.ch)
 	d.mu.Unlock()
 	stopAll(stops) // a finished task leaves nothing registered on long-lived contexts
 }
@@ -247,22 +253,6 @@ func (t *task) end() {
 		d.latch(context.Canceled)
 	}
 }
-
-// doneCtx is a done state as a context for context.AfterFunc: never
-// deadlined, no values, done when the state is.
-type doneCtx struct{ d *doneState }
-
-func (c doneCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c doneCtx) Done() <-chan struct{}       { return c.d.ch }
-func (c doneCtx) Err() error {
-	select {
-	case <-c.d.ch:
-		return c.d.latched()
-	default:
-		return nil
-	}
-}
-func (c doneCtx) Value(any) any { return nil }
 
 // runningKey is the context key under which a task's ctx, and the ctx a
 // callback is given, answer with who runs: the task, or the callback.
