@@ -12,3 +12,9 @@ func (o shardsOption) apply(opts *options) { opts.shards = int(o) }
 // Live returns s's live tokens: its goroutines, and its sessions waiting
 // for a slot. 0 once Shutdown returned nil.
 func Live[K comparable](s *Scheduler[K]) int64 { return s.tokens() }
+
+func init() { checkMoves = true }
+
+// BadMoves counts, over every scheduler of the test binary, the session
+// moves that are not edges of the state machine's diagram (session.go).
+func BadMoves() int64 { return badMoves.Load() }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -25,7 +26,21 @@ func TestMain(m *testing.M) {
 	// Schedulers log to slog.Default() unless told otherwise; the tests
 	// that check what reaches it set it themselves.
 	slog.SetDefault(slog.New(slog.DiscardHandler))
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(movesChecked{m})
+}
+
+// movesChecked fails the run if any session, in any test (the model test's
+// plans included), made a move that is not an edge of the state machine's
+// diagram in session.go.
+type movesChecked struct{ *testing.M }
+
+func (m movesChecked) Run() int {
+	code := m.M.Run()
+	if n := seqsched.BadMoves(); n > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: %d session moves off the state machine's diagram (session.go)\n", n)
+		code = 1
+	}
+	return code
 }
 
 // newScheduler returns a scheduler that is shut down, and waited for, when

@@ -121,13 +121,34 @@ func (sess *session[K]) busy() bool {
 // queued is how many tasks wait in the session's lanes.
 func (sess *session[K]) queued() int { return sess.high.n + sess.normal.n }
 
+// moves are the edges of the diagram above: moves[from] has bit to set
+// when a session may go from one to the other.
+var moves = [...]uint8{
+	stateIdle:    1<<stateReady | 1<<stateRunning | 1<<stateHeld | 1<<stateGone,
+	stateReady:   1<<stateRunning | 1<<stateGone,
+	stateRunning: 1<<stateIdle | 1<<stateReady | 1<<stateGone,
+	stateHeld:    1<<stateIdle | 1<<stateReady | 1<<stateRunning | 1<<stateGone,
+	stateGone:    0,
+}
+
 // move sets sess's state, keeping the shard's count of busy sessions. It
-// is the one place a state is written.
+// is the one place a state is written. Tests (checkMoves) count every move
+// that is not an edge of the diagram.
 func (sh *shard[K]) move(sess *session[K], to state) {
+	if checkMoves && moves[sess.state]&(1<<to) == 0 {
+		badMoves.Add(1)
+	}
 	was := sess.busy()
 	sess.state = to
 	sh.recount(sess, was)
 }
+
+// checkMoves is set by the tests (export_test.go) only; badMoves counts the
+// moves off the diagram it found.
+var (
+	checkMoves bool
+	badMoves   atomic.Int64
+)
 
 // recount adjusts the busy count after sess's queues changed, given whether
 // it was busy before.
