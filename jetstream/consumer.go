@@ -81,8 +81,12 @@ type callbackMark struct{}
 // unlimited or above WithMaxBuffered (the consumer would hold more than
 // its bound, or stall), an AckWait or BackOff step too short to send
 // InProgress in time, a priority policy other than pinned, a PinnedTTL
-// not above the fetch expiry, the same consumer twice. NewConsumer makes
-// no network call and starts no goroutine.
+// not above the fetch expiry, a MaxRequestBatch below MaxAckPending or a
+// MaxRequestExpires below the pull expiry (the server would refuse every
+// pull), MaxDeliver 1 on a pinned consumer (a message its owner held when
+// it died would never come back, and the next owner would run later
+// messages of its key without it), the same consumer twice. NewConsumer
+// makes no network call and starts no goroutine.
 func NewConsumer(cons []jetstream.Consumer, h Handler, opts ...Option) (*Consumer, error) {
 	if h == nil {
 		return nil, ErrNilHandler

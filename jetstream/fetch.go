@@ -55,24 +55,30 @@ func (p *partition) fetch(ctx context.Context) {
 	}
 }
 
-// pullSize returns the next pull's batch, the room left under the bound
-// (at least 1: a pinned consumer must keep pulling to keep its pin, and
-// the server sends no more than MaxAckPending anyway), and its expiry:
-// on a pinned consumer at most a tick, whatever WithFetchExpiry says, so
-// that a message arrives with most of its answer window ahead (its anchor
-// is the pull's start: see answerableLocked); this also checks a catch-up
-// every tick, and the catch-up after gaining a pin early (the pull that
+// pullSize returns the next pull's batch and its expiry. The batch is the
+// room left under the bound, at most the consumer's MaxAckPending (the
+// server never has more for this instance at once, and newPartitions
+// checks that MaxRequestBatch allows it), and at least 1: a pinned
+// consumer must keep pulling to keep its pin. The expiry is, on a pinned
+// consumer, at most a tick, whatever WithFetchExpiry says, so that a
+// message arrives with most of its answer window ahead (its anchor is the
+// pull's start: see answerableLocked); this also checks a catch-up every
+// tick, and the catch-up after gaining a pin early (the pull that
 // receives the pin goes on, and a pull is never ended early: nats.go
 // drops what is in flight to it).
 func (p *partition) pullSize() (int, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := max(1, p.bound-len(p.held))
-	exp := p.expiry
+	n := max(1, min(p.bound-len(p.held), p.maxPull))
+	return n, p.pullExpiry()
+}
+
+// pullExpiry is how long each pull waits (see pullSize).
+func (p *partition) pullExpiry() time.Duration {
 	if p.group != "" {
-		exp = max(min(exp, p.tick), 100*time.Millisecond)
+		return max(min(p.expiry, p.tick), 100*time.Millisecond)
 	}
-	return n, exp
+	return p.expiry
 }
 
 // drainBatch takes every message of the current pull, and the catch-up

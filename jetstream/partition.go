@@ -57,9 +57,10 @@ type partition struct {
 	// message may still be answered: the shortest redelivery wait less
 	// half a tick, the answer's allowance for its way to the server (see
 	// answerableLocked).
-	fresh  time.Duration
-	expiry time.Duration // how long a pull request waits
-	bound  int           // WithMaxBuffered
+	fresh   time.Duration
+	expiry  time.Duration // WithFetchExpiry, or on a pinned consumer its default (see pullExpiry)
+	bound   int           // WithMaxBuffered
+	maxPull int           // the consumer's MaxAckPending: no pull asks for more
 
 	// gate orders replies to the server against lose and close: every
 	// Ack, Nak, Term and InProgress is sent under its read lock, after the
