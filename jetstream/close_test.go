@@ -268,3 +268,28 @@ func TestLostPinDropsQueuedWorkAndAnswersNothingForIt(t *testing.T) {
 	assert.Zero(t, st.Acked)
 	assert.True(t, second.Stats().Consumers[0].Owned, "the second instance owns the partition")
 }
+
+// With the server down, a hand-over's unpin gets no answer: Close waits
+// for it a bounded time, not its whole ctx, and still finishes the close
+// (the standby would take over after PinnedTTL instead).
+func TestHandoverOnCloseWaitsBoundedTimeWhenTheServerIsDown(t *testing.T) {
+	srv := startServerOf(t)
+	_, js := connect(t, srv.ClientURL())
+	s := newStream(t, js, natsjs.StreamConfig{Name: "S", Subjects: []string{"k.*"}})
+	cons := newConsumer(t, s, natsjs.ConsumerConfig{
+		Durable: "part", AckWait: 500 * time.Millisecond, MaxAckPending: 100,
+		PriorityPolicy: natsjs.PriorityPolicyPinned, PriorityGroups: []string{"g"}, PinnedTTL: time.Minute,
+	})
+	c, err := jetstream.NewConsumer([]natsjs.Consumer{cons}, nop,
+		jetstream.WithMaxBuffered(100), jetstream.WithHandover(js), jetstream.WithLogger(discard))
+	require.NoError(t, err)
+	r := start(t, c)
+	publish(t, js, "k.a", "1")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "the partition owned: %+v", statsOf(c))
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	begin := time.Now()
+	require.NoError(t, r.close(t, 15*time.Second))
+	assert.Less(t, time.Since(begin), 3*time.Second, "Close with the server down")
+}

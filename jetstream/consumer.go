@@ -214,7 +214,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 // waiting to retry, waits for running handlers to finish and acknowledges
 // what succeeded, then returns nil. With WithHandover, it first unpins the
 // pinned consumers this instance owns, so that a standby takes them over
-// at once (and catches up, keeping key order, while this one finishes).
+// at once (and catches up, keeping key order, while this one finishes);
+// it waits at most a second for the server's answers, all partitions
+// together, so a server that is down or slow costs Close no more than
+// that.
 //
 // If ctx ends first, Close gives up: what is still held is given back,
 // running handlers see their ctx canceled, and Close returns ctx.Err().
@@ -293,9 +296,7 @@ func (c *Consumer) begin() {
 // schedulers down. It reports whether it gave up at done.
 func (c *Consumer) finish(ctx context.Context, done <-chan struct{}) (gaveUp bool) {
 	if c.handover != nil {
-		for _, p := range c.parts {
-			p.unpin(ctx, c.handover)
-		}
+		c.unpinAll(ctx)
 	}
 	for _, p := range c.parts {
 		select {

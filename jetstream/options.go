@@ -226,8 +226,11 @@ func WithFetchExpiry(d time.Duration) Option {
 // WithHandover lets Close unpin the pinned consumers this instance owns,
 // through js, so that a standby instance takes each over at once instead
 // of after its PinnedTTL. The standby catches up first (see the package
-// doc), so key order holds while this instance finishes its messages. js
-// must not be nil.
+// doc), so key order holds while this instance finishes its messages.
+// Close waits at most a second for the server to answer the unpins; a
+// partition whose unpin gets no answer in time (the server is down) is
+// taken over after its PinnedTTL, as without this option. js must not be
+// nil.
 func WithHandover(js jetstream.JetStream) Option {
 	name := "WithHandover(js)"
 	if js == nil {
