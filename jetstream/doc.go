@@ -43,7 +43,9 @@
 //     out). A redelivery of a message still held, or of
 //     one this consumer resolved recently (an answer lost on the way), is
 //     recognised by its stream sequence and not handled again (Stats.
-//     Duplicates).
+//     Duplicates). A first delivery is never taken for one: after an
+//     operator resets the consumer (ResetConsumerToSequence), its replayed
+//     messages run again, and what was remembered is forgotten.
 //   - Duplicates by key, on a pinned consumer: while an instance holds the
 //     pin, it remembers per key the highest stream sequence it resolved
 //     (acked after the handler returned nil, or terminated). Per-key order

@@ -68,31 +68,32 @@ type partition struct {
 	// once they return no reply of the old epoch (or at all) goes out.
 	gate sync.RWMutex
 
-	mu       sync.Mutex
-	epoch    uint64 // bumped when an epoch starts or ends
-	owned    bool   // an epoch is in progress
-	pin      string // the pin id of this epoch ("" for a plain consumer)
-	ectx     context.Context
-	ecancel  context.CancelFunc
-	held     map[uint64]*held // by stream sequence: this epoch's messages not yet resolved
-	catchUp  bool             // this epoch is catching up (see above)
-	cuNeed   int              // catching up: the server's unacknowledged count at the last check; -1 before one
-	cuD      uint64           // catching up: the server's last delivered sequence at that check
-	cuMine   int              // catching up: held messages at or below cuD
-	cuGen    uint64           // bumped when a catch-up begins, to tell its checks from older ones
-	lastDel  uint64           // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
-	own      uint64           // pinned: the stream sequence of this epoch's first first delivery; 0 before it (see resolvedLocked)
-	waiting  []*held          // held back while catching up
-	resolved resolvedSet      // recently resolved, to recognise their redeliveries
-	applied  appliedKeys      // pinned: per key, the highest resolved in this epoch (see resolved.go)
-	closing  bool             // Close has begun: deliveries are given back
-	closed   bool             // Close has ended: nothing more is sent
-	drained  chan struct{}    // made by drainedCh, closed once held is empty while closing
-	hb       *time.Timer      // the InProgress timer, armed while messages are held
-	hbArmed  bool
-	hbStop   bool
-	hbWG     sync.WaitGroup // the InProgress callback in flight, if any
-	hbBuf    []beatItem
+	mu        sync.Mutex
+	epoch     uint64 // bumped when an epoch starts or ends
+	owned     bool   // an epoch is in progress
+	pin       string // the pin id of this epoch ("" for a plain consumer)
+	ectx      context.Context
+	ecancel   context.CancelFunc
+	held      map[uint64]*held // by stream sequence: this epoch's messages not yet resolved
+	catchUp   bool             // this epoch is catching up (see above)
+	cuNeed    int              // catching up: the server's unacknowledged count at the last check; -1 before one
+	cuD       uint64           // catching up: the server's last delivered sequence at that check
+	cuMine    int              // catching up: held messages at or below cuD
+	cuGen     uint64           // bumped when a catch-up begins, to tell its checks from older ones
+	lastDel   uint64           // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
+	own       uint64           // pinned: the stream sequence of this epoch's first first delivery; 0 before it (see resolvedLocked)
+	lastFirst uint64           // the stream sequence of the latest first delivery (see noteReplayLocked)
+	waiting   []*held          // held back while catching up
+	resolved  resolvedSet      // recently resolved, to recognise their redeliveries
+	applied   appliedKeys      // pinned: per key, the highest resolved in this epoch (see resolved.go)
+	closing   bool             // Close has begun: deliveries are given back
+	closed    bool             // Close has ended: nothing more is sent
+	drained   chan struct{}    // made by drainedCh, closed once held is empty while closing
+	hb        *time.Timer      // the InProgress timer, armed while messages are held
+	hbArmed   bool
+	hbStop    bool
+	hbWG      sync.WaitGroup // the InProgress callback in flight, if any
+	hbBuf     []beatItem
 	// skipProgress, set by tests only, makes beat send no InProgress for
 	// the sequences it names, as if it came too late for them.
 	skipProgress func(seq uint64) bool
@@ -243,6 +244,28 @@ func (p *partition) noteDeliveryLocked(h *held) {
 	}
 }
 
+// noteReplayLocked tells a replay from the consumer's first deliveries,
+// which come in stream order: a first delivery at or below the highest
+// one this partition took means the consumer's delivery state was reset
+// (ResetConsumerToSequence, or deleted and made again under its name),
+// and the server delivers its messages again from there. They must run
+// again, so what was remembered as resolved is forgotten: a redelivery
+// of a replayed message (its answer, or the replay itself, lost on its
+// way) must not get the answer of the time before. (A first delivery
+// never counts as a duplicate anyway: see resolvedLocked.) Called with
+// mu held, for every delivery.
+func (p *partition) noteReplayLocked(h *held) {
+	if !h.first {
+		return
+	}
+	if h.seq <= p.lastFirst {
+		p.resolved.reset()
+		p.applied.reset()
+		p.own = 0 // noteDeliveryLocked sets it again from h
+	}
+	p.lastFirst = h.seq
+}
+
 // followPin settles the epoch a delivery under pin belongs to: a pin
 // other than this epoch's (or any, with no epoch) means the pin was lost
 // and gained again since, so the epoch ends and a new one starts.
@@ -312,6 +335,7 @@ func (p *partition) dispatch(h *held) {
 	var submit *held
 	p.gate.RLock()
 	p.mu.Lock()
+	p.noteReplayLocked(h)
 	if !p.closed && !p.closing && p.owned {
 		p.noteDeliveryLocked(h)
 	}
