@@ -107,6 +107,11 @@ func (p *partition) drainBatch(ctx context.Context) {
 	switch {
 	case err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		p.failures = 0
+	case errors.Is(err, jetstream.ErrPinIDMismatch) && p.forgedPin:
+		p.failures = 0
+		p.forgedPin = false
+		p.lose(forgedPinReason)
+		p.unpinForged(ctx)
 	case errors.Is(err, jetstream.ErrPinIDMismatch):
 		p.failures = 0
 		p.lose("pinned to another client")
@@ -144,7 +149,9 @@ func (p *partition) take(h *held) {
 	if h.stage == stageNew {
 		h.stage = stageEpoch
 		if p.group != "" {
-			p.followPin(h.msg.Headers().Get(pinHeader))
+			pin, forged := pinOf(h.msg)
+			p.forgedPin = forged
+			p.followPin(pin)
 		}
 	}
 	if h.stage == stageEpoch {
@@ -163,6 +170,47 @@ func (p *partition) take(h *held) {
 		return
 	}
 	p.dispatch(h)
+}
+
+// pinOf returns the pin id the server delivered m under: the last
+// Nats-Pin-Id header, which the server appends to whatever headers the
+// message was stored with. A publisher may have stored one of its own
+// (forwarding a delivered message with all its headers, say), which then
+// comes first; forged reports that, for nats.go takes the first for the
+// pin and sends it with its next pull, which the server refuses (see
+// unpinForged).
+func pinOf(m jetstream.Msg) (pin string, forged bool) {
+	vs := m.Headers().Values(pinHeader)
+	if len(vs) == 0 {
+		return "", false
+	}
+	pin = vs[len(vs)-1]
+	return pin, vs[0] != pin
+}
+
+// forgedPinReason is why a partition is lost after a stored pin header.
+const forgedPinReason = "a message's stored Nats-Pin-Id header made nats.go pull with a pin that is not this instance's; the server pins the partition anew after PinnedTTL, or at once with WithHandover"
+
+// unpinForged unpins the partition through WithHandover's JetStream, if
+// any, after a pull was refused for a pin that a message's stored header
+// gave nats.go (see pinOf): the server still pins this instance's real
+// pin, which no pull carries any more, so without the unpin no one would
+// get the partition until PinnedTTL. The server then pins the next pull,
+// this instance's or a standby's, whose catch-up keeps key order. Should
+// the pin have moved meanwhile (its PinnedTTL ran out just then), the
+// unpin costs its new owner a catch-up, not order. The request runs on a
+// goroutine of its own, counted in Run's wait group, within
+// handoverWait.
+func (p *partition) unpinForged(ctx context.Context) {
+	js := p.c.cfg.handover
+	if js == nil || ctx.Err() != nil {
+		return
+	}
+	p.runWG.Go(func() {
+		uctx, cancel := context.WithTimeout(ctx, handoverWait)
+		defer cancel()
+		p.unpin(uctx, js)
+	})
 }
 
 // keyOf returns h's ordering key: the key function's, the key header's,

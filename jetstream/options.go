@@ -229,8 +229,15 @@ func WithFetchExpiry(d time.Duration) Option {
 // doc), so key order holds while this instance finishes its messages.
 // Close waits at most a second for the server to answer the unpins; a
 // partition whose unpin gets no answer in time (the server is down) is
-// taken over after its PinnedTTL, as without this option. js must not be
-// nil.
+// taken over after its PinnedTTL, as without this option.
+//
+// js also serves a partition that a stored Nats-Pin-Id header cost its
+// pin: a message published with such a header (forwarded with all its
+// headers, say) makes nats.go send that pin with its next pull, which the
+// server refuses. The owner then unpins the partition at once, so that
+// the next pull (its own or a standby's) is pinned anew and catches up;
+// without this option the partition waits up to its PinnedTTL. js must
+// not be nil.
 func WithHandover(js jetstream.JetStream) Option {
 	name := "WithHandover(js)"
 	if js == nil {

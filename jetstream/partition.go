@@ -104,6 +104,7 @@ type partition struct {
 	keying      *held            // the message being taken (see take)
 	pullAt      time.Time        // when the current pull request was made: before the server got it
 	failures    int              // fetch errors in a row
+	forgedPin   bool             // the last delivery's first pin header was a stored one (see pinOf)
 	runWG       *sync.WaitGroup  // Run's, which waits for the catch-up checks too
 	checking    bool             // a catch-up check is in flight (see checkCatchUp)
 	checked     chan checkResult // its answer; room for one
