@@ -63,6 +63,11 @@ func newPartitions(cons []jetstream.Consumer, cfg *config, c *Consumer) ([]*part
 			ok = false
 		}
 		p.tick = wait / 3
+		longest := cc.AckWait
+		for _, b := range cc.BackOff {
+			longest = max(longest, b)
+		}
+		p.cuLimit = catchUpLimit * longest
 		p.beatEvery = p.tick
 		switch cc.PriorityPolicy {
 		case jetstream.PriorityPolicyNone:

@@ -295,6 +295,9 @@ func TestReplayAfterAResetRunsTheHandlerAgain(t *testing.T) {
 				publish(t, js, "k.a", fmt.Sprint(i))
 			}
 			eventually(t, func() bool { return c.Stats().Acked == 5 }, "five acked: %+v", statsOf(c))
+			// An ack the server takes after the reset would count for the
+			// replay of its message.
+			eventually(t, func() bool { return info(t, cons).AckFloor.Stream == 5 }, "the acks taken by the server")
 
 			_, err = js.ResetConsumerToSequence(context.Background(), "S", "d", 2)
 			require.NoError(t, err)

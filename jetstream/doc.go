@@ -102,6 +102,17 @@
 // message is redelivered, after its AckWait. An instance that loses its
 // pin drops its queued messages unrun and sends nothing more for them.
 //
+// A catch-up waits at most four times the longest redelivery wait (the
+// AckWait, or the longest BackOff step): what it waits for comes back
+// well within that. Past it, the catch-up is given up (logged at Error,
+// counted in Stats.CatchUpsAbandoned) and the held messages run: the
+// server counts as unacknowledged a message that never reaches this
+// instance. Any publisher can store one: nats.go takes an empty message
+// with a Status header for a control message of the server and drops
+// it, on every redelivery. The epoch remembers how many never came, so
+// its later catch-ups do not wait for them again; one that does come
+// back later runs after later messages of its key.
+//
 // Delivery is at least once: a message whose handler ran but whose
 // acknowledgement did not reach the server (the instance died, or lost its
 // partition) runs again on the next owner. (An acknowledgement lost while

@@ -290,6 +290,7 @@ type checkResult struct {
 	quiet bool // err because Run ended: no log
 	epoch uint64
 	gen   uint64
+	asked time.Time // when it was asked, by the real clock (see giveUpDue)
 }
 
 // checkCatchUp asks for a catch-up check, unless one is in flight: its
@@ -307,6 +308,7 @@ func (p *partition) checkCatchUp(ctx context.Context) {
 	epoch, gen := p.epoch, p.cuGen
 	p.mu.Unlock()
 	p.checking = true
+	asked := time.Now()
 	wg := p.runWG
 	wg.Add(1)
 	go func() {
@@ -314,7 +316,7 @@ func (p *partition) checkCatchUp(ctx context.Context) {
 		ictx, cancel := context.WithTimeout(ctx, max(p.expiry, time.Second))
 		info, err := p.cons.Info(ictx)
 		cancel()
-		p.checked <- checkResult{info: info, err: err, quiet: ctx.Err() != nil, epoch: epoch, gen: gen}
+		p.checked <- checkResult{info: info, err: err, quiet: ctx.Err() != nil, epoch: epoch, gen: gen, asked: asked}
 	}()
 }
 
@@ -364,10 +366,19 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 			mine++
 		}
 	}
-	p.cuNeed, p.cuD, p.cuMine = info.NumAckPending, info.Delivered.Stream, mine
-	if info.NumAckPending > mine {
-		p.mu.Unlock()
-		return
+	if surplus := max(0, info.NumAckPending-mine); surplus < p.unreachable {
+		p.unreachable = surplus // some of them are gone from the server's count
+	}
+	need := info.NumAckPending - p.unreachable
+	p.cuNeed, p.cuD, p.cuMine = need, info.Delivered.Stream, mine
+	short, waited := 0, r.asked.Sub(p.cuSince)
+	if need > mine {
+		if !p.giveUpDueLocked(r.asked) {
+			p.mu.Unlock()
+			return
+		}
+		short = need - mine
+		p.giveUpLocked(short)
 	}
 	p.catchUp = false
 	out := p.waiting
@@ -376,5 +387,9 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 	sortBySeq(out)
 	for _, h := range out {
 		p.submit(h)
+	}
+	if short > 0 {
+		p.c.logAt(p.c.life, levelError, "seqsched/jetstream: catch-up given up: the server counts unacknowledged messages that never came to this instance (an empty message with a Status header, which nats.go drops, or one held past its AckWait by another client); the held messages run now, and a missing one that comes back runs after later messages of its key",
+			"stream", p.stream, "consumer", p.name, "missing", short, "waited", waited, "released", len(out))
 	}
 }

@@ -57,7 +57,10 @@ type partition struct {
 	// message may still be answered: the shortest redelivery wait less
 	// half a tick, the answer's allowance for its way to the server (see
 	// answerableLocked).
-	fresh   time.Duration
+	fresh time.Duration
+	// cuLimit is how long a catch-up may wait before it is given up
+	// (see giveUpLocked): catchUpLimit times the longest redelivery wait.
+	cuLimit time.Duration
 	expiry  time.Duration // WithFetchExpiry, or on a pinned consumer its default (see pullExpiry)
 	bound   int           // WithMaxBuffered
 	maxPull int           // the consumer's MaxAckPending: no pull asks for more
@@ -80,20 +83,26 @@ type partition struct {
 	cuD       uint64           // catching up: the server's last delivered sequence at that check
 	cuMine    int              // catching up: held messages at or below cuD
 	cuGen     uint64           // bumped when a catch-up begins, to tell its checks from older ones
-	lastDel   uint64           // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
-	own       uint64           // pinned: the stream sequence of this epoch's first first delivery; 0 before it (see resolvedLocked)
-	lastFirst uint64           // the stream sequence of the latest first delivery (see noteReplayLocked)
-	waiting   []*held          // held back while catching up
-	resolved  resolvedSet      // recently resolved, to recognise their redeliveries
-	applied   appliedKeys      // pinned: per key, the highest resolved in this epoch (see resolved.go)
-	closing   bool             // Close has begun: deliveries are given back
-	closed    bool             // Close has ended: nothing more is sent
-	drained   chan struct{}    // made by drainedCh, closed once held is empty while closing
-	hb        *time.Timer      // the InProgress timer, armed while messages are held
-	hbArmed   bool
-	hbStop    bool
-	hbWG      sync.WaitGroup // the InProgress callback in flight, if any
-	hbBuf     []beatItem
+	cuSince   time.Time        // catching up: when it began, by the real clock
+	cuOverdue time.Time        // catching up: when the first check past cuLimit that found messages missing was asked; zero before
+	// unreachable is, in this epoch, how many of the messages the server
+	// counts as unacknowledged an abandoned catch-up found that never came
+	// (see giveUpLocked); later catch-ups do not wait for them.
+	unreachable int
+	lastDel     uint64        // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
+	own         uint64        // pinned: the stream sequence of this epoch's first first delivery; 0 before it (see resolvedLocked)
+	lastFirst   uint64        // the stream sequence of the latest first delivery (see noteReplayLocked)
+	waiting     []*held       // held back while catching up
+	resolved    resolvedSet   // recently resolved, to recognise their redeliveries
+	applied     appliedKeys   // pinned: per key, the highest resolved in this epoch (see resolved.go)
+	closing     bool          // Close has begun: deliveries are given back
+	closed      bool          // Close has ended: nothing more is sent
+	drained     chan struct{} // made by drainedCh, closed once held is empty while closing
+	hb          *time.Timer   // the InProgress timer, armed while messages are held
+	hbArmed     bool
+	hbStop      bool
+	hbWG        sync.WaitGroup // the InProgress callback in flight, if any
+	hbBuf       []beatItem
 	// skipProgress, set by tests only, makes beat send no InProgress for
 	// the sequences it names, as if it came too late for them.
 	skipProgress func(seq uint64) bool
@@ -116,7 +125,7 @@ type partition struct {
 // counters are a partition's running totals.
 type counters struct {
 	received, acked, duplicates, retries, termed, deadLettered atomic.Uint64
-	givenBack, dropped, heartbeats                             atomic.Uint64
+	givenBack, dropped, heartbeats, catchUpsAbandoned          atomic.Uint64
 }
 
 // The stages of a message as the fetch goroutine takes it (see take).
@@ -204,17 +213,69 @@ func (p *partition) startEpochLocked(pin string) {
 	p.owned, p.pin = true, pin
 	p.ectx, p.ecancel = context.WithCancel(p.c.life)
 	p.lastDel, p.own = 0, 0
-	p.catchUp = false
+	p.catchUp, p.unreachable = false, 0
 	if p.group != "" {
 		p.beginCatchUpLocked()
 	}
 }
 
-// beginCatchUpLocked starts a catch-up (see the type comment); its first
-// check is due at once. Called with mu held.
+// beginCatchUpLocked starts a catch-up (see the type comment), or starts
+// the one in progress over after another gap: a check asked before the
+// gap may miss what was lost in it, so its answer is not taken (cuGen)
+// and the next check is due at once. The time the catch-up began stays,
+// for its bound (see giveUpDueLocked): the redeliveries of a message
+// that nats.go drops make a gap every AckWait. Called with mu held.
 func (p *partition) beginCatchUpLocked() {
+	if !p.catchUp {
+		p.cuSince, p.cuOverdue = time.Now(), time.Time{}
+	}
 	p.catchUp, p.cuNeed, p.cuD, p.cuMine = true, -1, 0, 0
 	p.cuGen++
+}
+
+// catchUpLimit is how many of the longest redelivery waits (AckWait, or
+// the longest BackOff step) a catch-up may last. Everything it waits for
+// comes back within about two: a message lost on its way after one, one
+// a previous owner of this package held after at most its answer window
+// and one more wait.
+const catchUpLimit = 4
+
+// giveUpDueLocked reports whether a catch-up whose check, asked at
+// asked, found messages missing is to be given up: it has lasted
+// cuLimit, and an earlier check, asked at least a tick before, found
+// messages missing past it too. The second check keeps an instance that
+// was paused (or starved of CPU) during its catch-up from giving up for
+// messages that were redelivered to it meanwhile and wait, not yet
+// taken, in its connection. The bound counts real time, as the server's
+// redeliveries do. Called with mu held.
+func (p *partition) giveUpDueLocked(asked time.Time) bool {
+	switch {
+	case asked.Sub(p.cuSince) < p.cuLimit:
+		return false
+	case p.cuOverdue.IsZero():
+		p.cuOverdue = asked
+		return false
+	}
+	return asked.Sub(p.cuOverdue) >= p.tick
+}
+
+// giveUpLocked ends a catch-up that waited cuLimit for more messages than
+// ever came: the server counts short more unacknowledged messages than
+// this instance holds. Such a message may be one that no client can
+// receive (nats.go takes an empty message with a Status header for a
+// control message and drops it: the server counts it delivered and
+// redelivers it every AckWait, for ever or until MaxDeliver), or one
+// held past its AckWait elsewhere (a client other than this package
+// keeping it in progress). Waiting longer would halt the partition, so
+// the held messages run; a missing message that does come back later
+// runs then, after later ones of its key (order, never the message).
+// The epoch remembers short as unreachable, and its later catch-ups (a
+// redelivery of such a message that nats.go drops again shows as a gap)
+// do not wait for them; the count shrinks when the server's does.
+// Called with mu held.
+func (p *partition) giveUpLocked(short int) {
+	p.unreachable += short
+	p.st.catchUpsAbandoned.Add(1)
 }
 
 // noteDeliveryLocked follows a pinned epoch's deliveries by their consumer
@@ -235,9 +296,7 @@ func (p *partition) noteDeliveryLocked(h *held) {
 		// previous owner's late answer ended early, runs rather than
 		// being taken for a duplicate.
 		p.own = 0
-		if !p.catchUp {
-			p.beginCatchUpLocked()
-		}
+		p.beginCatchUpLocked()
 	}
 	p.lastDel = h.del
 	if p.own == 0 && h.first {

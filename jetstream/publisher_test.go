@@ -3,6 +3,8 @@ package jetstream_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,5 +86,72 @@ func TestStoredPinHeaderIsNotTakenForAPinChange(t *testing.T) {
 			assert.Zero(t, st.Duplicates, "duplicates")
 			assert.True(t, st.Consumers[0].Owned, "the partition owned again")
 		})
+	}
+}
+
+// An empty message with a Status header looks to nats.go like a control
+// message of the server: its Fetch drops it, though the server counts it
+// delivered and redelivers it every AckWait. On a partition the owner
+// sees the gap in the delivery sequence and catches up, for a message
+// that never comes. The catch-up is given up after four AckWaits
+// (logged, counted), the held messages run in order, and the message's
+// later redeliveries, gaps again, hold nothing up.
+func TestEmptyMessageWithAStatusHeaderDoesNotHaltAPartition(t *testing.T) {
+	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms
+	l := newLedger()
+	rec := recordingHandler{records: make(chan slog.Record, 64)}
+	c, err := jetstream.NewConsumer([]natsjs.Consumer{consumerFor(t)}, func(ctx context.Context, m natsjs.Msg) error {
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	}, jetstream.WithMaxBuffered(100), jetstream.WithFetchExpiry(300*time.Millisecond), jetstream.WithLogger(slog.New(rec)))
+	require.NoError(t, err)
+	start(t, c)
+
+	publish(t, js, "k.a", "1")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "1 acked, the partition owned: %+v", statsOf(c))
+	begin := time.Now()
+	publish(t, js, "k.b", "", "Status", "100") // 2: never reaches the consumer
+	for i := 3; i <= 7; i++ {
+		publish(t, js, "k.a", fmt.Sprint(i))
+	}
+	eventually(t, func() bool { return l.count() == 6 }, "six applied: %v; %+v", lazy(func() any { return l.key("k.a") }), statsOf(c))
+	assert.GreaterOrEqual(t, time.Since(begin), 2*time.Second, "held back for four AckWaits")
+	assert.Equal(t, []uint64{1, 3, 4, 5, 6, 7}, l.key("k.a"), "in stream order")
+	assert.Equal(t, uint64(1), c.Stats().CatchUpsAbandoned, "catch-ups abandoned")
+	assert.Equal(t, 1, givenUpLogged(rec), "catch-ups given up, logged at Error")
+
+	// The server goes on redelivering 2, which goes on never arriving:
+	// each time a gap, and a catch-up that ends at its first check.
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	delivered := info(t, probe).Delivered.Consumer
+	eventually(t, func() bool { return info(t, probe).Delivered.Consumer >= delivered+3 }, "2 redelivered three more times")
+	begin = time.Now()
+	for i := 8; i <= 10; i++ {
+		publish(t, js, "k.a", fmt.Sprint(i))
+	}
+	eventually(t, func() bool { return l.count() == 9 }, "nine applied: %v; %+v", lazy(func() any { return l.key("k.a") }), statsOf(c))
+	assert.Less(t, time.Since(begin), 2*time.Second, "not held back again for four AckWaits")
+	assert.Equal(t, []uint64{1, 3, 4, 5, 6, 7, 8, 9, 10}, l.key("k.a"), "in stream order")
+	st := c.Stats()
+	assert.Equal(t, uint64(1), st.CatchUpsAbandoned, "catch-ups abandoned")
+	assert.Zero(t, st.Duplicates, "duplicates")
+	eventually(t, func() bool { return info(t, probe).NumAckPending == 1 }, "2 alone unacknowledged: %d", lazy(func() any { return info(t, probe).NumAckPending }))
+	assert.Zero(t, givenUpLogged(rec), "catch-ups given up since, logged")
+}
+
+// givenUpLogged counts the records of abandoned catch-ups rec got since
+// the last call.
+func givenUpLogged(rec recordingHandler) int {
+	n := 0
+	for {
+		select {
+		case r := <-rec.records:
+			if r.Level == slog.LevelError && strings.HasPrefix(r.Message, "seqsched/jetstream: catch-up given up") {
+				n++
+			}
+		default:
+			return n
+		}
 	}
 }
