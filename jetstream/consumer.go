@@ -335,6 +335,43 @@ func Attempt(ctx context.Context) int {
 
 type attemptKey struct{}
 
+// Sequence returns the stream sequence of the message a handler's (or
+// dead-letter function's) ctx belongs to, as its metadata says, without
+// parsing it. It returns 0 for any other ctx.
+//
+// Messages are delivered at least once, and a partition keeps each key's
+// order across owners, so a handler that must not apply a message twice
+// skips one at or below the last sequence it applied for its key.
+func Sequence(ctx context.Context) uint64 {
+	if h, ok := ctx.Value(attemptKey{}).(*held); ok {
+		return h.seq
+	}
+	return 0
+}
+
+// Epoch returns, for the ctx of a handler (or dead-letter function) of a
+// pinned consumer, the ownership epoch its message was delivered in: the
+// consumer's delivery sequence of the first message the server delivered
+// to this owner under its current pin. It returns 0 on a plain consumer
+// and for any other ctx.
+//
+// The server numbers a consumer's deliveries in the order it makes them,
+// and pins one client at a time, so an owner's epoch is higher than that
+// of every owner before it, on whichever instance. That makes it a
+// fencing token: an owner that stalled past its pin may still finish the
+// handlers it was running after the next owner applied later messages of
+// their keys (see the package doc); a store that remembers, per
+// partition, the highest epoch it wrote under and refuses writes of a
+// lower one refuses those. A consumer reset (ResetConsumerToSequence)
+// starts the delivery sequence over, and the epochs with it: a store
+// that fences must forget the partition's epoch then.
+func Epoch(ctx context.Context) uint64 {
+	if h, ok := ctx.Value(attemptKey{}).(*held); ok {
+		return h.fence
+	}
+	return 0
+}
+
 // logAt writes one record through the consumer's logger, with ctx (which
 // carries the callback mark) for a handler that wants it. The handler runs
 // through call: a panic drops the record; a runtime.Goexit goes on up to

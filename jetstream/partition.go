@@ -89,6 +89,7 @@ type partition struct {
 	// counts as unacknowledged an abandoned catch-up found that never came
 	// (see giveUpLocked); later catch-ups do not wait for them.
 	unreachable int
+	fence       uint64        // pinned: the consumer sequence of this epoch's first delivery (see Epoch)
 	lastDel     uint64        // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
 	own         uint64        // pinned: the stream sequence of this epoch's first first delivery; 0 before it (see resolvedLocked)
 	lastFirst   uint64        // the stream sequence of the latest first delivery (see noteReplayLocked)
@@ -147,6 +148,7 @@ type held struct {
 	key   sessionKey
 	high  bool
 	epoch uint64
+	fence uint64          // the epoch's, for Epoch
 	ctx   context.Context // the epoch's: the task's submit ctx
 	at    time.Time       // delivered
 	// anchor is, on a pinned consumer, a time at or before the server last
@@ -287,6 +289,9 @@ func (p *partition) giveUpLocked(short int) {
 func (p *partition) noteDeliveryLocked(h *held) {
 	if p.group == "" {
 		return
+	}
+	if p.lastDel == 0 {
+		p.fence = h.del // the epoch's first delivery (see Epoch)
 	}
 	if p.lastDel != 0 && h.del != p.lastDel+1 {
 		// The lost deliveries are of messages below this one (first
@@ -443,7 +448,7 @@ func (p *partition) dispatch(h *held) {
 			p.gate.RUnlock()
 			return
 		}
-		h.epoch, h.ctx = p.epoch, p.ectx
+		h.epoch, h.ctx, h.fence = p.epoch, p.ectx, p.fence
 		p.held[h.seq] = h
 		p.armLocked()
 		if p.catchUp {
