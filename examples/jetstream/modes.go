@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -94,17 +93,13 @@ func (e *env) ordered(ctx context.Context, name string, n int, kill bool, st *st
 			cons = append(cons, cn)
 		}
 		c, err := jetstream.NewConsumer(cons, func(ctx context.Context, m natsjs.Msg) error {
-			meta, err := m.Metadata()
-			if err != nil {
-				return jetstream.Terminal(err)
-			}
-			if err := work(ctx, meta.Sequence.Stream, p.latency); err != nil {
+			// The message's stream sequence and its owner's epoch, from
+			// the ctx: no metadata to parse.
+			seq := jetstream.Sequence(ctx)
+			if err := work(ctx, seq, p.latency); err != nil {
 				return err
 			}
-			if !st.apply(id, keyOf(m.Subject()), meta.Sequence.Stream, true) {
-				return errors.New("dead")
-			}
-			return nil
+			return st.applyOwned(id, partOf(m.Subject()), keyOf(m.Subject()), seq, jetstream.Epoch(ctx))
 		}, jetstream.WithMaxConcurrency(p.concurrency), jetstream.WithMaxBuffered(1000),
 			jetstream.WithHandover(js), jetstream.WithLogger(logger))
 		if err != nil {
@@ -254,7 +249,7 @@ func (e *env) handle(ctx context.Context, st *store, m natsjs.Msg) {
 	if work(ctx, meta.Sequence.Stream, e.p.latency) != nil {
 		return
 	}
-	st.apply(0, keyOf(m.Subject()), meta.Sequence.Stream, false)
+	st.apply(keyOf(m.Subject()), meta.Sequence.Stream)
 	_ = m.Ack()
 }
 

@@ -124,6 +124,7 @@ func runExample(ctx context.Context, p params, out io.Writer) error {
 	fmt.Fprintf(out, "  lost:                %d\n", lost)
 	fmt.Fprintf(out, "  order violations:    %d\n", a.disorder)
 	fmt.Fprintf(out, "  duplicates applied:  %d (redeliveries skipped by the store: %d)\n", a.dups, a.skipped)
+	fmt.Fprintf(out, "  stale writes fenced: %d (refused by the ownership epoch)\n", a.fenced)
 	fmt.Fprintf(out, "  throughput:          %s\n", rate(p.messages, res.elapsed, "failover included"))
 
 	solo := newStore(prev)
@@ -218,6 +219,12 @@ func publish(ctx context.Context, js natsjs.JetStream, p params) (map[uint64]uin
 
 // keyOf returns the key of a stored subject, part.<p>.<key>.
 func keyOf(subject string) string { return subject[strings.LastIndexByte(subject, '.')+1:] }
+
+// partOf returns the partition of a subject "part.<n>.<key>".
+func partOf(subject string) string {
+	rest := strings.TrimPrefix(subject, "part.")
+	return rest[:strings.IndexByte(rest, '.')]
+}
 
 // work is the handler's work: the same time for a message in every run,
 // from 0 up to max, derived from its sequence.

@@ -26,6 +26,7 @@ func TestKilledInstanceLosesNothingAndBreaksNoOrder(t *testing.T) {
 		"  lost:                0\n",
 		"  order violations:    0\n",
 		"  duplicates applied:  0 (",
+		"  stale writes fenced: ",
 	} {
 		assert.Contains(t, out.String(), want)
 	}
