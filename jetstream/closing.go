@@ -19,19 +19,28 @@ func (p *partition) beginClose() {
 	p.closing = true
 	var back []*held
 	if !p.closed {
-		for _, h := range p.held {
-			if !h.started {
-				h.gone = true
-				delete(p.held, h.seq)
-				back = append(back, h)
-			}
-		}
+		back = p.takeUnstartedLocked()
 	}
 	back, late := p.answerableOnlyLocked(back)
 	p.waiting, p.catchUp = nil, false
 	p.checkDrainedLocked()
 	p.mu.Unlock()
 	p.giveBackAll(back, late)
+}
+
+// takeUnstartedLocked takes the held messages whose task has not started
+// out of the partition, to be given back: nothing more is sent for them
+// but that. Called with the gate read-locked and mu held.
+func (p *partition) takeUnstartedLocked() []*held {
+	var back []*held
+	for _, h := range p.held {
+		if !h.started {
+			h.gone = true
+			delete(p.held, h.seq)
+			back = append(back, h)
+		}
+	}
+	return back
 }
 
 func bySeq(a, b *held) int { return cmp.Compare(a.seq, b.seq) }

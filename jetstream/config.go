@@ -125,6 +125,7 @@ func newPartitions(cons []jetstream.Consumer, cfg *config, c *Consumer) ([]*part
 		p.maxPull = max(1, cc.MaxAckPending)
 		if ok && c != nil {
 			p.held = make(map[uint64]*held)
+			p.assigned, p.assignWake = true, make(chan struct{})
 			p.checked = make(chan checkResult, 1)
 			p.resolved.init(4 * cfg.buffered)
 			if p.group != "" {

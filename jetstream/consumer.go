@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -42,6 +43,8 @@ type Consumer struct {
 	// callback mark Close looks for, and is canceled when Close gives up.
 	life       context.Context
 	cancelLife context.CancelFunc
+
+	bal *balancer // WithBalance's membership; nil without it
 
 	handlerTime seqsched.HistogramRecorder
 	queueTime   seqsched.HistogramRecorder
@@ -106,13 +109,19 @@ func NewConsumer(cons []jetstream.Consumer, h Handler, opts ...Option) (*Consume
 		cfg:       cfg,
 		closingCh: make(chan struct{}),
 		closed:    make(chan struct{}),
-		handover:  cfg.handover,
+		handover:  cmp.Or[jetstream.JetStream](cfg.handover, cfg.balanceJS),
 	}
 	parts, perrs := newPartitions(cons, cfg, c)
 	if perrs != nil {
 		return nil, perrs
 	}
 	c.parts = parts
+	if cfg.balanceJS != nil {
+		c.bal = newBalancer(cfg.balanceJS, cfg.balanceBucket, parts)
+		if len(c.bal.parts) == 0 {
+			return nil, &OptionError{Option: c.bal.opt, Reason: "no pinned consumer to share out"}
+		}
+	}
 	c.life, c.cancelLife = context.WithCancel(context.WithValue(context.Background(), callbackMark{}, c))
 	for _, p := range c.parts {
 		if p.group == "" {
@@ -156,6 +165,10 @@ func joinErrs(a, b error) error {
 // nil after Close began, ctx.Err() when ctx ended first (the consumer then
 // stays usable: call Run again, or Close), ErrClosed when Close had begun
 // before it was called, and ErrRunning while another Run is in progress.
+// With WithBalance it first joins the membership bucket, before any pull:
+// it returns the server's error (wrapped) when the bucket cannot be read,
+// and an *OptionError when its TTL is missing or above a pinned
+// consumer's PinnedTTL; on leaving it deletes this instance's key.
 //
 // Messages taken before Run returns keep running, and are kept from
 // redelivery with InProgress, until they are done or Close gives them
@@ -191,6 +204,25 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 	unwatch := context.AfterFunc(ctx, stop)
 	var wg sync.WaitGroup
+	if c.bal != nil {
+		if err := c.bal.join(loops); err != nil {
+			unwatch()
+			stop()
+			c.mu.Lock()
+			c.running, c.stopRun = false, nil
+			closing := c.closing
+			c.mu.Unlock()
+			switch {
+			case closing:
+				return nil
+			case ctx.Err() != nil:
+				return ctx.Err()
+			}
+			return err
+		}
+		wg.Add(1)
+		go c.bal.loop(loops, c, &wg)
+	}
 	for _, p := range c.parts {
 		wg.Add(1)
 		go p.fetchLoop(loops, &wg)

@@ -121,6 +121,13 @@
 // message whose stream sequence is at or below the last one it applied for
 // its key, as examples/jetstream's store does.
 //
+// The server pins a partition to whichever instance pulls first, so one
+// instance may own them all. WithBalance shares them out evenly, through
+// a membership key-value bucket on the same server: each instance pulls
+// only for the partitions assigned to it, and one that owns a partition
+// assigned elsewhere (an instance joined or left) steps down and unpins
+// it, and the assignee catches up (balance.go).
+//
 // The pin is not a fencing token, so an owner fences its own answers. An
 // owner keeps the pin by pulling: the server moves it PinnedTTL after the
 // owner's last pull request, and the owner sends its next one as soon as

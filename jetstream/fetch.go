@@ -37,6 +37,9 @@ func (p *partition) fetch(ctx context.Context) {
 		p.drainBatch(ctx)
 	}
 	for ctx.Err() == nil {
+		if p.c.bal != nil && !p.waitAssigned(ctx) {
+			return
+		}
 		n, expiry := p.pullSize()
 		fctx, cancel := context.WithTimeout(ctx, expiry)
 		opts := []jetstream.FetchOpt{jetstream.FetchContext(fctx)}

@@ -119,6 +119,12 @@ type partition struct {
 	checking    bool             // a catch-up check is in flight (see checkCatchUp)
 	checked     chan checkResult // its answer; room for one
 
+	// assigned is false while WithBalance assigns the partition to another
+	// instance: the fetch goroutine does not pull then (see waitAssigned).
+	// assignWake is closed, and replaced, at each change. Guarded by mu.
+	assigned   bool
+	assignWake chan struct{}
+
 	inflight atomic.Int32
 	st       counters
 }
