@@ -132,6 +132,16 @@ func TestBalanceSharesPartitionsOutAndMovesThemOnJoinLeaveAndKill(t *testing.T) 
 	c := b.join()
 	b.settle([]int{2, 2, 2}, a, bb, c)
 
+	assigned := 0
+	for _, m := range []*member{a, bb, c} {
+		for _, cs := range m.c.Stats().Consumers {
+			if cs.Assigned {
+				assigned++
+			}
+		}
+	}
+	assert.Equal(t, 6, assigned, "partitions assigned, over the instances")
+
 	require.NoError(t, a.run.close(t, 10*time.Second)) // leaves: its key goes at once
 	b.settle([]int{3, 3}, bb, c)
 

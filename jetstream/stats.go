@@ -47,6 +47,9 @@ type ConsumerStats struct {
 	// are back, and after a delivery to it was lost on its way, until
 	// that one is back (see the package doc).
 	CatchingUp bool
+	// Assigned is false while WithBalance assigns the consumer to another
+	// instance (this one does not pull from it then); true otherwise.
+	Assigned bool
 
 	Received, Acked, Duplicates, Retries, Termed, DeadLettered uint64
 	GivenBack, Dropped, Heartbeats, CatchUpsAbandoned          uint64
@@ -82,7 +85,7 @@ func (c *Consumer) Stats() Stats {
 			InFlight:          int(p.inflight.Load()),
 		}
 		p.mu.Lock()
-		cs.Owned, cs.CatchingUp = p.owned, p.catchUp
+		cs.Owned, cs.CatchingUp, cs.Assigned = p.owned, p.catchUp, p.assigned
 		cs.Buffered, cs.Waiting = len(p.held), len(p.waiting)
 		cs.Remembered = p.resolved.len()
 		p.mu.Unlock()
