@@ -186,10 +186,13 @@
 // bound, and takes each message: settles its epoch from its pin header,
 // computes its key, answers duplicates (resolved.go remembers what was
 // answered, by sequence and, for the epoch of a pinned consumer, by key),
-// holds and submits new ones. A catch-up's check (fetch.go) asks the
+// holds and submits new ones. The catch-up (catchup.go) begins with an
+// epoch and at each gap in the delivery sequence; its check asks the
 // server for the consumer's info on a goroutine of its own and hands the
 // answer back, so that the fetch goroutine never waits on the network but
-// for its pull. Each message's task (process.go) runs its attempts,
+// for its pull, and it is given up after a bound. With WithBalance
+// (balance.go) a membership goroutine of Run's assigns the partitions, and
+// the fetch goroutine pulls only for assigned ones. Each message's task (process.go) runs its attempts,
 // backoffs, dead-letter calls and its final answer as a sequence of
 // steps. Every answer to the server (answer.go: Ack, Term,
 // Nak, and the InProgress timer) is sent under the partition's gate, after
