@@ -13,7 +13,7 @@ import (
 // goroutine, ends once the messages this instance holds cover the
 // server's count of unacknowledged ones, and is given up after a bound.
 
-// beginCatchUpLocked starts a catch-up (see the type comment), or starts
+// beginCatchUpLocked starts a catch-up (see type partition), or starts
 // the one in progress over after another gap: a check asked before the
 // gap may miss what was lost in it, so its answer is not taken (cuGen)
 // and the next check is due at once. The time the catch-up began stays,
@@ -74,7 +74,7 @@ func (p *partition) giveUpLocked(short int) {
 
 // noteDeliveryLocked follows a pinned epoch's deliveries by their consumer
 // sequence: one that does not follow the last means deliveries were lost
-// on their way, and the epoch catches up again (see the type comment).
+// on their way, and the epoch catches up again (see type partition).
 // It also notes the epoch's first first delivery (see resolvedLocked).
 // Called with mu held, for every delivery the epoch takes, duplicates
 // included.

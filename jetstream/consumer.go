@@ -244,12 +244,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 // Close stops the consumer, like http.Server.Shutdown: it stops fetching,
 // gives back at once (Nak) the messages that have not started and those
 // waiting to retry, waits for running handlers to finish and acknowledges
-// what succeeded, then returns nil. With WithHandover, it first unpins the
-// pinned consumers this instance owns, so that a standby takes them over
-// at once (and catches up, keeping key order, while this one finishes);
-// it waits at most a second for the server's answers, all partitions
-// together, so a server that is down or slow costs Close no more than
-// that.
+// what succeeded, then returns nil. With WithHandover (or WithBalance),
+// it first unpins the pinned consumers this instance owns, so that a
+// standby takes them over at once (and catches up, keeping key order,
+// while this one finishes); it waits at most a second for the server's
+// answers, all partitions together, so a server that is down or slow
+// costs Close no more than that.
 //
 // If ctx ends first, Close gives up: what is still held is given back,
 // running handlers see their ctx canceled, and Close returns ctx.Err().
