@@ -281,7 +281,9 @@ func WithHandover(js jetstream.JetStream) Option {
 // heartbeating but stopped pulling one partition (a key function that
 // blocks its fetch goroutine).
 //
-// Every instance must be given the same pinned consumers. Run checks the
+// Every instance must be given the same pinned consumers, and the bucket
+// must serve no other set of consumers: each member takes its share of
+// the partitions it knows of. Run checks the
 // bucket's TTL (an *OptionError) and returns the server's error when the
 // bucket cannot be read. js and bucket must not be nil or empty, and at
 // least one consumer must be pinned.
