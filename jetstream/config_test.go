@@ -82,6 +82,7 @@ func TestNewConsumerRefusesConsumersItCannotServeSafely(t *testing.T) {
 			var ce *jetstream.ConsumerError
 			if assert.ErrorAs(t, err, &ce) {
 				assert.ErrorIs(t, err, jetstream.ErrConsumerConfig)
+				assert.ErrorIs(t, err, jetstream.ErrInvalidOption, "a setting refused")
 			}
 		})
 	}

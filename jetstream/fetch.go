@@ -194,8 +194,8 @@ func pinOf(m jetstream.Msg) (pin string, forged bool) {
 // forgedPinReason is why a partition is lost after a stored pin header.
 const forgedPinReason = "a message's stored Nats-Pin-Id header made nats.go pull with a pin that is not this instance's; the server pins the partition anew after PinnedTTL, or at once with WithHandover"
 
-// unpinForged unpins the partition through WithHandover's JetStream, if
-// any, after a pull was refused for a pin that a message's stored header
+// unpinForged unpins the partition through WithHandover's (or
+// WithBalance's) JetStream, if any, after a pull was refused for a pin that a message's stored header
 // gave nats.go (see pinOf): the server still pins this instance's real
 // pin, which no pull carries any more, so without the unpin no one would
 // get the partition until PinnedTTL. The server then pins the next pull,
@@ -205,7 +205,7 @@ const forgedPinReason = "a message's stored Nats-Pin-Id header made nats.go pull
 // goroutine of its own, counted in Run's wait group, within
 // handoverWait.
 func (p *partition) unpinForged(ctx context.Context) {
-	js := p.c.cfg.handover
+	js := p.c.handover
 	if js == nil || ctx.Err() != nil {
 		return
 	}
