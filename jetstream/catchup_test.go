@@ -185,3 +185,54 @@ func TestCatchUpCheckWaitsForTheServerWithoutHoldingUpDeliveries(t *testing.T) {
 	eventually(t, func() bool { return l.count() == 5 }, "five applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
 	assert.Equal(t, []uint64{1, 2, 3, 4, 5}, l.key("k"), "in stream order")
 }
+
+// staleInfo is a consumer whose Info takes the server's answer at once
+// but hands it over only once release is closed: an answer that was
+// already old when it arrived, as a slow network or a busy process
+// makes it.
+type staleInfo struct {
+	natsjs.Consumer
+	release chan struct{}
+	begun   atomic.Int32
+}
+
+func (s *staleInfo) Info(ctx context.Context) (*natsjs.ConsumerInfo, error) {
+	ci, err := s.Consumer.Info(ctx)
+	if s.begun.Add(1) == 1 {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return ci, err
+}
+
+// A delivery lost on its way while a catch-up's check is out: the check's
+// answer, taken before the loss, knows nothing of the lost message, and
+// must not end the catch-up. The gap starts the catch-up's checks over.
+func TestCatchUpCheckAskedBeforeAGapDoesNotEndTheCatchUp(t *testing.T) {
+	js, _, consumerFor := pinnedFixture(t) // AckWait 500ms
+	lossy, lost := loseFirst(t, consumerFor(t), 2)
+	stale := &staleInfo{Consumer: lossy.(wrapConsumer).Consumer, release: make(chan struct{})}
+	cons := wrapConsumer{stale, lossy.(wrapConsumer).wrap}
+	l := newLedger()
+	c, err := jetstream.NewConsumer([]natsjs.Consumer{cons}, func(ctx context.Context, m natsjs.Msg) error {
+		l.apply("k", seqOf(t, m))
+		return nil
+	}, jetstream.WithMaxBuffered(100), jetstream.WithFetchExpiry(300*time.Millisecond))
+	require.NoError(t, err)
+	start(t, c)
+
+	publish(t, js, "k.a", "1") // gains the pin: the catch-up's first check counts 1 alone
+	eventually(t, func() bool { return stale.begun.Load() == 1 }, "the catch-up's check asked")
+	publish(t, js, "k.a", "2") // lost on its way
+	eventually(t, lost.Load, "2 delivered and lost")
+	publish(t, js, "k.a", "3") // the gap shows
+	eventually(t, func() bool { return c.Stats().Received == 2 }, "1 and 3 received: %+v", statsOf(c))
+	close(stale.release)
+
+	eventually(t, func() bool { return l.count() == 3 }, "three applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Equal(t, []uint64{1, 2, 3}, l.key("k"), "in stream order")
+	assert.Zero(t, c.Stats().CatchUpsAbandoned)
+}

@@ -1,9 +1,11 @@
 package jetstream_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -267,4 +269,88 @@ func TestLostPinDropsQueuedWorkAndAnswersNothingForIt(t *testing.T) {
 	assert.False(t, st.Owned)
 	assert.Zero(t, st.Acked)
 	assert.True(t, second.Stats().Consumers[0].Owned, "the second instance owns the partition")
+}
+
+// With the server down, a hand-over's unpin gets no answer: Close waits
+// for it a bounded time, not its whole ctx, and still finishes the close
+// (the standby would take over after PinnedTTL instead).
+func TestHandoverOnCloseWaitsBoundedTimeWhenTheServerIsDown(t *testing.T) {
+	srv := startServerOf(t)
+	_, js := connect(t, srv.ClientURL())
+	s := newStream(t, js, natsjs.StreamConfig{Name: "S", Subjects: []string{"k.*"}})
+	cons := newConsumer(t, s, natsjs.ConsumerConfig{
+		Durable: "part", AckWait: 500 * time.Millisecond, MaxAckPending: 100,
+		PriorityPolicy: natsjs.PriorityPolicyPinned, PriorityGroups: []string{"g"}, PinnedTTL: time.Minute,
+	})
+	c, err := jetstream.NewConsumer([]natsjs.Consumer{cons}, nop,
+		jetstream.WithMaxBuffered(100), jetstream.WithHandover(js), jetstream.WithLogger(discard))
+	require.NoError(t, err)
+	r := start(t, c)
+	publish(t, js, "k.a", "1")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "the partition owned: %+v", statsOf(c))
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	begin := time.Now()
+	require.NoError(t, r.close(t, 15*time.Second))
+	assert.Less(t, time.Since(begin), 3*time.Second, "Close with the server down")
+}
+
+// A handler's ctx carries its message's stream sequence and the epoch of
+// the partition's owner it runs under: the delivery sequence at which the
+// server pinned that owner, so each owner's is higher than the one's
+// before it, whichever instance it is (see jetstream.Epoch).
+func TestHandlersSeeTheirSequenceAndAnEpochThatGrowsWithEachOwner(t *testing.T) {
+	js, _, consumerFor := pinnedFixture(t)
+	type seen struct{ seq, ctxSeq, epoch uint64 }
+	var mu sync.Mutex
+	var got []seen
+	handler := func(ctx context.Context, m natsjs.Msg) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, seen{seqOf(t, m), jetstream.Sequence(ctx), jetstream.Epoch(ctx)})
+		return nil
+	}
+	opts := []jetstream.Option{jetstream.WithMaxBuffered(100), jetstream.WithFetchExpiry(500 * time.Millisecond), jetstream.WithHandover(js)}
+	first, err := jetstream.NewConsumer([]natsjs.Consumer{consumerFor(t)}, handler, opts...)
+	require.NoError(t, err)
+	r1 := start(t, first)
+	publish(t, js, "k.a", "1")
+	publish(t, js, "k.b", "2")
+	eventually(t, func() bool { return first.Stats().Acked == 2 }, "the first instance owns the partition")
+
+	second, err := jetstream.NewConsumer([]natsjs.Consumer{consumerFor(t)}, handler, opts...)
+	require.NoError(t, err)
+	start(t, second)
+	require.NoError(t, r1.close(t, 10*time.Second))
+	publish(t, js, "k.a", "3")
+	eventually(t, func() bool { return second.Stats().Acked == 1 }, "the standby took over: %+v", statsOf(second))
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, got, 3)
+	slices.SortFunc(got, func(a, b seen) int { return cmp.Compare(a.seq, b.seq) })
+	for _, s := range got {
+		assert.Equal(t, s.seq, s.ctxSeq, "Sequence(ctx) of %d", s.seq)
+	}
+	assert.Equal(t, uint64(1), got[0].epoch, "the first owner's epoch: pinned at the first delivery")
+	assert.Equal(t, got[0].epoch, got[1].epoch, "one epoch for the first owner's messages")
+	assert.Equal(t, uint64(3), got[2].epoch, "the second owner's epoch: pinned at the third delivery")
+	assert.Zero(t, jetstream.Sequence(context.Background()))
+	assert.Zero(t, jetstream.Epoch(context.Background()))
+}
+
+func TestPlainConsumerHandlersSeeTheirSequenceAndNoEpoch(t *testing.T) {
+	f := newFixture(t, natsjs.ConsumerConfig{})
+	type seen struct{ seq, ctxSeq, epoch uint64 }
+	got := make(chan seen, 2)
+	c := f.consumer(t, func(ctx context.Context, m natsjs.Msg) error {
+		got <- seen{seqOf(t, m), jetstream.Sequence(ctx), jetstream.Epoch(ctx)}
+		return nil
+	})
+	start(t, c)
+	publish(t, f.js, "k.a", "1")
+	publish(t, f.js, "k.a", "2")
+	assert.Equal(t, seen{1, 1, 0}, <-got)
+	assert.Equal(t, seen{2, 2, 0}, <-got)
 }

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -17,19 +19,28 @@ func (p *partition) beginClose() {
 	p.closing = true
 	var back []*held
 	if !p.closed {
-		for _, h := range p.held {
-			if !h.started {
-				h.gone = true
-				delete(p.held, h.seq)
-				back = append(back, h)
-			}
-		}
+		back = p.takeUnstartedLocked()
 	}
 	back, late := p.answerableOnlyLocked(back)
 	p.waiting, p.catchUp = nil, false
 	p.checkDrainedLocked()
 	p.mu.Unlock()
 	p.giveBackAll(back, late)
+}
+
+// takeUnstartedLocked takes the held messages whose task has not started
+// out of the partition, to be given back: nothing more is sent for them
+// but that. Called with the gate read-locked and mu held.
+func (p *partition) takeUnstartedLocked() []*held {
+	var back []*held
+	for _, h := range p.held {
+		if !h.started {
+			h.gone = true
+			delete(p.held, h.seq)
+			back = append(back, h)
+		}
+	}
+	return back
 }
 
 func bySeq(a, b *held) int { return cmp.Compare(a.seq, b.seq) }
@@ -116,14 +127,32 @@ func (p *partition) close() {
 	p.hbWG.Wait()
 }
 
+// handoverWait bounds Close's wait for the server's answers to its
+// unpins (see unpinAll).
+const handoverWait = time.Second
+
+// unpinAll unpins the pinned consumers this instance owns, at once, and
+// waits for the server's answers at most handoverWait (or until ctx
+// ends): a request to a server that is down would otherwise wait out
+// ctx, partition after partition. A partition whose unpin gets no answer
+// in time is taken over after its PinnedTTL instead.
+func (c *Consumer) unpinAll(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, handoverWait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range c.parts {
+		p.mu.Lock()
+		owned := p.owned && p.group != ""
+		p.mu.Unlock()
+		if owned {
+			wg.Go(func() { p.unpin(ctx, c.handover) })
+		}
+	}
+	wg.Wait()
+}
+
 // unpin gives up this instance's pin, for a standby to take over at once.
 func (p *partition) unpin(ctx context.Context, js jetstream.JetStream) {
-	p.mu.Lock()
-	owned := p.owned && p.group != ""
-	p.mu.Unlock()
-	if !owned {
-		return
-	}
 	s, err := js.Stream(ctx, p.stream)
 	if err != nil {
 		return // the standby takes over after PinnedTTL instead

@@ -63,6 +63,11 @@ func newPartitions(cons []jetstream.Consumer, cfg *config, c *Consumer) ([]*part
 			ok = false
 		}
 		p.tick = wait / 3
+		longest := cc.AckWait
+		for _, b := range cc.BackOff {
+			longest = max(longest, b)
+		}
+		p.cuLimit = catchUpLimit * longest
 		p.beatEvery = p.tick
 		switch cc.PriorityPolicy {
 		case jetstream.PriorityPolicyNone:
@@ -89,12 +94,38 @@ func newPartitions(cons []jetstream.Consumer, cfg *config, c *Consumer) ([]*part
 				// its answer window still ahead (see answerableLocked).
 				p.expiry = max(min(cfg.fetchExpiry, ttl/2, p.tick), 100*time.Millisecond)
 			}
+			if cc.MaxDeliver == 1 {
+				bad(s, n, "MaxDeliver 1 on a pinned consumer: a message its owner held when it died or lost the pin would never be redelivered, and the next owner's catch-up would run its key's later messages without it; use -1 (unlimited) or at least 2")
+				ok = false
+			}
 		default:
 			bad(s, n, "PriorityPolicy %s not supported: use none (a plain consumer) or pinned (a partition)", policyName(cc.PriorityPolicy))
 			ok = false
 		}
+		// Each pull asks for up to MaxAckPending messages (see pullSize)
+		// and waits the pull expiry: the server refuses (409) a pull above
+		// either limit, and nothing would ever be consumed.
+		if mrb := cc.MaxRequestBatch; mrb > 0 && cc.MaxAckPending > mrb {
+			bad(s, n, "MaxRequestBatch %d below MaxAckPending %d: a pull asks for up to MaxAckPending messages and the server would refuse every one; raise MaxRequestBatch to at least MaxAckPending, or lower MaxAckPending",
+				mrb, cc.MaxAckPending)
+			ok = false
+		}
+		if mre, exp := cc.MaxRequestExpires, p.pullExpiry(); mre > 0 && mre < exp {
+			what := fmt.Sprintf("the pull expiry %v", exp)
+			if cfg.expirySet {
+				what = fmt.Sprintf("WithFetchExpiry(%v)", cfg.fetchExpiry)
+				if exp != cfg.fetchExpiry {
+					what = fmt.Sprintf("the pull expiry %v (WithFetchExpiry(%v), capped on a pinned consumer)", exp, cfg.fetchExpiry)
+				}
+			}
+			bad(s, n, "MaxRequestExpires %v below %s: the server would refuse every pull; raise MaxRequestExpires to at least the expiry, or lower WithFetchExpiry",
+				mre, what)
+			ok = false
+		}
+		p.maxPull = max(1, cc.MaxAckPending)
 		if ok && c != nil {
 			p.held = make(map[uint64]*held)
+			p.assigned, p.assignWake = true, make(chan struct{})
 			p.checked = make(chan checkResult, 1)
 			p.resolved.init(4 * cfg.buffered)
 			if p.group != "" {

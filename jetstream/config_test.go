@@ -51,6 +51,19 @@ func TestNewConsumerRefusesConsumersItCannotServeSafely(t *testing.T) {
 			[]string{"consumer S/pinshort: AckWait (or a BackOff step) of 250ms on a pinned consumer: must be >= 300ms"}},
 		{"PinnedTTL not above the fetch expiry", []natsjs.Consumer{pinned}, []jetstream.Option{jetstream.WithFetchExpiry(2 * time.Second)},
 			[]string{"consumer S/pinned: PinnedTTL 2s not above WithFetchExpiry(2s)"}},
+		{"MaxRequestBatch below MaxAckPending", []natsjs.Consumer{mk("batch", natsjs.ConsumerConfig{MaxAckPending: 100, MaxRequestBatch: 10})}, nil,
+			[]string{"consumer S/batch: MaxRequestBatch 10 below MaxAckPending 100"}},
+		{"MaxRequestExpires below the fetch expiry", []natsjs.Consumer{mk("expires", natsjs.ConsumerConfig{MaxRequestExpires: time.Second})},
+			[]jetstream.Option{jetstream.WithFetchExpiry(2 * time.Second)},
+			[]string{"consumer S/expires: MaxRequestExpires 1s below WithFetchExpiry(2s)"}},
+		{"MaxRequestExpires below the default fetch expiry", []natsjs.Consumer{mk("expires2", natsjs.ConsumerConfig{MaxRequestExpires: time.Second})}, nil,
+			[]string{"consumer S/expires2: MaxRequestExpires 1s below the pull expiry 5s"}},
+		{"MaxRequestExpires below a pinned consumer's pull expiry", []natsjs.Consumer{mk("pinexpires", natsjs.ConsumerConfig{MaxRequestExpires: 200 * time.Millisecond,
+			AckWait: 3 * time.Second, PriorityPolicy: natsjs.PriorityPolicyPinned, PriorityGroups: []string{"g"}, PinnedTTL: 10 * time.Second})}, nil,
+			[]string{"consumer S/pinexpires: MaxRequestExpires 200ms below the pull expiry 1s"}},
+		{"MaxDeliver 1 on a pinned consumer", []natsjs.Consumer{mk("once", natsjs.ConsumerConfig{MaxDeliver: 1,
+			PriorityPolicy: natsjs.PriorityPolicyPinned, PriorityGroups: []string{"g"}, PinnedTTL: 2 * time.Second})}, nil,
+			[]string{"consumer S/once: MaxDeliver 1 on a pinned consumer"}},
 		{"the same consumer twice", []natsjs.Consumer{good, good}, nil, []string{"consumer S/good: given twice"}},
 		{"a nil consumer", []natsjs.Consumer{good, nil}, nil, []string{"consumer ?/#1: nil consumer"}},
 		{"several at once, with bad options", []natsjs.Consumer{mk("big2", natsjs.ConsumerConfig{MaxAckPending: 2000}), nil},
@@ -69,12 +82,19 @@ func TestNewConsumerRefusesConsumersItCannotServeSafely(t *testing.T) {
 			var ce *jetstream.ConsumerError
 			if assert.ErrorAs(t, err, &ce) {
 				assert.ErrorIs(t, err, jetstream.ErrConsumerConfig)
+				assert.ErrorIs(t, err, jetstream.ErrInvalidOption, "a setting refused")
 			}
 		})
 	}
 
-	// The pairing that works: MaxAckPending at the bound.
-	c, err := jetstream.NewConsumer([]natsjs.Consumer{mk("fits", natsjs.ConsumerConfig{MaxAckPending: 50})}, nop, jetstream.WithMaxBuffered(50))
+	// The pairings that work: MaxAckPending at the bound, MaxRequestBatch
+	// at MaxAckPending, MaxRequestExpires at the fetch expiry, MaxDeliver 2
+	// on a pinned consumer and 1 on a plain one.
+	c, err := jetstream.NewConsumer([]natsjs.Consumer{
+		mk("fits", natsjs.ConsumerConfig{MaxAckPending: 50, MaxRequestBatch: 50, MaxRequestExpires: time.Second}),
+		mk("twice", natsjs.ConsumerConfig{MaxAckPending: 50, MaxDeliver: 2, PriorityPolicy: natsjs.PriorityPolicyPinned, PriorityGroups: []string{"g"}, PinnedTTL: 2 * time.Second}),
+		mk("plainonce", natsjs.ConsumerConfig{MaxAckPending: 50, MaxDeliver: 1}),
+	}, nop, jetstream.WithMaxBuffered(50), jetstream.WithFetchExpiry(time.Second))
 	require.NoError(t, err)
 	require.NoError(t, c.Close(context.Background()))
 }
@@ -128,4 +148,22 @@ func TestBadOptionsAreOneErrorNamingEach(t *testing.T) {
 	assert.ErrorContains(t, err, "subject must not be empty")
 
 	assert.Equal(t, "WithMaxBuffered(5)", jetstream.WithMaxBuffered(5).String())
+}
+
+// A pull asks for no more than the consumer's MaxAckPending, so a
+// MaxRequestBatch at MaxAckPending (below WithMaxBuffered) is honoured:
+// the server accepts every pull and everything is consumed.
+func TestPullsAskForNoMoreThanMaxAckPending(t *testing.T) {
+	f := newFixture(t, natsjs.ConsumerConfig{MaxAckPending: 5, MaxRequestBatch: 5})
+	l := newLedger()
+	c := f.consumer(t, func(ctx context.Context, m natsjs.Msg) error {
+		l.apply("k", seqOf(t, m))
+		return nil
+	}, jetstream.WithMaxBuffered(100), jetstream.WithFetchExpiry(200*time.Millisecond), jetstream.WithLogger(discard))
+	start(t, c)
+	for range 12 {
+		publish(t, f.js, "k.a", "x")
+	}
+	eventually(t, func() bool { return l.count() == 12 }, "twelve applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Equal(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, l.key("k"))
 }

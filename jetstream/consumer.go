@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -44,6 +45,8 @@ type Consumer struct {
 	life       context.Context
 	cancelLife context.CancelFunc
 
+	bal *balancer // WithBalance's membership; nil without it
+
 	handlerTime histogram.Recorder
 	queueTime   histogram.Recorder
 
@@ -82,8 +85,12 @@ type callbackMark struct{}
 // unlimited or above WithMaxBuffered (the consumer would hold more than
 // its bound, or stall), an AckWait or BackOff step too short to send
 // InProgress in time, a priority policy other than pinned, a PinnedTTL
-// not above the fetch expiry, the same consumer twice. NewConsumer makes
-// no network call and starts no goroutine.
+// not above the fetch expiry, a MaxRequestBatch below MaxAckPending or a
+// MaxRequestExpires below the pull expiry (the server would refuse every
+// pull), MaxDeliver 1 on a pinned consumer (a message its owner held when
+// it died would never come back, and the next owner would run later
+// messages of its key without it), the same consumer twice. NewConsumer
+// makes no network call and starts no goroutine.
 func NewConsumer(cons []jetstream.Consumer, h Handler, opts ...Option) (*Consumer, error) {
 	if h == nil {
 		return nil, ErrNilHandler
@@ -103,13 +110,19 @@ func NewConsumer(cons []jetstream.Consumer, h Handler, opts ...Option) (*Consume
 		cfg:       cfg,
 		closingCh: make(chan struct{}),
 		closed:    make(chan struct{}),
-		handover:  cfg.handover,
+		handover:  cmp.Or[jetstream.JetStream](cfg.handover, cfg.balanceJS),
 	}
 	parts, perrs := newPartitions(cons, cfg, c)
 	if perrs != nil {
 		return nil, perrs
 	}
 	c.parts = parts
+	if cfg.balanceJS != nil {
+		c.bal = newBalancer(cfg.balanceJS, cfg.balanceBucket, parts)
+		if len(c.bal.parts) == 0 {
+			return nil, &OptionError{Option: c.bal.opt, Reason: "no pinned consumer to share out"}
+		}
+	}
 	c.life, c.cancelLife = context.WithCancel(context.WithValue(context.Background(), callbackMark{}, c))
 	for _, p := range c.parts {
 		if p.group == "" {
@@ -153,6 +166,10 @@ func joinErrs(a, b error) error {
 // nil after Close began, ctx.Err() when ctx ended first (the consumer then
 // stays usable: call Run again, or Close), ErrClosed when Close had begun
 // before it was called, and ErrRunning while another Run is in progress.
+// With WithBalance it first joins the membership bucket, before any pull:
+// it returns the server's error (wrapped) when the bucket cannot be read,
+// and an *OptionError when its TTL is missing or above a pinned
+// consumer's PinnedTTL; on leaving it deletes this instance's key.
 //
 // Messages taken before Run returns keep running, and are kept from
 // redelivery with InProgress, until they are done or Close gives them
@@ -188,6 +205,25 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 	unwatch := context.AfterFunc(ctx, stop)
 	var wg sync.WaitGroup
+	if c.bal != nil {
+		if err := c.bal.join(loops); err != nil {
+			unwatch()
+			stop()
+			c.mu.Lock()
+			c.running, c.stopRun = false, nil
+			closing := c.closing
+			c.mu.Unlock()
+			switch {
+			case closing:
+				return nil
+			case ctx.Err() != nil:
+				return ctx.Err()
+			}
+			return err
+		}
+		wg.Add(1)
+		go c.bal.loop(loops, c, &wg)
+	}
 	for _, p := range c.parts {
 		wg.Add(1)
 		go p.fetchLoop(loops, &wg)
@@ -206,12 +242,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Close stops the consumer, like http.Server.Shutdown: it stops fetching,
+// Close stops the consumer in one call, drain then give-up, as the core's
+// Scheduler.Shutdown does (and unlike http.Server.Shutdown, which never
+// forces): it stops fetching,
 // gives back at once (Nak) the messages that have not started and those
 // waiting to retry, waits for running handlers to finish and acknowledges
-// what succeeded, then returns nil. With WithHandover, it first unpins the
-// pinned consumers this instance owns, so that a standby takes them over
-// at once (and catches up, keeping key order, while this one finishes).
+// what succeeded, then returns nil. With WithHandover (or WithBalance),
+// it first unpins the pinned consumers this instance owns, so that a
+// standby takes them over at once (and catches up, keeping key order,
+// while this one finishes); it waits at most a second for the server's
+// answers, all partitions together, so a server that is down or slow
+// costs Close no more than that.
 //
 // If ctx ends first, Close gives up: what is still held is given back,
 // running handlers see their ctx canceled, and Close returns ctx.Err().
@@ -290,9 +331,7 @@ func (c *Consumer) begin() {
 // schedulers down. It reports whether it gave up at done.
 func (c *Consumer) finish(ctx context.Context, done <-chan struct{}) (gaveUp bool) {
 	if c.handover != nil {
-		for _, p := range c.parts {
-			p.unpin(ctx, c.handover)
-		}
+		c.unpinAll(ctx)
 	}
 	for _, p := range c.parts {
 		select {
@@ -330,6 +369,43 @@ func Attempt(ctx context.Context) int {
 }
 
 type attemptKey struct{}
+
+// Sequence returns the stream sequence of the message a handler's (or
+// dead-letter function's) ctx belongs to, as its metadata says, without
+// parsing it. It returns 0 for any other ctx.
+//
+// Messages are delivered at least once, and a partition keeps each key's
+// order across owners, so a handler that must not apply a message twice
+// skips one at or below the last sequence it applied for its key.
+func Sequence(ctx context.Context) uint64 {
+	if h, ok := ctx.Value(attemptKey{}).(*held); ok {
+		return h.seq
+	}
+	return 0
+}
+
+// Epoch returns, for the ctx of a handler (or dead-letter function) of a
+// pinned consumer, the ownership epoch its message was delivered in: the
+// consumer's delivery sequence of the first message the server delivered
+// to this owner under its current pin. It returns 0 on a plain consumer
+// and for any other ctx.
+//
+// The server numbers a consumer's deliveries in the order it makes them,
+// and pins one client at a time, so an owner's epoch is higher than that
+// of every owner before it, on whichever instance. That makes it a
+// fencing token: an owner that stalled past its pin may still finish the
+// handlers it was running after the next owner applied later messages of
+// their keys (see the package doc); a store that remembers, per
+// partition, the highest epoch it wrote under and refuses writes of a
+// lower one refuses those. A consumer reset (ResetConsumerToSequence)
+// starts the delivery sequence over, and the epochs with it: a store
+// that fences must forget the partition's epoch then.
+func Epoch(ctx context.Context) uint64 {
+	if h, ok := ctx.Value(attemptKey{}).(*held); ok {
+		return h.fence
+	}
+	return 0
+}
 
 // logAt writes one record through the consumer's logger, with ctx (which
 // carries the callback mark) for a handler that wants it. The handler runs

@@ -248,3 +248,71 @@ func TestRememberedKeysStayBoundedOnAPinnedConsumer(t *testing.T) {
 	mu.Unlock()
 	assert.Equal(t, 200, c.Stats().Consumers[0].Remembered, "sequences remembered")
 }
+
+// loseReplay loses on its way the second first delivery of stream
+// sequence seq: its first delivery after the consumer was reset (a
+// replay). The server redelivers it after its AckWait.
+func loseReplay(t *testing.T, cons natsjs.Consumer, seq uint64) (natsjs.Consumer, *atomic.Bool) {
+	var firsts atomic.Int32
+	var lost atomic.Bool
+	return wrapConsumer{cons, func(m natsjs.Msg) natsjs.Msg {
+		meta, err := m.Metadata()
+		require.NoError(t, err)
+		if meta.Sequence.Stream == seq && meta.NumDelivered == 1 && firsts.Add(1) == 2 {
+			lost.Store(true)
+			return nil
+		}
+		return m
+	}}, &lost
+}
+
+// After an operator resets a consumer to an earlier sequence, the server
+// delivers the messages from there again as first deliveries: a replay,
+// which runs the handler again, in stream order, not a redelivery after
+// a lost answer. One of them (3) is lost on its way: its redelivery, too,
+// runs the handler, for the answer this instance remembers for 3 is of
+// the time before the reset. (On a partition it runs in its place, after
+// the owner's catch-up; on a plain consumer when it comes back.)
+func TestReplayAfterAResetRunsTheHandlerAgain(t *testing.T) {
+	for _, pinned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "pinned"}[pinned], func(t *testing.T) {
+			_, js := connect(t, startServer(t))
+			s := newStream(t, js, natsjs.StreamConfig{Name: "S", Subjects: []string{"k.*"}})
+			cc := natsjs.ConsumerConfig{Durable: "d", AckWait: 500 * time.Millisecond, MaxAckPending: 100}
+			if pinned {
+				cc.PriorityPolicy, cc.PriorityGroups, cc.PinnedTTL = natsjs.PriorityPolicyPinned, []string{"g"}, time.Minute
+			}
+			cons, lost := loseReplay(t, newConsumer(t, s, cc), 3)
+			l := newLedger()
+			c, err := jetstream.NewConsumer([]natsjs.Consumer{cons}, func(ctx context.Context, m natsjs.Msg) error {
+				l.call(seqOf(t, m))
+				l.apply("k", seqOf(t, m))
+				return nil
+			}, jetstream.WithMaxBuffered(100), jetstream.WithFetchExpiry(300*time.Millisecond))
+			require.NoError(t, err)
+			start(t, c)
+			for i := 1; i <= 5; i++ {
+				publish(t, js, "k.a", fmt.Sprint(i))
+			}
+			eventually(t, func() bool { return c.Stats().Acked == 5 }, "five acked: %+v", statsOf(c))
+			// An ack the server takes after the reset would count for the
+			// replay of its message.
+			eventually(t, func() bool { return info(t, cons).AckFloor.Stream == 5 }, "the acks taken by the server")
+
+			_, err = js.ResetConsumerToSequence(context.Background(), "S", "d", 2)
+			require.NoError(t, err)
+			eventually(t, func() bool { return l.count() == 9 }, "2 to 5 applied again: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+			assert.True(t, lost.Load(), "the replay of 3 was lost on its way")
+			want := []uint64{1, 2, 3, 4, 5, 2, 4, 5, 3} // a plain consumer runs a lost delivery when it comes back
+			if pinned {
+				want = []uint64{1, 2, 3, 4, 5, 2, 3, 4, 5} // a partition's owner waits for it
+			}
+			assert.Equal(t, want, l.key("k"), "the replay's order")
+			for seq := uint64(2); seq <= 5; seq++ {
+				assert.Equal(t, 2, l.calledFor(seq), "handler calls for %d", seq)
+			}
+			eventually(t, func() bool { return c.Stats().Acked == 9 }, "nine acked: %+v", statsOf(c))
+			assert.Zero(t, c.Stats().Duplicates, "duplicates")
+		})
+	}
+}

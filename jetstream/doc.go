@@ -43,7 +43,9 @@
 //     out). A redelivery of a message still held, or of
 //     one this consumer resolved recently (an answer lost on the way), is
 //     recognised by its stream sequence and not handled again (Stats.
-//     Duplicates).
+//     Duplicates). A first delivery is never taken for one: after an
+//     operator resets the consumer (ResetConsumerToSequence), its replayed
+//     messages run again, and what was remembered is forgotten.
 //   - Duplicates by key, on a pinned consumer: while an instance holds the
 //     pin, it remembers per key the highest stream sequence it resolved
 //     (acked after the handler returned nil, or terminated). Per-key order
@@ -100,6 +102,17 @@
 // message is redelivered, after its AckWait. An instance that loses its
 // pin drops its queued messages unrun and sends nothing more for them.
 //
+// A catch-up waits at most four times the longest redelivery wait (the
+// AckWait, or the longest BackOff step): what it waits for comes back
+// well within that. Past it, the catch-up is given up (logged at Error,
+// counted in Stats.CatchUpsAbandoned) and the held messages run: the
+// server counts as unacknowledged a message that never reaches this
+// instance. Any publisher can store one: nats.go takes an empty message
+// with a Status header for a control message of the server and drops
+// it, on every redelivery. The epoch remembers how many never came, so
+// its later catch-ups do not wait for them again; one that does come
+// back later runs after later messages of its key.
+//
 // Delivery is at least once: a message whose handler ran but whose
 // acknowledgement did not reach the server (the instance died, or lost its
 // partition) runs again on the next owner. (An acknowledgement lost while
@@ -107,6 +120,13 @@
 // as the memory reaches.) Because order holds, a handler can skip a
 // message whose stream sequence is at or below the last one it applied for
 // its key, as examples/jetstream's store does.
+//
+// The server pins a partition to whichever instance pulls first, so one
+// instance may own them all. WithBalance shares them out evenly, through
+// a membership key-value bucket on the same server: each instance pulls
+// only for the partitions assigned to it, and one that owns a partition
+// assigned elsewhere (an instance joined or left) steps down and unpins
+// it, and the assignee catches up (balance.go).
 //
 // The pin is not a fencing token, so an owner fences its own answers. An
 // owner keeps the pin by pulling: the server moves it PinnedTTL after the
@@ -166,10 +186,13 @@
 // bound, and takes each message: settles its epoch from its pin header,
 // computes its key, answers duplicates (resolved.go remembers what was
 // answered, by sequence and, for the epoch of a pinned consumer, by key),
-// holds and submits new ones. A catch-up's check (fetch.go) asks the
+// holds and submits new ones. The catch-up (catchup.go) begins with an
+// epoch and at each gap in the delivery sequence; its check asks the
 // server for the consumer's info on a goroutine of its own and hands the
 // answer back, so that the fetch goroutine never waits on the network but
-// for its pull. Each message's task (process.go) runs its attempts,
+// for its pull, and it is given up after a bound. With WithBalance
+// (balance.go) a membership goroutine of Run's assigns the partitions, and
+// the fetch goroutine pulls only for assigned ones. Each message's task (process.go) runs its attempts,
 // backoffs, dead-letter calls and its final answer as a sequence of
 // steps. Every answer to the server (answer.go: Ack, Term,
 // Nak, and the InProgress timer) is sent under the partition's gate, after

@@ -11,12 +11,15 @@ import (
 // is a context error returned unchanged), so callers can test with
 // errors.Is.
 var (
-	// ErrInvalidOption is wrapped by the *OptionError that NewConsumer
-	// returns for an out-of-range option.
+	// ErrInvalidOption is wrapped by every error that refuses a setting:
+	// the *OptionError that NewConsumer (or Run, for WithBalance's
+	// bucket) returns for an out-of-range option, and the *ConsumerError
+	// it returns for a JetStream consumer setting it cannot honour.
 	ErrInvalidOption = errors.New("seqsched/jetstream: invalid option")
 
 	// ErrConsumerConfig is wrapped by the *ConsumerError that NewConsumer
-	// returns for a JetStream consumer it cannot consume safely.
+	// returns for a JetStream consumer it cannot consume safely: of the
+	// settings refused (ErrInvalidOption), those of a consumer.
 	ErrConsumerConfig = errors.New("seqsched/jetstream: unusable consumer configuration")
 
 	// ErrNilHandler is returned by NewConsumer when the handler is nil.
@@ -67,7 +70,7 @@ func (e *OptionError) Unwrap() error { return ErrInvalidOption }
 
 // ConsumerError reports a JetStream consumer whose configuration the
 // Consumer cannot work with, e.g. a MaxAckPending above WithMaxBuffered.
-// It wraps ErrConsumerConfig.
+// It wraps ErrConsumerConfig and ErrInvalidOption.
 type ConsumerError struct {
 	Stream   string // the consumer's stream
 	Consumer string // the consumer's name
@@ -79,8 +82,8 @@ func (e *ConsumerError) Error() string {
 	return "seqsched/jetstream: consumer " + e.Stream + "/" + e.Consumer + ": " + e.Reason
 }
 
-// Unwrap returns ErrConsumerConfig.
-func (e *ConsumerError) Unwrap() error { return ErrConsumerConfig }
+// Unwrap returns ErrConsumerConfig and ErrInvalidOption.
+func (e *ConsumerError) Unwrap() []error { return []error{ErrConsumerConfig, ErrInvalidOption} }
 
 // Terminal marks err as not worth retrying: a handler that returns it has
 // its message dead-lettered and terminated at once. The result matches

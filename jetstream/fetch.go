@@ -37,6 +37,9 @@ func (p *partition) fetch(ctx context.Context) {
 		p.drainBatch(ctx)
 	}
 	for ctx.Err() == nil {
+		if p.c.bal != nil && !p.waitAssigned(ctx) {
+			return
+		}
 		n, expiry := p.pullSize()
 		fctx, cancel := context.WithTimeout(ctx, expiry)
 		opts := []jetstream.FetchOpt{jetstream.FetchContext(fctx)}
@@ -55,24 +58,30 @@ func (p *partition) fetch(ctx context.Context) {
 	}
 }
 
-// pullSize returns the next pull's batch, the room left under the bound
-// (at least 1: a pinned consumer must keep pulling to keep its pin, and
-// the server sends no more than MaxAckPending anyway), and its expiry:
-// on a pinned consumer at most a tick, whatever WithFetchExpiry says, so
-// that a message arrives with most of its answer window ahead (its anchor
-// is the pull's start: see answerableLocked); this also checks a catch-up
-// every tick, and the catch-up after gaining a pin early (the pull that
+// pullSize returns the next pull's batch and its expiry. The batch is the
+// room left under the bound, at most the consumer's MaxAckPending (the
+// server never has more for this instance at once, and newPartitions
+// checks that MaxRequestBatch allows it), and at least 1: a pinned
+// consumer must keep pulling to keep its pin. The expiry is, on a pinned
+// consumer, at most a tick, whatever WithFetchExpiry says, so that a
+// message arrives with most of its answer window ahead (its anchor is the
+// pull's start: see answerableLocked); this also checks a catch-up every
+// tick, and the catch-up after gaining a pin early (the pull that
 // receives the pin goes on, and a pull is never ended early: nats.go
 // drops what is in flight to it).
 func (p *partition) pullSize() (int, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := max(1, p.bound-len(p.held))
-	exp := p.expiry
+	n := max(1, min(p.bound-len(p.held), p.maxPull))
+	return n, p.pullExpiry()
+}
+
+// pullExpiry is how long each pull waits (see pullSize).
+func (p *partition) pullExpiry() time.Duration {
 	if p.group != "" {
-		exp = max(min(exp, p.tick), 100*time.Millisecond)
+		return max(min(p.expiry, p.tick), 100*time.Millisecond)
 	}
-	return n, exp
+	return p.expiry
 }
 
 // drainBatch takes every message of the current pull, and the catch-up
@@ -101,6 +110,11 @@ func (p *partition) drainBatch(ctx context.Context) {
 	switch {
 	case err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		p.failures = 0
+	case errors.Is(err, jetstream.ErrPinIDMismatch) && p.forgedPin:
+		p.failures = 0
+		p.forgedPin = false
+		p.lose(forgedPinReason)
+		p.unpinForged(ctx)
 	case errors.Is(err, jetstream.ErrPinIDMismatch):
 		p.failures = 0
 		p.lose("pinned to another client")
@@ -138,7 +152,9 @@ func (p *partition) take(h *held) {
 	if h.stage == stageNew {
 		h.stage = stageEpoch
 		if p.group != "" {
-			p.followPin(h.msg.Headers().Get(pinHeader))
+			pin, forged := pinOf(h.msg)
+			p.forgedPin = forged
+			p.followPin(pin)
 		}
 	}
 	if h.stage == stageEpoch {
@@ -157,6 +173,47 @@ func (p *partition) take(h *held) {
 		return
 	}
 	p.dispatch(h)
+}
+
+// pinOf returns the pin id the server delivered m under: the last
+// Nats-Pin-Id header, which the server appends to whatever headers the
+// message was stored with. A publisher may have stored one of its own
+// (forwarding a delivered message with all its headers, say), which then
+// comes first; forged reports that, for nats.go takes the first for the
+// pin and sends it with its next pull, which the server refuses (see
+// unpinForged).
+func pinOf(m jetstream.Msg) (pin string, forged bool) {
+	vs := m.Headers().Values(pinHeader)
+	if len(vs) == 0 {
+		return "", false
+	}
+	pin = vs[len(vs)-1]
+	return pin, vs[0] != pin
+}
+
+// forgedPinReason is why a partition is lost after a stored pin header.
+const forgedPinReason = "a message's stored Nats-Pin-Id header made nats.go pull with a pin that is not this instance's; the server pins the partition anew after PinnedTTL, or at once with WithHandover"
+
+// unpinForged unpins the partition through WithHandover's (or
+// WithBalance's) JetStream, if any, after a pull was refused for a pin that a message's stored header
+// gave nats.go (see pinOf): the server still pins this instance's real
+// pin, which no pull carries any more, so without the unpin no one would
+// get the partition until PinnedTTL. The server then pins the next pull,
+// this instance's or a standby's, whose catch-up keeps key order. Should
+// the pin have moved meanwhile (its PinnedTTL ran out just then), the
+// unpin costs its new owner a catch-up, not order. The request runs on a
+// goroutine of its own, counted in Run's wait group, within
+// handoverWait.
+func (p *partition) unpinForged(ctx context.Context) {
+	js := p.c.handover
+	if js == nil || ctx.Err() != nil {
+		return
+	}
+	p.runWG.Go(func() {
+		uctx, cancel := context.WithTimeout(ctx, handoverWait)
+		defer cancel()
+		p.unpin(uctx, js)
+	})
 }
 
 // keyOf returns h's ordering key: the key function's, the key header's,
@@ -199,128 +256,5 @@ func (p *partition) fetchFailed(ctx context.Context, err error) {
 	select {
 	case <-t.C:
 	case <-ctx.Done():
-	}
-}
-
-func (p *partition) catchingUp() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.catchUp
-}
-
-// catchUpDue reports whether the catch-up may be over, as far as the last
-// check knew: none was made yet in this epoch, or the messages held now
-// cover the count it found. It makes the check run as soon as it can
-// succeed, not only once per pull.
-func (p *partition) catchUpDue() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.catchUp && (p.cuNeed < 0 || p.cuMine >= p.cuNeed)
-}
-
-// A catch-up check asks the server for the consumer's info on a goroutine
-// of its own, so that the fetch goroutine never waits for it: while it
-// waited, it would send no pull (and the pin lapses PinnedTTL after the
-// last one) and take no message (and a message not taken gets no
-// InProgress, so the server redelivers it after its AckWait, to whoever
-// holds the pin by then). The answer comes back to the fetch goroutine
-// on p.checked, which holds at most one: one check is in flight at a
-// time, and the goroutine, counted in Run's wait group, never blocks.
-
-// checkResult is a catch-up check's answer, for the catch-up it was asked
-// for: a later one (the epoch changed, or a delivery was lost since)
-// needs a count taken after it began.
-type checkResult struct {
-	info  *jetstream.ConsumerInfo
-	err   error
-	quiet bool // err because Run ended: no log
-	epoch uint64
-	gen   uint64
-}
-
-// checkCatchUp asks for a catch-up check, unless one is in flight: its
-// answer is applied against the messages held when it comes, which
-// covers whatever arrived meanwhile (see catchUpChecked).
-func (p *partition) checkCatchUp(ctx context.Context) {
-	if p.checking {
-		return
-	}
-	p.mu.Lock()
-	if !p.catchUp {
-		p.mu.Unlock()
-		return
-	}
-	epoch, gen := p.epoch, p.cuGen
-	p.mu.Unlock()
-	p.checking = true
-	wg := p.runWG
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		ictx, cancel := context.WithTimeout(ctx, max(p.expiry, time.Second))
-		info, err := p.cons.Info(ictx)
-		cancel()
-		p.checked <- checkResult{info: info, err: err, quiet: ctx.Err() != nil, epoch: epoch, gen: gen}
-	}()
-}
-
-// catchUpChecked ends the catch-up once every message the server counts
-// as unacknowledged is one this instance holds: then none is still out
-// with a previous owner or lost on its way, and the held messages run in
-// stream order. Messages delivered after the server's count have a higher
-// sequence than its Delivered.Stream and are not counted; those delivered
-// before it and held now were unacknowledged when it was taken. The count
-// relies on every held message being unacknowledged at the server, which
-// only an answer that arrives after the message's AckWait ran out can
-// break: this package's owners withhold those (answerableLocked), other
-// clients may not (see the package doc). It runs on the fetch goroutine.
-func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
-	p.checking = false
-	if r.err != nil {
-		// The next delivery, or the pull's end, asks again.
-		if !r.quiet {
-			p.c.logAt(p.c.life, levelWarn, "seqsched/jetstream: consumer info failed while catching up; retrying",
-				"stream", p.stream, "consumer", p.name, "err", r.err)
-		}
-		return
-	}
-	info := r.info
-	p.mu.Lock()
-	if !p.catchUp {
-		p.mu.Unlock()
-		return
-	}
-	if r.epoch != p.epoch || r.gen != p.cuGen {
-		// Taken before this catch-up began: it may miss what this one
-		// waits for. Ask again, after it.
-		p.mu.Unlock()
-		p.checkCatchUp(ctx)
-		return
-	}
-	for _, g := range info.PriorityGroups {
-		if g.Group == p.group && g.PinnedClientID != "" && g.PinnedClientID != p.pin {
-			p.mu.Unlock()
-			p.lose("pinned to another client")
-			return
-		}
-	}
-	mine := 0
-	for seq := range p.held {
-		if seq <= info.Delivered.Stream {
-			mine++
-		}
-	}
-	p.cuNeed, p.cuD, p.cuMine = info.NumAckPending, info.Delivered.Stream, mine
-	if info.NumAckPending > mine {
-		p.mu.Unlock()
-		return
-	}
-	p.catchUp = false
-	out := p.waiting
-	p.waiting = nil
-	p.mu.Unlock()
-	sortBySeq(out)
-	for _, h := range out {
-		p.submit(h)
 	}
 }

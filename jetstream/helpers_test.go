@@ -20,6 +20,13 @@ import (
 // on 127.0.0.1 and a free port, and returns its URL.
 func startServer(t testing.TB) string {
 	t.Helper()
+	return startServerOf(t).ClientURL()
+}
+
+// startServerOf is startServer for a test that stops the server itself;
+// Shutdown may be called more than once.
+func startServerOf(t testing.TB) *server.Server {
+	t.Helper()
 	srv, err := server.NewServer(&server.Options{
 		Host:      "127.0.0.1",
 		Port:      server.RANDOM_PORT,
@@ -39,7 +46,7 @@ func startServer(t testing.TB) string {
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	})
-	return srv.ClientURL()
+	return srv
 }
 
 // connect opens a connection closed at the end of the test.

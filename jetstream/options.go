@@ -71,6 +71,8 @@ type config struct {
 	fetchExpiry    time.Duration
 	expirySet      bool
 	handover       jetstream.JetStream
+	balanceJS      jetstream.JetStream
+	balanceBucket  string
 	logger         *slog.Logger
 	errs           []error
 }
@@ -226,8 +228,18 @@ func WithFetchExpiry(d time.Duration) Option {
 // WithHandover lets Close unpin the pinned consumers this instance owns,
 // through js, so that a standby instance takes each over at once instead
 // of after its PinnedTTL. The standby catches up first (see the package
-// doc), so key order holds while this instance finishes its messages. js
-// must not be nil.
+// doc), so key order holds while this instance finishes its messages.
+// Close waits at most a second for the server to answer the unpins; a
+// partition whose unpin gets no answer in time (the server is down) is
+// taken over after its PinnedTTL, as without this option.
+//
+// js also serves a partition that a stored Nats-Pin-Id header cost its
+// pin: a message published with such a header (forwarded with all its
+// headers, say) makes nats.go send that pin with its next pull, which the
+// server refuses. The owner then unpins the partition at once, so that
+// the next pull (its own or a standby's) is pinned anew and catches up;
+// without this option the partition waits up to its PinnedTTL. js must
+// not be nil.
 func WithHandover(js jetstream.JetStream) Option {
 	name := "WithHandover(js)"
 	if js == nil {
@@ -239,6 +251,56 @@ func WithHandover(js jetstream.JetStream) Option {
 			return
 		}
 		c.handover = js
+	}}
+}
+
+// WithBalance shares the pinned consumers (the partitions) out evenly
+// among the instances that run a Consumer with the same bucket, and
+// moves them when an instance joins or leaves: no instance owns more
+// than one partition above another once the membership is stable.
+// Without it the server pins each partition to whichever instance pulls
+// first, and nothing moves it back.
+//
+// bucket names a JetStream key-value bucket on the same server, made by
+// the operator with a TTL (MaxAge) at most the smallest PinnedTTL of the
+// pinned consumers, for example
+//
+//	js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: "orders-owners", TTL: 5 * time.Second, Storage: natsjs.MemoryStorage})
+//
+// Each instance keeps a key of its own there, renewed every third of the
+// TTL; each renewal reads the members, and every instance computes the
+// same assignment from them: the partitions, by stream and name, go round
+// the members, by key. An instance pulls only for the partitions
+// assigned to it; one that owns a partition assigned elsewhere steps
+// down: it gives back what has not started, drops what runs (it comes
+// back after AckWait) and unpins the partition through js, and the
+// assignee catches up, so key order holds across every move. A standby
+// takes a partition over when its owner leaves: at once after the
+// owner's Close, which deletes its key, and within the TTL and PinnedTTL
+// after a crash. It does not take over from an owner that keeps
+// heartbeating but stopped pulling one partition (a key function that
+// blocks its fetch goroutine).
+//
+// Every instance must be given the same pinned consumers, and the bucket
+// must serve no other set of consumers: each member takes its share of
+// the partitions it knows of. Run checks the
+// bucket's TTL (an *OptionError) and returns the server's error when the
+// bucket cannot be read. js and bucket must not be nil or empty, and at
+// least one consumer must be pinned.
+func WithBalance(js jetstream.JetStream, bucket string) Option {
+	name := fmt.Sprintf("WithBalance(js, %q)", bucket)
+	if js == nil {
+		name = fmt.Sprintf("WithBalance(nil, %q)", bucket)
+	}
+	return optFunc{name, func(c *config) {
+		switch {
+		case js == nil:
+			bad(c, name, "js must not be nil")
+		case bucket == "":
+			bad(c, name, "bucket must not be empty")
+		default:
+			c.balanceJS, c.balanceBucket = js, bucket
+		}
 	}}
 }
 

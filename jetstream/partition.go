@@ -57,9 +57,13 @@ type partition struct {
 	// message may still be answered: the shortest redelivery wait less
 	// half a tick, the answer's allowance for its way to the server (see
 	// answerableLocked).
-	fresh  time.Duration
-	expiry time.Duration // how long a pull request waits
-	bound  int           // WithMaxBuffered
+	fresh time.Duration
+	// cuLimit is how long a catch-up may wait before it is given up
+	// (see giveUpLocked): catchUpLimit times the longest redelivery wait.
+	cuLimit time.Duration
+	expiry  time.Duration // WithFetchExpiry, or on a pinned consumer its default (see pullExpiry)
+	bound   int           // WithMaxBuffered
+	maxPull int           // the consumer's MaxAckPending: no pull asks for more
 
 	// gate orders replies to the server against lose and close: every
 	// Ack, Nak, Term and InProgress is sent under its read lock, after the
@@ -67,31 +71,39 @@ type partition struct {
 	// once they return no reply of the old epoch (or at all) goes out.
 	gate sync.RWMutex
 
-	mu       sync.Mutex
-	epoch    uint64 // bumped when an epoch starts or ends
-	owned    bool   // an epoch is in progress
-	pin      string // the pin id of this epoch ("" for a plain consumer)
-	ectx     context.Context
-	ecancel  context.CancelFunc
-	held     map[uint64]*held // by stream sequence: this epoch's messages not yet resolved
-	catchUp  bool             // this epoch is catching up (see above)
-	cuNeed   int              // catching up: the server's unacknowledged count at the last check; -1 before one
-	cuD      uint64           // catching up: the server's last delivered sequence at that check
-	cuMine   int              // catching up: held messages at or below cuD
-	cuGen    uint64           // bumped when a catch-up begins, to tell its checks from older ones
-	lastDel  uint64           // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
-	own      uint64           // pinned: the stream sequence of this epoch's first first delivery; 0 before it (see resolvedLocked)
-	waiting  []*held          // held back while catching up
-	resolved resolvedSet      // recently resolved, to recognise their redeliveries
-	applied  appliedKeys      // pinned: per key, the highest resolved in this epoch (see resolved.go)
-	closing  bool             // Close has begun: deliveries are given back
-	closed   bool             // Close has ended: nothing more is sent
-	drained  chan struct{}    // made by drainedCh, closed once held is empty while closing
-	hb       *time.Timer      // the InProgress timer, armed while messages are held
-	hbArmed  bool
-	hbStop   bool
-	hbWG     sync.WaitGroup // the InProgress callback in flight, if any
-	hbBuf    []beatItem
+	mu        sync.Mutex
+	epoch     uint64 // bumped when an epoch starts or ends
+	owned     bool   // an epoch is in progress
+	pin       string // the pin id of this epoch ("" for a plain consumer)
+	ectx      context.Context
+	ecancel   context.CancelFunc
+	held      map[uint64]*held // by stream sequence: this epoch's messages not yet resolved
+	catchUp   bool             // this epoch is catching up (see above)
+	cuNeed    int              // catching up: the server's unacknowledged count at the last check; -1 before one
+	cuD       uint64           // catching up: the server's last delivered sequence at that check
+	cuMine    int              // catching up: held messages at or below cuD
+	cuGen     uint64           // bumped when a catch-up begins, to tell its checks from older ones
+	cuSince   time.Time        // catching up: when it began, by the real clock
+	cuOverdue time.Time        // catching up: when the first check past cuLimit that found messages missing was asked; zero before
+	// unreachable is, in this epoch, how many of the messages the server
+	// counts as unacknowledged an abandoned catch-up found that never came
+	// (see giveUpLocked); later catch-ups do not wait for them.
+	unreachable int
+	fence       uint64        // pinned: the consumer sequence of this epoch's first delivery (see Epoch)
+	lastDel     uint64        // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
+	own         uint64        // pinned: the stream sequence of this epoch's first first delivery; 0 before it (see resolvedLocked)
+	lastFirst   uint64        // the stream sequence of the latest first delivery (see noteReplayLocked)
+	waiting     []*held       // held back while catching up
+	resolved    resolvedSet   // recently resolved, to recognise their redeliveries
+	applied     appliedKeys   // pinned: per key, the highest resolved in this epoch (see resolved.go)
+	closing     bool          // Close has begun: deliveries are given back
+	closed      bool          // Close has ended: nothing more is sent
+	drained     chan struct{} // made by drainedCh, closed once held is empty while closing
+	hb          *time.Timer   // the InProgress timer, armed while messages are held
+	hbArmed     bool
+	hbStop      bool
+	hbWG        sync.WaitGroup // the InProgress callback in flight, if any
+	hbBuf       []beatItem
 	// skipProgress, set by tests only, makes beat send no InProgress for
 	// the sequences it names, as if it came too late for them.
 	skipProgress func(seq uint64) bool
@@ -102,9 +114,16 @@ type partition struct {
 	keying      *held            // the message being taken (see take)
 	pullAt      time.Time        // when the current pull request was made: before the server got it
 	failures    int              // fetch errors in a row
+	forgedPin   bool             // the last delivery's first pin header was a stored one (see pinOf)
 	runWG       *sync.WaitGroup  // Run's, which waits for the catch-up checks too
 	checking    bool             // a catch-up check is in flight (see checkCatchUp)
 	checked     chan checkResult // its answer; room for one
+
+	// assigned is false while WithBalance assigns the partition to another
+	// instance: the fetch goroutine does not pull then (see waitAssigned).
+	// assignWake is closed, and replaced, at each change. Guarded by mu.
+	assigned   bool
+	assignWake chan struct{}
 
 	inflight atomic.Int32
 	st       counters
@@ -113,7 +132,7 @@ type partition struct {
 // counters are a partition's running totals.
 type counters struct {
 	received, acked, duplicates, retries, termed, deadLettered atomic.Uint64
-	givenBack, dropped, heartbeats                             atomic.Uint64
+	givenBack, dropped, heartbeats, catchUpsAbandoned          atomic.Uint64
 }
 
 // The stages of a message as the fetch goroutine takes it (see take).
@@ -135,6 +154,7 @@ type held struct {
 	key   sessionKey
 	high  bool
 	epoch uint64
+	fence uint64          // the epoch's, for Epoch
 	ctx   context.Context // the epoch's: the task's submit ctx
 	at    time.Time       // delivered
 	// anchor is, on a pinned consumer, a time at or before the server last
@@ -201,45 +221,32 @@ func (p *partition) startEpochLocked(pin string) {
 	p.owned, p.pin = true, pin
 	p.ectx, p.ecancel = context.WithCancel(p.c.life)
 	p.lastDel, p.own = 0, 0
-	p.catchUp = false
+	p.catchUp, p.unreachable = false, 0
 	if p.group != "" {
 		p.beginCatchUpLocked()
 	}
 }
 
-// beginCatchUpLocked starts a catch-up (see the type comment); its first
-// check is due at once. Called with mu held.
-func (p *partition) beginCatchUpLocked() {
-	p.catchUp, p.cuNeed, p.cuD, p.cuMine = true, -1, 0, 0
-	p.cuGen++
-}
-
-// noteDeliveryLocked follows a pinned epoch's deliveries by their consumer
-// sequence: one that does not follow the last means deliveries were lost
-// on their way, and the epoch catches up again (see the type comment).
-// It also notes the epoch's first first delivery (see resolvedLocked).
-// Called with mu held, for every delivery the epoch takes, duplicates
-// included.
-func (p *partition) noteDeliveryLocked(h *held) {
-	if p.group == "" {
+// noteReplayLocked tells a replay from the consumer's first deliveries,
+// which come in stream order: a first delivery at or below the highest
+// one this partition took means the consumer's delivery state was reset
+// (ResetConsumerToSequence, or deleted and made again under its name),
+// and the server delivers its messages again from there. They must run
+// again, so what was remembered as resolved is forgotten: a redelivery
+// of a replayed message (its answer, or the replay itself, lost on its
+// way) must not get the answer of the time before. (A first delivery
+// never counts as a duplicate anyway: see resolvedLocked.) Called with
+// mu held, for every delivery.
+func (p *partition) noteReplayLocked(h *held) {
+	if !h.first {
 		return
 	}
-	if p.lastDel != 0 && h.del != p.lastDel+1 {
-		// The lost deliveries are of messages below this one (first
-		// deliveries come in stream order): the key rule no longer
-		// covers them (see resolvedLocked), so a lost message that comes
-		// back after later ones of its key ran, past a catch-up a stalled
-		// previous owner's late answer ended early, runs rather than
-		// being taken for a duplicate.
-		p.own = 0
-		if !p.catchUp {
-			p.beginCatchUpLocked()
-		}
+	if h.seq <= p.lastFirst {
+		p.resolved.reset()
+		p.applied.reset()
+		p.own = 0 // noteDeliveryLocked sets it again from h
 	}
-	p.lastDel = h.del
-	if p.own == 0 && h.first {
-		p.own = h.seq
-	}
+	p.lastFirst = h.seq
 }
 
 // followPin settles the epoch a delivery under pin belongs to: a pin
@@ -311,6 +318,7 @@ func (p *partition) dispatch(h *held) {
 	var submit *held
 	p.gate.RLock()
 	p.mu.Lock()
+	p.noteReplayLocked(h)
 	if !p.closed && !p.closing && p.owned {
 		p.noteDeliveryLocked(h)
 	}
@@ -358,7 +366,7 @@ func (p *partition) dispatch(h *held) {
 			p.gate.RUnlock()
 			return
 		}
-		h.epoch, h.ctx = p.epoch, p.ectx
+		h.epoch, h.ctx, h.fence = p.epoch, p.ectx, p.fence
 		p.held[h.seq] = h
 		p.armLocked()
 		if p.catchUp {

@@ -131,7 +131,14 @@ type instance struct {
 }
 
 func TestPartitionedInstancesKilledAndRestartedLoseNothingAndKeepOrder(t *testing.T) {
-	partitionedProperty(t, false)
+	partitionedProperty(t, false, false)
+}
+
+// The same with WithBalance: after each instance joins, leaves or is
+// killed, and at the end, once ownership settles no live instance owns
+// more than one partition above another.
+func TestBalancedInstancesJoiningLeavingAndKilledLoseNothingKeepOrderAndShareEvenly(t *testing.T) {
+	partitionedProperty(t, false, true)
 }
 
 // The same, with every instance stalling now and then: the package's clock
@@ -139,10 +146,15 @@ func TestPartitionedInstancesKilledAndRestartedLoseNothingAndKeepOrder(t *testin
 // meanwhile (the server's clock does not jump). Held messages then pass
 // their answer window: their answers are withheld, and they come back.
 func TestPartitionedInstancesThatStallLoseNothingAndKeepOrder(t *testing.T) {
-	partitionedProperty(t, true)
+	partitionedProperty(t, true, false)
 }
 
-func partitionedProperty(t *testing.T, stalls bool) {
+// The same with WithBalance.
+func TestBalancedInstancesThatStallLoseNothingKeepOrderAndShareEvenly(t *testing.T) {
+	partitionedProperty(t, true, true)
+}
+
+func partitionedProperty(t *testing.T, stalls, balance bool) {
 	const (
 		partitions = 4
 		keys       = 40
@@ -177,6 +189,14 @@ func partitionedProperty(t *testing.T, stalls bool) {
 			PinnedTTL:      time.Second,
 		})
 	}
+	if balance {
+		_, err := js.CreateOrUpdateKeyValue(context.Background(), natsjs.KeyValueConfig{
+			Bucket: "members", TTL: time.Second, Storage: natsjs.MemoryStorage,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	w := newWorld()
 	var mu sync.Mutex // guards live
@@ -204,6 +224,12 @@ func partitionedProperty(t *testing.T, stalls bool) {
 				return hookMsg{Msg: m, onAck: func() bool { w.acked(id, seq); return true }}
 			}})
 		}
+		opts := []jetstream.Option{jetstream.WithMaxBuffered(100), jetstream.WithRetries(1000, func(context.Context, natsjs.Msg, int, error) time.Duration {
+			return 20 * time.Millisecond
+		}), jetstream.WithHandover(ijs), jetstream.WithLogger(discard)}
+		if balance {
+			opts = append(opts, jetstream.WithBalance(ijs, "members"))
+		}
 		c, err := jetstream.NewConsumer(cons, func(ctx context.Context, m natsjs.Msg) error {
 			seq := seqOf(t, m)
 			if d := rng2(seq); d > 0 {
@@ -214,9 +240,7 @@ func partitionedProperty(t *testing.T, stalls bool) {
 			}
 			subj := m.Subject()
 			return w.apply(id, subj[strings.LastIndexByte(subj, '.')+1:], seq)
-		}, jetstream.WithMaxBuffered(100), jetstream.WithRetries(1000, func(context.Context, natsjs.Msg, int, error) time.Duration {
-			return 20 * time.Millisecond
-		}), jetstream.WithHandover(ijs), jetstream.WithLogger(discard))
+		}, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,22 +320,65 @@ func partitionedProperty(t *testing.T, stalls bool) {
 	}
 	keyName := func(i int) string { return fmt.Sprintf("k%02d", i) }
 	published := 0
+	publishKey := func(key string) {
+		seq := publish(t, js, "in."+key, "x")
+		w.publishedAs(key, seq)
+		published++
+	}
 	publishSome := func(n int) {
 		for range n {
-			key := keyName(rng.IntN(keys))
-			seq := publish(t, js, "in."+key, "x")
-			w.publishedAs(key, seq)
-			published++
+			publishKey(keyName(rng.IntN(keys)))
 		}
 	}
+	// settle, with WithBalance, publishes to every key (so to every
+	// partition: a pin is given at a delivery) until the live instances
+	// own every partition, none more than one above another.
+	settle := func(when string) {
+		if !balance {
+			return
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			for i := range keys {
+				publishKey(keyName(i))
+			}
+			mu.Lock()
+			var counts []int
+			for _, in := range live {
+				n := 0
+				for _, cs := range in.c.Stats().Consumers {
+					if cs.Owned {
+						n++
+					}
+				}
+				counts = append(counts, n)
+			}
+			mu.Unlock()
+			sum := 0
+			for _, n := range counts {
+				sum += n
+			}
+			if sum == partitions && slices.Max(counts)-slices.Min(counts) <= 1 {
+				t.Logf("balanced %s: %v", when, counts)
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not balanced %s: partitions owned per live instance %v", when, counts)
+			}
+			time.Sleep(200 * time.Millisecond) // a publishing rhythm: a heartbeat is 333ms
+		}
+	}
+	settle("at the start")
 	for k := range kills {
 		publishSome(total / (kills + 1))
 		target := published - total/(kills+1)/2
 		eventually(t, func() bool { return w.appliedCount() >= target }, "%d applied before kill %d", target, k+1)
 		kill(k%2 == 0)
+		settle(fmt.Sprintf("after stop %d", k+1))
 		launch()
+		settle(fmt.Sprintf("after start %d", k+1))
 	}
-	publishSome(total - published)
+	publishSome(total - total/(kills+1)*kills)
 
 	// state describes, when the wait fails, each live instance's
 	// partitions and each consumer's server-side counts.
@@ -335,8 +402,8 @@ func partitionedProperty(t *testing.T, stalls bool) {
 		}
 		return b.String()
 	})
-	eventually(t, func() bool { return w.appliedCount() == total }, "every message applied (%d of %d):%v",
-		lazy(func() any { return w.appliedCount() }), total, state)
+	eventually(t, func() bool { return w.appliedCount() == published }, "every message applied (%d of %d):%v",
+		lazy(func() any { return w.appliedCount() }), published, state)
 	for p := range partitions {
 		cn, err := js.Consumer(context.Background(), "P", fmt.Sprintf("part-%d", p))
 		if err != nil {
@@ -369,7 +436,7 @@ func partitionedProperty(t *testing.T, stalls bool) {
 		withheld += in.c.Stats().Dropped
 	}
 	mu.Unlock()
-	t.Logf("%d published, %d applications (%d duplicates after kills), %d acks; the live instances dropped %d", total, w.applies, w.applies-total, w.acks, withheld)
+	t.Logf("%d published, %d applications (%d duplicates after kills), %d acks; the live instances dropped %d", published, w.applies, w.applies-published, w.acks, withheld)
 }
 
 // rng2 gives each message a handler time of 0–2ms, derived from its

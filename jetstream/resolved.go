@@ -34,10 +34,12 @@ package jetstream
 // least recently. Past that, a redelivery runs its handler again, which
 // at-least-once delivery allows.
 
-// resolvedLocked reports whether h, a delivery not held, was resolved
+// resolvedLocked reports whether h, a redelivery not held, was resolved
 // here already, and whether it was terminated: by its sequence, or, on a
 // pinned consumer, by its key's highest resolved sequence in this epoch
-// (see above). Called with mu held.
+// (see above). A first delivery was not, whatever the memories say: the
+// server delivers a message a first time again only after the consumer
+// was reset, and such a replay runs. Called with mu held.
 //
 // The key rule is kept to messages first delivered in this epoch (at or
 // above own, for first deliveries come in stream order): a message
@@ -51,6 +53,11 @@ package jetstream
 // lost message then comes back after later ones of its key; it runs,
 // late, rather than being acknowledged unrun.
 func (p *partition) resolvedLocked(h *held) (termed, ok bool) {
+	if h.first {
+		// Never delivered before, so never answered: a replay after the
+		// consumer was reset (see noteReplayLocked), which must run.
+		return false, false
+	}
 	if termed, ok := p.resolved.get(h.seq); ok {
 		return termed, true
 	}
@@ -102,6 +109,12 @@ func (r *resolvedSet) get(seq uint64) (termed, ok bool) {
 }
 
 func (r *resolvedSet) len() int { return len(r.kinds) }
+
+// reset forgets every sequence, keeping the room.
+func (r *resolvedSet) reset() {
+	r.ring, r.head = r.ring[:0], 0
+	clear(r.kinds)
+}
 
 // appliedKeys remembers, for up to max keys, the highest stream sequence
 // resolved per key and whether it was terminated; when full, the key

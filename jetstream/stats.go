@@ -19,8 +19,12 @@ type Stats struct {
 	GivenBack    uint64 // messages given back (Nak) for redelivery: by Close, or delivered while closing
 	Dropped      uint64 // messages left unanswered, for JetStream to redeliver: their partition was lost, Close had ended, or (pinned) the answer came past the message's answer window (see the package doc)
 	Heartbeats   uint64 // InProgress signals sent for held messages
-	InFlight     int    // messages in progress: running their handler, waiting to retry, or being dead-lettered
-	Buffered     int    // messages held: delivered and not yet acked, terminated, given back or dropped
+	// CatchUpsAbandoned counts catch-ups given up after waiting too long
+	// for messages the server counts as unacknowledged that never came
+	// (logged at Error; see the package doc). Each may have cost order.
+	CatchUpsAbandoned uint64
+	InFlight          int // messages in progress: running their handler, waiting to retry, or being dead-lettered
+	Buffered          int // messages held: delivered and not yet acked, terminated, given back or dropped
 
 	// HandlerDuration counts the duration of every handler attempt, and
 	// QueueTime the time from each message's delivery to the start of its
@@ -46,9 +50,12 @@ type ConsumerStats struct {
 	// are back, and after a delivery to it was lost on its way, until
 	// that one is back (see the package doc).
 	CatchingUp bool
+	// Assigned is false while WithBalance assigns the consumer to another
+	// instance (this one does not pull from it then); true otherwise.
+	Assigned bool
 
 	Received, Acked, Duplicates, Retries, Termed, DeadLettered uint64
-	GivenBack, Dropped, Heartbeats                             uint64
+	GivenBack, Dropped, Heartbeats, CatchUpsAbandoned          uint64
 
 	InFlight   int // as Stats.InFlight, for this consumer
 	Buffered   int // as Stats.Buffered, for this consumer; at most its MaxAckPending
@@ -68,19 +75,20 @@ func (c *Consumer) Stats() Stats {
 	for _, p := range c.parts {
 		cs := ConsumerStats{
 			Stream: p.stream, Consumer: p.name, Pinned: p.group != "",
-			Received:     p.st.received.Load(),
-			Acked:        p.st.acked.Load(),
-			Duplicates:   p.st.duplicates.Load(),
-			Retries:      p.st.retries.Load(),
-			Termed:       p.st.termed.Load(),
-			DeadLettered: p.st.deadLettered.Load(),
-			GivenBack:    p.st.givenBack.Load(),
-			Dropped:      p.st.dropped.Load(),
-			Heartbeats:   p.st.heartbeats.Load(),
-			InFlight:     int(p.inflight.Load()),
+			Received:          p.st.received.Load(),
+			Acked:             p.st.acked.Load(),
+			Duplicates:        p.st.duplicates.Load(),
+			Retries:           p.st.retries.Load(),
+			Termed:            p.st.termed.Load(),
+			DeadLettered:      p.st.deadLettered.Load(),
+			GivenBack:         p.st.givenBack.Load(),
+			Dropped:           p.st.dropped.Load(),
+			Heartbeats:        p.st.heartbeats.Load(),
+			CatchUpsAbandoned: p.st.catchUpsAbandoned.Load(),
+			InFlight:          int(p.inflight.Load()),
 		}
 		p.mu.Lock()
-		cs.Owned, cs.CatchingUp = p.owned, p.catchUp
+		cs.Owned, cs.CatchingUp, cs.Assigned = p.owned, p.catchUp, p.assigned
 		cs.Buffered, cs.Waiting = len(p.held), len(p.waiting)
 		cs.Remembered = p.resolved.len()
 		p.mu.Unlock()
@@ -95,6 +103,7 @@ func (c *Consumer) Stats() Stats {
 		s.GivenBack += cs.GivenBack
 		s.Dropped += cs.Dropped
 		s.Heartbeats += cs.Heartbeats
+		s.CatchUpsAbandoned += cs.CatchUpsAbandoned
 		s.InFlight += cs.InFlight
 		s.Buffered += cs.Buffered
 	}

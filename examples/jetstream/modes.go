@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 type env struct {
 	p      params
 	url    string
+	js     natsjs.JetStream
 	stream natsjs.Stream
 }
 
@@ -31,6 +33,7 @@ type result struct {
 	killed      string
 	killedAt    int
 	killedOwned int
+	layouts     []string // each instance's partitions, at each change
 }
 
 // instance is one consumer process of the ordered run: its own
@@ -44,11 +47,26 @@ type instance struct {
 }
 
 // ordered consumes the stream with n instances of seqsched/jetstream, each
-// given every partition's pinned consumer, and, with kill, kills the one
-// owning the most partitions once half the messages are applied: its
-// connection is cut and it applies nothing more, as if its process died.
-func (e *env) ordered(ctx context.Context, name string, n int, kill bool, st *store) (result, error) {
+// given every partition's pinned consumer. With more than one instance
+// they share the partitions out with WithBalance: n-1 start, the n-th
+// joins once they have shared every partition out (a scale-out), and the
+// layout is recorded before and after it and, with kill, after the one
+// owning the most partitions is killed halfway through the messages left:
+// its connection is cut and it applies nothing more, as if its process
+// died.
+func (e *env) ordered(ctx context.Context, name string, n int, kill bool, st *store, publish func() error) (result, error) {
 	p := e.p
+	balance := n > 1
+	bucket := name + "-members"
+	if balance {
+		// On the same server; the TTL (how long a dead instance stays a
+		// member) at most the PinnedTTL.
+		if _, err := e.js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{
+			Bucket: bucket, TTL: time.Second, Storage: natsjs.MemoryStorage,
+		}); err != nil {
+			return result{}, err
+		}
+	}
 	for part := range p.partitions {
 		_, err := e.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
 			Durable:        fmt.Sprintf("%s-%d", name, part),
@@ -93,20 +111,20 @@ func (e *env) ordered(ctx context.Context, name string, n int, kill bool, st *st
 			}
 			cons = append(cons, cn)
 		}
+		opts := []jetstream.Option{jetstream.WithMaxConcurrency(p.concurrency), jetstream.WithMaxBuffered(1000),
+			jetstream.WithHandover(js), jetstream.WithLogger(logger)}
+		if balance {
+			opts = append(opts, jetstream.WithBalance(js, bucket))
+		}
 		c, err := jetstream.NewConsumer(cons, func(ctx context.Context, m natsjs.Msg) error {
-			meta, err := m.Metadata()
-			if err != nil {
-				return jetstream.Terminal(err)
-			}
-			if err := work(ctx, meta.Sequence.Stream, p.latency); err != nil {
+			// The message's stream sequence and its owner's epoch, from
+			// the ctx: no metadata to parse.
+			seq := jetstream.Sequence(ctx)
+			if err := work(ctx, seq, p.latency); err != nil {
 				return err
 			}
-			if !st.apply(id, keyOf(m.Subject()), meta.Sequence.Stream, true) {
-				return errors.New("dead")
-			}
-			return nil
-		}, jetstream.WithMaxConcurrency(p.concurrency), jetstream.WithMaxBuffered(1000),
-			jetstream.WithHandover(js), jetstream.WithLogger(logger))
+			return st.applyOwned(id, partOf(m.Subject()), keyOf(m.Subject()), seq, jetstream.Epoch(ctx))
+		}, opts...)
 		if err != nil {
 			nc.Close()
 			return err
@@ -121,14 +139,54 @@ func (e *env) ordered(ctx context.Context, name string, n int, kill bool, st *st
 		mu.Unlock()
 		return nil
 	}
-	start := time.Now()
-	for id := 1; id <= n; id++ {
+	// layout waits, up to 5s, for the live instances to be assigned every
+	// partition, none more than one above another, and records whose
+	// each is.
+	layout := func(when string) {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		mu.Lock()
+		now := slices.Clone(live)
+		mu.Unlock()
+		settled := waitFor(wctx, func() bool { return balancedAssignment(now, p.partitions) }) == nil
+		line := fmt.Sprintf("  partitions %-18s %s", when+":", describeAssignment(now))
+		if !settled {
+			line += " (not settled)"
+		}
+		res.layouts = append(res.layouts, line)
+	}
+	first := n
+	if balance {
+		first = n - 1
+	}
+	for id := 1; id <= first; id++ {
 		if err := launch(id); err != nil {
 			return res, err
 		}
 	}
+	if balance {
+		layout("before scale-out")
+	}
+	start := time.Now() // the work starts when the messages do (or at once: they are there)
+	if publish != nil {
+		if err := publish(); err != nil {
+			return res, err
+		}
+	}
+	if balance {
+		if err := waitFor(ctx, func() bool { return st.count() >= p.messages/4 }); err != nil {
+			return res, err
+		}
+		if err := launch(n); err != nil {
+			return res, err
+		}
+		layout("after scale-out")
+	}
 	if kill {
-		if err := waitFor(ctx, func() bool { return st.count() >= p.messages/2 }); err != nil {
+		// Halfway through what is left, so that the survivors have work
+		// to take over.
+		target := st.count() + (p.messages-st.count())/2
+		if err := waitFor(ctx, func() bool { return st.count() >= target }); err != nil {
 			return res, err
 		}
 		victim, owned := busiest(live)
@@ -144,12 +202,54 @@ func (e *env) ordered(ctx context.Context, name string, n int, kill bool, st *st
 			}
 		}
 		mu.Unlock()
+		if balance {
+			layout("after the kill")
+		}
 	}
 	if err := waitFor(ctx, func() bool { return st.count() >= p.messages }); err != nil {
 		return res, err
 	}
 	res.elapsed = time.Since(start)
 	return res, nil
+}
+
+// balancedAssignment reports whether each of the parts partitions is
+// assigned to exactly one of the instances, and none has more than one
+// above another.
+func balancedAssignment(live []*instance, parts int) bool {
+	whose := make([]int, parts)
+	lo, hi := parts, 0
+	for _, in := range live {
+		n := 0
+		for i, cs := range in.c.Stats().Consumers {
+			if cs.Assigned {
+				whose[i]++
+				n++
+			}
+		}
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	for _, w := range whose {
+		if w != 1 {
+			return false
+		}
+	}
+	return hi-lo <= 1
+}
+
+// describeAssignment lists each instance's partitions: "instance-1 [0 3], ...".
+func describeAssignment(live []*instance) string {
+	var parts []string
+	for _, in := range live {
+		var mine []int
+		for i, cs := range in.c.Stats().Consumers {
+			if cs.Assigned {
+				mine = append(mine, i)
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %v", in.name, mine))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // busiest returns the instance owning the most partitions, and how many.
@@ -254,7 +354,7 @@ func (e *env) handle(ctx context.Context, st *store, m natsjs.Msg) {
 	if work(ctx, meta.Sequence.Stream, e.p.latency) != nil {
 		return
 	}
-	st.apply(0, keyOf(m.Subject()), meta.Sequence.Stream, false)
+	st.apply(keyOf(m.Subject()), meta.Sequence.Stream)
 	_ = m.Ack()
 }
 

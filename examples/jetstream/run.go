@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&p.instances, "instances", 3, "consumer instances in the ordered run")
 	fs.IntVar(&p.concurrency, "concurrency", 64, "handlers at once per instance (and pool workers)")
 	fs.DurationVar(&p.latency, "latency", 2*time.Millisecond, "handler time, from 0 up to this, the same per message in every run")
-	fs.BoolVar(&p.kill, "kill", true, "kill the busiest instance when half the messages are applied")
+	fs.BoolVar(&p.kill, "kill", true, "kill the busiest instance halfway through the messages left after the scale-out")
 	fs.DurationVar(&p.timeout, "timeout", 3*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -101,16 +101,13 @@ func runExample(ctx context.Context, p params, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	prev, err := publish(ctx, js, p)
-	if err != nil {
-		return err
-	}
+	keys, prev := plan(p)
 	fmt.Fprintf(out, "jetstream: %d messages, %d keys (zipf), %d partitions, handler 0–%v, on nats-server %s in this process\n",
 		p.messages, p.keys, p.partitions, p.latency, server.VERSION)
 
-	env := &env{p: p, url: srv.ClientURL(), stream: stream}
+	env := &env{p: p, url: srv.ClientURL(), js: js, stream: stream}
 	ordered := newStore(prev)
-	res, err := env.ordered(ctx, "ordered", p.instances, p.kill, ordered)
+	res, err := env.ordered(ctx, "ordered", p.instances, p.kill, ordered, func() error { return publish(ctx, js, keys) })
 	if err != nil {
 		return err
 	}
@@ -121,13 +118,17 @@ func runExample(ctx context.Context, p params, out io.Writer) error {
 		how += fmt.Sprintf(", %s killed at %d applied (it owned %d partitions)", res.killed, res.killedAt, res.killedOwned)
 	}
 	fmt.Fprintf(out, "seqsched/jetstream, %s:\n", how)
+	for _, l := range res.layouts {
+		fmt.Fprintln(out, l)
+	}
 	fmt.Fprintf(out, "  lost:                %d\n", lost)
 	fmt.Fprintf(out, "  order violations:    %d\n", a.disorder)
 	fmt.Fprintf(out, "  duplicates applied:  %d (redeliveries skipped by the store: %d)\n", a.dups, a.skipped)
+	fmt.Fprintf(out, "  stale writes fenced: %d (refused by the ownership epoch)\n", a.fenced)
 	fmt.Fprintf(out, "  throughput:          %s\n", rate(p.messages, res.elapsed, "failover included"))
 
 	solo := newStore(prev)
-	soloRes, err := env.ordered(ctx, "solo", 1, false, solo)
+	soloRes, err := env.ordered(ctx, "solo", 1, false, solo, nil)
 	if err != nil {
 		return err
 	}
@@ -187,37 +188,59 @@ func startServer() (*server.Server, string, error) {
 // publish publishes the messages, keys by zipf popularity, and returns
 // each message's key predecessor: stream sequence → the previous sequence
 // of its key (0 for a key's first).
-func publish(ctx context.Context, js natsjs.JetStream, p params) (map[uint64]uint64, error) {
+// plan returns the key of each message to publish, with skewed (zipf)
+// popularity, and for each stream sequence the previous sequence of its
+// key (0 for a key's first): the i-th message is stored at sequence i+1
+// of the fresh stream, which publish checks.
+func plan(p params) (keys []string, prev map[uint64]uint64) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	zipf := rand.NewZipf(rng, 1.1, 10, uint64(p.keys-1))
-	keys := make([]string, p.messages)
-	futures := make([]natsjs.PubAckFuture, p.messages)
+	keys = make([]string, p.messages)
+	prev = make(map[uint64]uint64, p.messages)
+	last := make(map[string]uint64, p.keys)
 	for i := range keys {
 		keys[i] = fmt.Sprint("customer-", zipf.Uint64())
-		f, err := js.PublishAsync("events."+keys[i], fmt.Appendf(nil, "event %d", i))
+		seq := uint64(i + 1)
+		prev[seq] = last[keys[i]]
+		last[keys[i]] = seq
+	}
+	return keys, prev
+}
+
+// publish stores one message per key, in order, and checks each was
+// stored at the sequence plan gave it.
+func publish(ctx context.Context, js natsjs.JetStream, keys []string) error {
+	futures := make([]natsjs.PubAckFuture, len(keys))
+	for i, k := range keys {
+		f, err := js.PublishAsync("events."+k, fmt.Appendf(nil, "event %d", i))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		futures[i] = f
 	}
-	prev := make(map[uint64]uint64, p.messages)
-	last := make(map[string]uint64, p.keys)
 	for i, f := range futures {
 		select {
 		case ack := <-f.Ok():
-			prev[ack.Sequence] = last[keys[i]]
-			last[keys[i]] = ack.Sequence
+			if ack.Sequence != uint64(i+1) {
+				return fmt.Errorf("message %d stored at sequence %d, not %d", i, ack.Sequence, i+1)
+			}
 		case err := <-f.Err():
-			return nil, err
+			return err
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	return prev, nil
+	return nil
 }
 
 // keyOf returns the key of a stored subject, part.<p>.<key>.
 func keyOf(subject string) string { return subject[strings.LastIndexByte(subject, '.')+1:] }
+
+// partOf returns the partition of a subject "part.<n>.<key>".
+func partOf(subject string) string {
+	rest := strings.TrimPrefix(subject, "part.")
+	return rest[:strings.IndexByte(rest, '.')]
+}
 
 // work is the handler's work: the same time for a message in every run,
 // from 0 up to max, derived from its sequence.

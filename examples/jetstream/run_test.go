@@ -26,10 +26,17 @@ func TestKilledInstanceLosesNothingAndBreaksNoOrder(t *testing.T) {
 		"  lost:                0\n",
 		"  order violations:    0\n",
 		"  duplicates applied:  0 (",
+		"  stale writes fenced: ",
 	} {
 		assert.Contains(t, out.String(), want)
 	}
 	assert.Regexp(t, regexp.MustCompile(`killed at \d+ applied \(it owned [1-3] partitions\)`), out.String())
+	// Three partitions: two instances hold two and one, then one each,
+	// then the survivors two and one.
+	assert.Regexp(t, `\n  partitions before scale-out: +instance-\d \[\d( \d)?\], instance-\d \[\d( \d)?\]\n`, out.String())
+	assert.Regexp(t, `\n  partitions after scale-out: +instance-\d \[\d\], instance-\d \[\d\], instance-\d \[\d\]\n`, out.String())
+	assert.Regexp(t, `\n  partitions after the kill: +instance-\d \[\d( \d)?\], instance-\d \[\d( \d)?\]\n`, out.String())
+	assert.NotContains(t, out.String(), "not settled")
 	assert.Regexp(t, `seqsched/jetstream, 4 handlers: +\d+ msg/s \(.*\), order violations 0\n`, out.String())
 	assert.Regexp(t, `a consumer per partition, MaxAckPending=1: +\d+ msg/s \(.*\), order violations 0\n`, out.String())
 	assert.Regexp(t, `a pool of 4 workers on one consumer: +\d+ msg/s \(.*\), order violations \d+\n`, out.String())
