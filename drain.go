@@ -46,8 +46,11 @@ func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
 // reported; every handle on it is closed. Discard returns nil then, ctx's
 // error if ctx ends first (the discarding is done all the same), or
 // [ErrWouldDeadlock] when given the ctx of the session's own task or
-// callback, having done the discarding. Its other rules are Remove's. It is
-// how a server kicks a client, freezes an account or drops a slow consumer.
+// callback, having done the discarding. Under [WithMaxConcurrency], a
+// session waiting for a slot with dropped posts to report reports them when
+// its turn comes, and Discard returns then. Its other rules are Remove's. It
+// is how a server kicks a client, freezes an account or drops a slow
+// consumer.
 func (s *Scheduler[K]) Discard(ctx context.Context, key K) error {
 	return s.endKey(ctx, key, true)
 }
@@ -80,7 +83,8 @@ func (s *Scheduler[K]) endKey(ctx context.Context, key K, discard bool) error {
 // waits for the drain. Called with sh.mu held.
 func (s *Scheduler[K]) end(ctx context.Context, sh *shard[K], sess *session[K], discard bool) error {
 	d := s.close(sh, sess)
-	var resolved, cut []*task
+	var resolved []dropped
+	var cut []*task
 	var starts []*session[K]
 	if discard {
 		// The key's whole backlog: sess's, and that of the closing
@@ -89,10 +93,9 @@ func (s *Scheduler[K]) end(ctx context.Context, sh *shard[K], sess *session[K], 
 			if p != sess {
 				s.close(sh, p)
 			}
-			var start bool
-			resolved, start = s.drop(sh, p, ErrDiscarded, outcomeDiscarded, resolved)
-			if start {
-				starts = append(starts, p)
+			var start *session[K]
+			if resolved, start = s.drop(sh, p, ErrDiscarded, outcomeDiscarded, resolved); start != nil {
+				starts = append(starts, start)
 			}
 			if p.cur != nil && p.state == stateRunning {
 				p.cut.Store(p.cur)
@@ -108,12 +111,13 @@ func (s *Scheduler[K]) end(ctx context.Context, sh *shard[K], sess *session[K], 
 	return s.wait(ctx, &sess.base, d)
 }
 
-// finish resolves tasks that were dropped under a lock, and starts the
-// goroutines of sessions that were made running for their reports.
-func (s *Scheduler[K]) finish(resolved []*task, starts []*session[K]) {
-	for _, t := range resolved {
-		resolve(t.job)
-		t.end()
+// finish wakes the waiters of tasks that were dropped under a lock, ends
+// their ctxs, and starts the goroutines of sessions that were made running
+// for their reports.
+func (s *Scheduler[K]) finish(resolved []dropped, starts []*session[K]) {
+	for _, d := range resolved {
+		d.t.job.wake(d.w)
+		d.t.end()
 	}
 	for _, sess := range starts {
 		go sess.start()
@@ -225,15 +229,14 @@ func (s *Scheduler[K]) abort() {
 		}
 		for i := range s.shards {
 			sh := &s.shards[i]
-			var resolved []*task
+			var resolved []dropped
 			var starts []*session[K]
 			sh.mu.Lock()
 			for _, sess := range sh.sessions {
 				for p := sess; p != nil; p = p.pred {
-					var start bool
-					resolved, start = s.drop(sh, p, ErrClosed, outcomeSkipped, resolved)
-					if start {
-						starts = append(starts, p)
+					var start *session[K]
+					if resolved, start = s.drop(sh, p, ErrClosed, outcomeSkipped, resolved); start != nil {
+						starts = append(starts, start)
 					}
 				}
 			}

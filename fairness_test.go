@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -354,4 +355,41 @@ func TestSuccessorReleasedByDiscardKeepsItsPlaceInTheReadyQueue(t *testing.T) {
 	require.NoError(t, succ.Close(context.Background()))
 	got := ran.get()
 	require.Equal(t, []string{"b (successor)", "c0", "c1", "c2"}, got, "b's successor runs where b waited, before c")
+}
+
+// A successor that Open made while its key's session closed goes on where
+// that session left off when it retires, with its slot and what is left of
+// its turn: it does not go to the back of the ready queue (found by the
+// model test, regression seed 4363303553723065933).
+func TestSuccessorGoesOnWithItsPredecessorsSlotAndTurn(t *testing.T) {
+	s := newScheduler[string](t, seqsched.WithMaxConcurrency(1), seqsched.WithYieldAfter(10))
+	var ran recorder
+	release, g := gate(t, s, "y")
+	var fs []*seqsched.Future[struct{}]
+	for i := 1; i < 30; i++ {
+		fs = append(fs, record(t, s, &ran, "y", fmt.Sprint("y", i)))
+	}
+	fs = append(fs, record(t, s, &ran, "x", "X0")) // x waits for the slot behind y
+	removed := make(chan error, 1)
+	go func() { removed <- s.Remove(context.Background(), "x") }()
+	for { // x closes: a task by key is refused
+		if _, err := s.Go(context.Background(), "x", func(context.Context) error { return nil }); err != nil {
+			require.ErrorIs(t, err, seqsched.ErrSessionClosing)
+			break
+		}
+		runtime.Gosched()
+	}
+	h, err := s.Open("x") // a successor, held behind the closing x
+	require.NoError(t, err)
+	x1, err := h.Go(context.Background(), func(context.Context) error { ran.add("X1"); return nil })
+	require.NoError(t, err)
+	release()
+	awaitAll(t, append(fs, g, x1)...)
+	require.NoError(t, <-removed)
+	require.NoError(t, h.Close(context.Background()))
+	order := ran.get()
+	x1At := slices.Index(order, "X1")
+	require.Positive(t, x1At)
+	require.Equal(t, "X0", order[x1At-1], "X1 runs right after X0, in x's turn: order %v", order)
+	require.LessOrEqual(t, x1At, 11, "y ran at most one turn (10 tasks) before x's: order %v", order)
 }

@@ -163,9 +163,9 @@ func WithYieldInterval(d time.Duration) Option { return yieldIntervalOption(d) }
 
 // WithWeight gives sessions different service levels: when a session
 // starts a turn, the turn lasts yieldAfter × weight(key) tasks. Weights
-// must be MinWeight..MaxWeight; a weight out of range, or a weight function
-// that panics or calls runtime.Goexit, is logged at Error, once per
-// scheduler, and counts as 1. weight is called once per turn, on the
+// must be MinWeight..MaxWeight; a weight out of range, and a weight
+// function that panics or calls runtime.Goexit, are each logged at Error,
+// once per scheduler, and count as 1. weight is called once per turn, on the
 // scheduler's goroutine, and nothing is stored for idle sessions. It is
 // given no ctx, so it must not wait on the scheduler (Await, Remove,
 // Discard, Close, Shutdown): it should be a quick lookup. Its key type must

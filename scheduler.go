@@ -65,14 +65,15 @@ type Scheduler[K comparable] struct {
 	yields    atomic.Uint64
 	slowTasks atomic.Uint64
 
-	checkKeys    bool                            // K can hold a key a map cannot (see keyCheckNeeded)
-	errHandler   func(context.Context, K, error) // WithErrorHandler, or nil
-	weight       func(K) int                     // WithWeight, or nil
-	weightLogged atomic.Bool                     // a bad weight was logged
-	waitQ        *[2]quantiles                   // queue waits by priority, for WaitStats; nil without WithWaitHistogram
-	waitHist     *[2]histogram.Recorder          // queue waits by priority; nil without WithWaitHistogram
-	runHist      *[2]histogram.Recorder          // run times by priority; nil without WithRunHistogram
-	epoch        time.Time                       // time origin of task.at
+	checkKeys        bool                            // K can hold a key a map cannot (see keyCheckNeeded)
+	errHandler       func(context.Context, K, error) // WithErrorHandler, or nil
+	weight           func(K) int                     // WithWeight, or nil
+	weightLogged     atomic.Bool                     // a weight out of range was logged
+	weightFailLogged atomic.Bool                     // a weight function's panic or Goexit was logged
+	waitQ            *[2]quantiles                   // queue waits by priority, for WaitStats; nil without WithWaitHistogram
+	waitHist         *[2]histogram.Recorder          // queue waits by priority; nil without WithWaitHistogram
+	runHist          *[2]histogram.Recorder          // run times by priority; nil without WithRunHistogram
+	epoch            time.Time                       // time origin of task.at
 }
 
 // core is what a task and the waits need of their scheduler, without the

@@ -225,9 +225,9 @@ func (sh *shard[K]) pick(sess *session[K], burst int) *task {
 }
 
 // retire moves sess, whose worker found nothing left to run or report: a
-// closing session is forgotten (and its successor, if any, released, which
-// it returns for the caller to start when start is set); any other becomes
-// idle, an idle record unless handles pin it.
+// closing session is forgotten, and its successor, if any, released (see
+// release), which it returns for the calling goroutine to go on with; any
+// other becomes idle, an idle record unless handles pin it.
 func (s *Scheduler[K]) retire(sh *shard[K], sess *session[K]) (succ *session[K], start bool) {
 	sess.highRun = 0
 	if sess.drain == nil {
@@ -242,10 +242,16 @@ func (s *Scheduler[K]) retire(sh *shard[K], sess *session[K]) (succ *session[K],
 }
 
 // release lets pred's held successor, if any, go on once pred is
-// forgotten: it is scheduled if it has work (or failures to report),
-// otherwise it becomes idle, pinned by its handles, or, if it closed
-// meanwhile, is forgotten in turn, releasing its own successor.
+// forgotten. One with work (or failures to report) is returned, made
+// running, for the goroutine that retired pred to run with its slot and its
+// turn: the key waited its turn already, and keeps its place. Under a limit,
+// a pred that ran without a slot (after a forced Shutdown lifted the limit)
+// has none to give: its successor is scheduled like any session, and start
+// says the caller must start its goroutine. One without
+// work becomes idle, pinned by its handles, or, if it closed meanwhile, is
+// forgotten in turn, releasing its own successor.
 func (s *Scheduler[K]) release(sh *shard[K], pred *session[K]) (succ *session[K], start bool) {
+	pw := &pred.w // the retiring goroutine's: its slot and turn, whichever successor gets them
 	for {
 		succ = pred.succ
 		if succ == nil {
@@ -254,8 +260,17 @@ func (s *Scheduler[K]) release(sh *shard[K], pred *session[K]) (succ *session[K]
 		pred.succ, succ.pred = nil, nil
 		succ.base.pred.Store(nil)
 		switch {
+		case (succ.queued() > 0 || len(succ.reports) > 0) && s.slots.max > 0 && !pw.slot:
+			if s.schedule(sh, succ) {
+				return succ, true
+			}
+			return nil, false
 		case succ.queued() > 0 || len(succ.reports) > 0:
-			return succ, s.schedule(sh, succ)
+			sh.move(succ, stateRunning)
+			w := &succ.w
+			w.slot, pw.slot = pw.slot, false
+			w.n, w.limit, w.turnStart, w.newTurn = pw.n, pw.limit, pw.turnStart, pw.newTurn
+			return succ, false // its advance takes its first task, or yields if the turn is over
 		case succ.drain == nil:
 			sh.move(succ, stateIdle)
 			return nil, false
@@ -304,12 +319,14 @@ func (s *Scheduler[K]) close(sh *shard[K], sess *session[K]) *drain {
 }
 
 // drop empties sess's queues, failing each task with err (ErrDiscarded, or
-// ErrClosed for a forced Shutdown): the caller resolves them once the lock
-// is released (they are appended to resolved); posted ones join
-// sess.reports for its worker to report. A session waiting for a slot is
-// taken out of the ready queue and made running: drop then reports that
-// the caller must start its goroutine.
-func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome, resolved []*task) ([]*task, bool) {
+// ErrClosed for a forced Shutdown) and publishing its outcome; the caller
+// wakes their waiters once the lock is released (they are appended to
+// resolved); posted ones join sess.reports for its worker to report. A
+// session waiting for a goroutine with nothing left to report is forgotten
+// at once (or replaced in the queue by its successor); after a forced
+// Shutdown one with reports is made running. drop returns the session whose
+// goroutine the caller must start, if any: sess, or a successor released.
+func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome, resolved []dropped) ([]dropped, *session[K]) {
 	was := sess.busy()
 	for {
 		t := sh.pick(sess, 0)
@@ -318,14 +335,16 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		}
 		t.job.fail(err, o)
 		sh.count(t)
-		resolved = append(resolved, t)
+		// Published under the lock, as advance does: once the session can
+		// be seen gone, every accepted future is resolved.
+		resolved = append(resolved, dropped{t, t.job.publish()})
 		if t.job.failure() != nil {
 			sess.reports = append(sess.reports, t)
 		}
 	}
 	sh.recount(sess, was)
 	if sess.state != stateReady {
-		return resolved, false // its goroutine, or its release, will report
+		return resolved, nil // its goroutine, or its release, will report
 	}
 	if succ := sess.succ; succ != nil && sess.drain != nil && len(sess.reports) == 0 &&
 		succ.queued() > 0 && s.replaceReady(sh, sess, succ) {
@@ -336,17 +355,45 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		succ.base.pred.Store(nil)
 		sh.forget(sess)
 		sh.move(succ, stateReady)
-		return resolved, false
+		return resolved, nil
 	}
-	// Waiting for a slot: what is left (reports, then forgetting it if it
-	// closes) needs a goroutine, not a slot. The live token it holds in
-	// the ready queue passes to that goroutine.
+	if len(sess.reports) > 0 && !s.core.forced.Load() {
+		// Its failures are reported on its own goroutine when its turn in
+		// the ready queue comes, before it is forgotten: its key keeps its
+		// place for the successor, if any.
+		return resolved, nil
+	}
 	if !s.unqueue(sh, sess) {
-		return resolved, false // a goroutine took it off the queue and will claim it
+		return resolved, nil // a goroutine took it off the queue and will claim it
 	}
+	if len(sess.reports) == 0 && sess.drain != nil {
+		// Nothing left to run or report: forgotten now, with no goroutine.
+		// Its successor, if any, has no work (else it took sess's place
+		// above), so release starts nothing.
+		s.releaseToken()
+		sh.forget(sess)
+		succ, start := s.release(sh, sess)
+		if succ != nil && !start {
+			// Made running to go on where sess left off, but sess had no
+			// goroutine to lend it: it gets one of its own.
+			s.takeToken()
+			if s.slots.max == 0 {
+				sh.workers++
+			}
+		}
+		return resolved, succ
+	}
+	// A forced Shutdown lifted the limit: what is left needs a goroutine,
+	// not a slot. The live token sess held in the queue passes to it.
 	sess.w.slot = false
 	s.run(sh, sess)
-	return resolved, true
+	return resolved, sess
+}
+
+// dropped is a task drop resolved, and the waiter its wake-up is for.
+type dropped struct {
+	t *task
+	w *waiter
 }
 
 // forget takes sess out of its shard's map (if it is still there: a

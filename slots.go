@@ -13,7 +13,7 @@ type slots[K comparable] struct {
 	max       int
 	used      int
 	ready     sessionList[K] // sessions waiting for a slot, oldest first
-	resumers  []*resumer
+	resumers  []*resumer[K]
 	unlimited bool // a forced Shutdown lifted the limit: nothing waits for a slot
 }
 
@@ -24,17 +24,32 @@ type slots[K comparable] struct {
 // (settle) as soon as the user code that lent it returns; waits still in
 // progress then take nothing back.
 type loan struct {
-	waits int      // waits in progress
-	lent  bool     // the slot is lent
-	epoch uint64   // bumped by settle: a wait of an older epoch reclaims nothing
-	back  *resumer // the last wait's queued take-back, if any
+	waits int    // waits in progress
+	lent  bool   // the slot is lent
+	epoch uint64 // bumped by settle: a wait of an older epoch reclaims nothing
+	back  any    // the last wait's queued take-back (a *resumer[K]), if any
 }
 
-// resumer is a wait that wants its slot back; granted is closed when it
-// has one, or when a new wait keeps the slot lent instead (ok false).
-type resumer struct {
+// resumer is a wait of sess's that wants its slot back; granted is closed
+// when it has one (ok, with the loan ended and the slot sess's worker's
+// again), or when a new wait keeps the slot lent instead (ok false).
+type resumer[K comparable] struct {
 	granted chan struct{}
 	ok      bool
+	sess    *session[K]
+}
+
+// grant gives r the slot being passed on: the loan ends here, under
+// slots.mu, so that a wait that begins before r's goroutine wakes finds
+// the slot its worker's and lends it anew. Called with slots.mu held.
+func (r *resumer[K]) grant() {
+	l := &r.sess.base.loan
+	if l.back == r {
+		l.back = nil
+	}
+	l.lent, r.sess.w.slot = false, true
+	r.ok = true
+	close(r.granted)
 }
 
 // claimSlot gives sess a slot, or queues it in the ready queue; it reports
@@ -101,8 +116,7 @@ func (s *Scheduler[K]) handOn() *session[K] {
 		r := q.resumers[0]
 		q.resumers[0] = nil
 		q.resumers = q.resumers[1:]
-		r.ok = true
-		close(r.granted)
+		r.grant()
 		return nil
 	}
 	if head := q.ready.head; head != nil {
@@ -230,29 +244,25 @@ func (s *Scheduler[K]) regainLocked(sess *session[K]) {
 		q.mu.Unlock()
 		return
 	}
-	r := &resumer{granted: make(chan struct{})}
+	r := &resumer[K]{granted: make(chan struct{}), sess: sess}
 	l.back = r
 	q.resumers = append(q.resumers, r)
 	q.mu.Unlock()
-	<-r.granted
-	q.mu.Lock()
-	if r.ok {
-		l.lent, sess.w.slot, l.back = false, true, nil
-	}
-	q.mu.Unlock()
+	<-r.granted // grant or cancelBack has settled the loan
 }
 
 // cancelBack withdraws l's queued take-back: the wait in it returns
 // without a slot, which stays lent. Called with slots.mu held.
 func (s *Scheduler[K]) cancelBack(l *loan) {
 	q := &s.slots
+	back := l.back.(*resumer[K])
 	for i, r := range q.resumers {
-		if r == l.back {
+		if r == back {
 			q.resumers = append(q.resumers[:i], q.resumers[i+1:]...)
 			break
 		}
 	}
-	close(l.back.granted)
+	close(back.granted)
 	l.back = nil
 }
 
@@ -263,8 +273,7 @@ func (s *Scheduler[K]) unlimit() {
 	q.mu.Lock()
 	q.unlimited = true
 	for _, r := range q.resumers {
-		r.ok = true
-		close(r.granted)
+		r.grant()
 	}
 	q.resumers = nil
 	q.mu.Unlock()

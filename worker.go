@@ -131,7 +131,10 @@ func (s *Scheduler[K]) unwound(sess *session[K], r any, stack []byte) {
 		s.logCallback(sess, "seqsched: WithErrorHandler panicked", "seqsched: WithErrorHandler called runtime.Goexit", r, stack)
 	case userWeight:
 		w.limit = s.opts.yieldAfter
-		s.logCallback(sess, "seqsched: WithWeight panicked; using weight 1", "seqsched: WithWeight called runtime.Goexit; using weight 1", r, stack)
+		if s.weightFailLogged.CompareAndSwap(false, true) { // once per scheduler
+			s.logCallback(sess, "seqsched: WithWeight panicked; using weight 1",
+				"seqsched: WithWeight called runtime.Goexit; using weight 1", r, stack)
+		}
 	case userLogger:
 		// The record is dropped: there is nowhere else to write it.
 	default:
@@ -296,10 +299,10 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	limited := s.slots.max > 0
 	var (
 		waiter *waiter
-		succ   *session[K]
-		start  bool
 		yield  bool
 		passOn bool // retired holding a slot: pass it on
+		merge  bool // next came with a live token of its own
+		start  *session[K]
 		next   = sess
 	)
 	sh.mu.Lock()
@@ -324,11 +327,19 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	case sh.take(sess, s.opts.highBurst) == nil:
 		// w.slot is read and cleared under the lock: once retired, the
 		// session may be scheduled again, and its slot flag set, by others.
-		passOn, w.slot = w.slot, false
-		succ, start = s.retire(sh, sess)
+		succ, startSucc := s.retire(sh, sess)
+		if succ != nil && !startSucc {
+			next = succ // the key goes on in its successor, on this goroutine (see release)
+			break
+		}
+		if startSucc {
+			start = succ
+		}
 		next = nil
+		passOn, w.slot = w.slot, false
 		if !limited {
 			next = s.startNext(sh)
+			merge = next != nil
 		}
 	}
 	sh.mu.Unlock()
@@ -336,8 +347,8 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		done.job.wake(waiter)
 		done.end()
 	}
-	if start {
-		go succ.start()
+	if start != nil {
+		go start.start()
 	}
 	switch {
 	case yield && !limited && s.tokens() > 1:
@@ -345,7 +356,7 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		runtime.Gosched()
 	case passOn:
 		next = s.passSlot()
-	case next != nil && next != sess && !limited:
+	case merge:
 		s.releaseToken() // next's token merges into the goroutine's
 	}
 	return next
