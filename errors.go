@@ -12,8 +12,11 @@ import (
 // unchanged, or, when fn panicked, with a [*PanicError], which callers test
 // with [errors.As].
 var (
-	// ErrClosed is returned by Submit after [Scheduler.Shutdown] has begun,
-	// and resolves every future that a forced shutdown skipped.
+	// ErrClosed is returned by Submit after [Scheduler.Shutdown] or
+	// [Scheduler.Close] has begun, resolves every task that a give-up
+	// (Close, or a Shutdown whose ctx ended) dropped, and is returned by
+	// Remove and Discard after a give-up: accepted tasks may have been
+	// dropped.
 	ErrClosed = errors.New("seqsched: scheduler closed")
 
 	// ErrSessionClosing is wrapped by the [*SessionError] that Submit, Go

@@ -37,7 +37,8 @@ import (
 // [WithErrorHandler] or the log), and [Submit] when a result is awaited.
 // All methods are safe for concurrent use, including from tasks and
 // callbacks (see [WithErrorHandler] for what a callback may call). Stop it
-// with [Scheduler.Shutdown], which waits for the goroutines it started.
+// with [Scheduler.Shutdown], which drains and waits for the goroutines it
+// started, or give up at once with [Scheduler.Close].
 type Scheduler[K comparable] struct {
 	opts    options
 	seed    maphash.Seed
