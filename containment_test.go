@@ -414,3 +414,45 @@ func TestFailuresReachTheDefaultLoggerAtTheirLevel(t *testing.T) {
 		"DEBUG seqsched: posted task failed",
 	}, rh.get())
 }
+
+// panickyCtx is a submit ctx that breaks its contract: Err panics or calls
+// runtime.Goexit. A ctx is trusted, but the scheduler's goroutine still
+// never crashes the process: the task it belongs to fails, unrun.
+type panickyCtx struct {
+	context.Context
+	how string
+}
+
+func (c panickyCtx) Err() error {
+	if c.how == "goexit" {
+		runtime.Goexit()
+	}
+	panic("Err")
+}
+
+func TestASubmitCtxThatPanicsFailsOnlyItsOwnTask(t *testing.T) {
+	for _, how := range []string{"panic", "goexit"} {
+		t.Run(how, func(t *testing.T) {
+			var logs recorder
+			s, err := seqsched.New[string](seqsched.WithLogger(logs.logger()))
+			require.NoError(t, err)
+			var ran recorder
+			bad, err := s.Go(panickyCtx{context.Background(), how}, "a", func(context.Context) error { ran.add("bad"); return nil })
+			require.NoError(t, err)
+			good := record(t, s, &ran, "a", "good")
+			_, err = bad.Await(context.Background())
+			if how == "panic" {
+				var perr *seqsched.PanicError
+				require.ErrorAs(t, err, &perr)
+				require.Equal(t, "Err", perr.Value)
+			} else {
+				require.ErrorIs(t, err, seqsched.ErrGoexit)
+			}
+			awaitAll(t, good)
+			require.Equal(t, []string{"good"}, ran.get())
+			shutdownClean(t, s)
+			require.Equal(t, uint64(1), s.Stats().Skipped)
+			require.Len(t, logs.get(), 1)
+		})
+	}
+}

@@ -61,6 +61,7 @@ const (
 	userHandler
 	userLogger
 	userWeight
+	userSubmitCtx // the submit ctx's Err, read before the task starts
 )
 
 // begin marks the start of a turn.
@@ -135,6 +136,16 @@ func (s *Scheduler[K]) unwound(sess *session[K], r any, stack []byte) {
 			s.logCallback(sess, "seqsched: WithWeight panicked; using weight 1",
 				"seqsched: WithWeight called runtime.Goexit; using weight 1", r, stack)
 		}
+	case userSubmitCtx:
+		// A ctx is trusted to keep its contract; one that does not fails
+		// its own task, which never ran, and nothing else.
+		var err error = ErrGoexit
+		if r != nil {
+			err = &PanicError{Value: r, Stack: stack}
+		}
+		w.t.job.fail(err, outcomeSkipped)
+		s.logCallback(sess, "seqsched: a submit ctx's Err panicked; the task did not run",
+			"seqsched: a submit ctx's Err called runtime.Goexit; the task did not run", r, stack)
 	case userLogger:
 		// The record is dropped: there is nowhere else to write it.
 	default:
@@ -227,7 +238,10 @@ func (s *Scheduler[K]) runTask(sess *session[K]) {
 		t.job.fail(ErrDiscarded, outcomeDiscarded)
 		return
 	}
-	if err := t.parent.Err(); err != nil {
+	w.user = userSubmitCtx
+	err := t.parent.Err()
+	w.user = userNone
+	if err != nil {
 		t.job.fail(err, outcomeSkipped)
 		return
 	}
