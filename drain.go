@@ -116,8 +116,8 @@ func (s *Scheduler[K]) end(ctx context.Context, sh *shard[K], sess *session[K], 
 // for their reports.
 func (s *Scheduler[K]) finish(resolved []dropped, starts []*session[K]) {
 	for _, d := range resolved {
-		d.t.job.wake(d.w)
 		d.t.end()
+		d.t.job.wake(d.w)
 	}
 	for _, sess := range starts {
 		go sess.start()

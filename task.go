@@ -107,9 +107,6 @@ type job interface {
 	failure() error
 }
 
-// resolve publishes j's outcome and wakes its waiters.
-func resolve(j job) { j.wake(j.publish()) }
-
 // The task as fn's context.Context. It carries the submit ctx's values and
 // deadline, and it is done as soon as one of four things happens: the
 // submit ctx is done, Shutdown gives up, Discard ends the task's session,
@@ -144,10 +141,17 @@ func (t *task) Done() <-chan struct{} { return t.state().ctx.Done() }
 // Err returns nil while the task's ctx is live, then the reason it ended.
 func (t *task) Err() error {
 	if d := t.done.Load(); d != nil {
-		return d.latched()
+		if err := d.latched(); err != nil {
+			return err
+		}
 	}
+	// A source may have ended before the watch or end latched it (the
+	// future resolves before its task's ctx is ended): latch it here, so
+	// that Err is never nil once a reason holds.
 	if reason := t.reason(); reason != nil {
-		return t.state().latched() // state latches the reason it finds
+		d := t.state()
+		d.latch(reason)
+		return d.latched()
 	}
 	return nil
 }

@@ -242,3 +242,42 @@ func checkCtxConcurrently(ctx context.Context, want any, goroutines int) *ctxChe
 	}
 	return c
 }
+
+// The task's ctx keeps the context contract at every moment, seen from
+// other goroutines while it ends: when Discard cuts the running task short,
+// and when a task is over. Checkers run ctxViolations in a loop from two
+// goroutines across each end.
+func TestTaskCtxKeepsTheContractWhileItEndsSeenFromOtherGoroutines(t *testing.T) {
+	for _, end := range []string{"discard", "over"} {
+		t.Run(end, func(t *testing.T) {
+			for range 50 {
+				s := newScheduler[string](t)
+				submit := context.WithValue(context.Background(), ctxProbeKey{}, "probe")
+				ctxs := make(chan context.Context, 1)
+				release := make(chan struct{})
+				f, err := s.Go(submit, "a", func(ctx context.Context) error {
+					ctxs <- ctx
+					<-release
+					return nil
+				})
+				require.NoError(t, err)
+				ctx := <-ctxs
+				c := checkCtxConcurrently(ctx, "probe", 2)
+				if end == "discard" {
+					done := make(chan error, 1)
+					go func() { done <- s.Discard(context.Background(), "a") }()
+					<-ctx.Done()
+					close(release)
+					require.NoError(t, <-done)
+					require.ErrorIs(t, seqsched.Cause(ctx), seqsched.ErrDiscarded)
+				} else {
+					close(release)
+					awaitAll(t, f)
+				}
+				require.ErrorIs(t, ctx.Err(), context.Canceled)
+				require.Empty(t, c.finish())
+				require.Empty(t, ctxViolations(ctx, "probe"))
+			}
+		})
+	}
+}

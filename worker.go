@@ -339,8 +339,6 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 			sh.take(sess, s.opts.highBurst)
 		}
 	case sh.take(sess, s.opts.highBurst) == nil:
-		// w.slot is read and cleared under the lock: once retired, the
-		// session may be scheduled again, and its slot flag set, by others.
 		succ, startSucc := s.retire(sh, sess)
 		if succ != nil && !startSucc {
 			next = succ // the key goes on in its successor, on this goroutine (see release)
@@ -350,6 +348,8 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 			start = succ
 		}
 		next = nil
+		// w.slot is read and cleared under the lock: once retired, the
+		// session may be scheduled again, and its slot flag set, by others.
 		passOn, w.slot = w.slot, false
 		if !limited {
 			next = s.startNext(sh)
@@ -358,8 +358,8 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	}
 	sh.mu.Unlock()
 	if done != nil {
+		done.end() // before the waiters wake: they find its ctx done
 		done.job.wake(waiter)
-		done.end()
 	}
 	if start != nil {
 		go start.start()
