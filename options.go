@@ -178,8 +178,9 @@ func WithWeight[K comparable](weight func(key K) int) Option { return &weightOpt
 // per failed task, with its key, on the goroutine of the task's session,
 // with no lock held, before the session's next task starts; for tasks that
 // Discard or a forced Shutdown dropped, as soon as the session's running
-// task (if any) returns, and before Discard, Remove and Shutdown return
-// nil. So a Remove or Shutdown that returns nil finds every failure
+// task (if any) returns (under [WithMaxConcurrency], a session waiting for
+// a slot reports when its turn comes), and always before the key's next
+// session starts and before Discard, Remove and Shutdown return nil. So a Remove or Shutdown that returns nil finds every failure
 // reported. Without it failures go to the log (see [WithLogger]). Its key
 // type must be the scheduler's: New returns an [*OptionError] otherwise.
 //
