@@ -8,6 +8,7 @@ import (
 	"context"
 	"runtime"
 	"testing"
+	"testing/synctest"
 
 	"github.com/seqsched/seqsched"
 	"github.com/stretchr/testify/require"
@@ -65,4 +66,129 @@ func TestQueuedCountsTheTasksASuccessorWaitsBehind(t *testing.T) {
 	awaitAll(t, busy)
 	require.NoError(t, <-removed)
 	require.NoError(t, h.Close(context.Background()))
+}
+
+// WaitForRoom: a caller that finds its lane full waits for room instead of
+// failing, and callers of one lane get room in the order they came.
+
+func TestWaitForRoomGivesRoomInArrivalOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler[string](t, seqsched.WithMaxQueue(1))
+		release, g := gate(t, s, "k")
+		var r recorder
+		first := record(t, s, &r, "k", "queued")
+		results := make(chan error, 3)
+		for i := range 3 {
+			go func() {
+				_, err := s.Go(context.Background(), "k", func(context.Context) error {
+					r.add("w%d", i)
+					return nil
+				}, seqsched.WaitForRoom)
+				results <- err
+			}()
+			synctest.Wait() // waiter i is in line before waiter i+1 comes
+		}
+		_, err := s.Go(context.Background(), "k", func(context.Context) error { return nil })
+		require.ErrorIs(t, err, seqsched.ErrQueueFull, "a newcomer never overtakes the line")
+		release()
+		for range 3 {
+			require.NoError(t, <-results)
+		}
+		awaitAll(t, g, first)
+		require.NoError(t, s.Remove(context.Background(), "k"))
+		require.Equal(t, []string{"queued", "w0", "w1", "w2"}, r.get())
+	})
+}
+
+func TestWaitForRoomEndsWithItsCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler[string](t, seqsched.WithMaxQueue(1))
+		release, g := gate(t, s, "k")
+		var r recorder
+		first := record(t, s, &r, "k", "queued")
+		ctx, cancel := context.WithCancel(context.Background())
+		result := make(chan error, 1)
+		go func() {
+			_, err := s.Go(ctx, "k", func(context.Context) error { r.add("gave up"); return nil }, seqsched.WaitForRoom)
+			result <- err
+		}()
+		synctest.Wait()
+		cancel()
+		require.ErrorIs(t, <-result, context.Canceled)
+		release()
+		awaitAll(t, g, first)
+		require.NoError(t, s.Remove(context.Background(), "k"))
+		require.Equal(t, []string{"queued"}, r.get(), "a waiter that gave up is not accepted")
+		require.Equal(t, uint64(2), s.Stats().Submitted)
+	})
+}
+
+func TestWaitForRoomIsRefusedWhenTheSessionOrSchedulerCloses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(s *seqsched.Scheduler[string]) error
+		want error
+	}{
+		{"Discard", func(s *seqsched.Scheduler[string]) error { return s.Discard(context.Background(), "k") }, seqsched.ErrSessionClosing},
+		{"Close", func(s *seqsched.Scheduler[string]) error { return s.Close() }, seqsched.ErrClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler[string](t, seqsched.WithMaxQueue(1))
+				require.NoError(t, s.Pause("k"))
+				_, err := s.Go(context.Background(), "k", func(context.Context) error { return nil })
+				require.NoError(t, err)
+				result := make(chan error, 1)
+				go func() {
+					_, err := s.Go(context.Background(), "k", func(context.Context) error { return nil }, seqsched.WaitForRoom)
+					result <- err
+				}()
+				synctest.Wait()
+				require.NoError(t, tc.end(s))
+				require.ErrorIs(t, <-result, tc.want)
+			})
+		})
+	}
+}
+
+func TestWaitForRoomInItsOwnSessionWouldDeadlock(t *testing.T) {
+	s := newScheduler[string](t, seqsched.WithMaxQueue(1))
+	f, err := s.Go(context.Background(), "k", func(ctx context.Context) error {
+		if _, err := s.Go(ctx, "k", func(context.Context) error { return nil }); err != nil {
+			return err
+		}
+		_, err := s.Go(ctx, "k", func(context.Context) error { return nil }, seqsched.WaitForRoom)
+		return err
+	})
+	require.NoError(t, err)
+	_, err = f.Await(context.Background())
+	require.ErrorIs(t, err, seqsched.ErrWouldDeadlock)
+}
+
+func TestWaitForRoomFromAnotherSessionLendsItsSlot(t *testing.T) {
+	s := newScheduler[string](t, seqsched.WithMaxQueue(1), seqsched.WithMaxConcurrency(1))
+	require.NoError(t, s.Pause("full"))
+	_, err := s.Go(context.Background(), "full", func(context.Context) error { return nil })
+	require.NoError(t, err)
+	waiting := make(chan struct{})
+	f, err := s.Go(context.Background(), "waiter", func(ctx context.Context) error {
+		close(waiting)
+		_, err := s.Go(ctx, "full", func(context.Context) error { return nil }, seqsched.WaitForRoom)
+		return err
+	})
+	require.NoError(t, err)
+	<-waiting
+	// The one slot is lent while "waiter" waits: "other" runs, and Resume
+	// lets "full" make room.
+	var r recorder
+	awaitAll(t, record(t, s, &r, "other", "other"))
+	require.NoError(t, s.Resume("full"))
+	awaitAll(t, f)
+}
+
+func TestWaitForRoomWithoutMaxQueueChangesNothing(t *testing.T) {
+	s := newScheduler[string](t)
+	var r recorder
+	awaitAll(t, record(t, s, &r, "k", "x", seqsched.WaitForRoom))
+	require.Equal(t, []string{"x"}, r.get())
 }

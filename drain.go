@@ -211,8 +211,10 @@ func (s *Scheduler[K]) Close() error {
 func (s *Scheduler[K]) closeAdmission() {
 	s.core.closed.Store(true)
 	for i := range s.shards {
-		s.shards[i].mu.Lock()
-		s.shards[i].mu.Unlock() //nolint:staticcheck // an empty critical section: the barrier
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		sh.refuseAllRoom() // the barrier: nothing waits for room past it
+		sh.mu.Unlock()
 	}
 	s.seal()
 }

@@ -71,6 +71,14 @@ var (
 	// ErrGoexit resolves the future of a task that called runtime.Goexit
 	// (for example through t.FailNow in a test). The session continues.
 	ErrGoexit = errors.New("seqsched: task called runtime.Goexit")
+
+	// ErrReplaced resolves a queued task that a newer task with the same
+	// [Replace] tag took the place of; it never ran.
+	ErrReplaced = errors.New("seqsched: replaced")
+
+	// ErrHalted is wrapped by the [*HaltError] that reports a session
+	// halted by a failed [HaltOnError] task.
+	ErrHalted = errors.New("seqsched: session halted")
 )
 
 // OptionError reports an option whose value is out of range. It wraps
@@ -141,3 +149,24 @@ func (e *SessionError) Error() string {
 
 // Unwrap returns Err.
 func (e *SessionError) Unwrap() error { return e.Err }
+
+// HaltError reports that a task run with [HaltOnError] failed and halted
+// its session, which now waits for [Scheduler.Resume] or Discard. It is
+// what WithErrorHandler (or the log) gets, once per halt. It wraps both
+// [ErrHalted] and the task's error, so errors.Is and errors.As see either.
+type HaltError struct {
+	Key any   // the halted session's key
+	Err error // the task's error: fn's, a *PanicError, or ErrGoexit
+}
+
+// Error returns, for example, `seqsched: session "acct-7" halted: insufficient funds`.
+func (e *HaltError) Error() string {
+	key := fmt.Sprint(e.Key)
+	if s, ok := e.Key.(string); ok {
+		key = fmt.Sprintf("%q", s)
+	}
+	return "seqsched: session " + key + " halted: " + fmt.Sprint(e.Err)
+}
+
+// Unwrap returns ErrHalted and Err.
+func (e *HaltError) Unwrap() []error { return []error{ErrHalted, e.Err} }

@@ -108,15 +108,22 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 
 func (f *Future[T]) resolved() bool { return f.signal.Load() == resolvedWaiter }
 
-func (f *Future[T]) exec(t *task) {
+func (f *Future[T]) exec(t *task, ctx context.Context) {
 	if f.fn0 != nil {
-		f.err = f.fn0(t)
+		f.err = f.fn0(ctx)
 	} else {
-		f.val, f.err = f.fn(t)
+		f.val, f.err = f.fn(ctx)
 	}
 	t.outcome = outcomeSucceeded
 	if f.err != nil {
 		t.outcome = outcomeFailed
+	}
+}
+
+func (f *Future[T]) conclude(err error) {
+	f.err, f.t.outcome = err, outcomeSucceeded
+	if err != nil {
+		f.t.outcome = outcomeFailed
 	}
 }
 
@@ -135,6 +142,7 @@ func (f *Future[T]) wake(w *waiter) {
 }
 
 func (f *Future[T]) failure() error { return nil }
+func (f *Future[T]) result() error  { return f.err }
 
 // posted is a task with no future (Post): its failure goes to the error
 // handler or the log (see report.go).
@@ -146,11 +154,18 @@ type posted[K comparable] struct {
 	done atomic.Bool
 }
 
-func (p *posted[K]) exec(t *task) {
-	p.err = p.fn(t)
+func (p *posted[K]) exec(t *task, ctx context.Context) {
+	p.err = p.fn(ctx)
 	t.outcome = outcomeSucceeded
 	if p.err != nil {
 		t.outcome = outcomeFailed
+	}
+}
+
+func (p *posted[K]) conclude(err error) {
+	p.err, p.t.outcome = err, outcomeSucceeded
+	if err != nil {
+		p.t.outcome = outcomeFailed
 	}
 }
 
@@ -159,3 +174,4 @@ func (p *posted[K]) publish() *waiter          { p.fn = nil; p.done.Store(true);
 func (p *posted[K]) wake(*waiter)              {}
 func (p *posted[K]) resolved() bool            { return p.done.Load() }
 func (p *posted[K]) failure() error            { return p.err }
+func (p *posted[K]) result() error             { return p.err }

@@ -35,7 +35,10 @@ type options struct {
 	slowTask       time.Duration
 	waitHistogram  bool
 	runHistogram   bool
-	shards         int // a power of two; 0: New's own rule. Set only by tests (export_test.go)
+	haltOnError    bool
+	rate           any   // func(K) (float64, int), checked against K by newOptions
+	interceptors   []any // func(context.Context, K, func(context.Context) error) error, checked against K by newOptions
+	shards         int   // a power of two; 0: New's own rule. Set only by tests (export_test.go)
 }
 
 // Bounds of WithWeight's weights.
@@ -105,8 +108,28 @@ func newOptions[K comparable](opts []Option) (options, error) {
 			return o, &OptionError{Option: "WithErrorHandler(nil)", Reason: "must not be nil"}
 		}
 	}
+	for _, f := range o.interceptors {
+		i, ok := f.(func(context.Context, K, func(context.Context) error) error)
+		switch {
+		case !ok:
+			var key K
+			return o, &OptionError{Option: fmt.Sprintf("WithInterceptor(%T)", f),
+				Reason: fmt.Sprintf("must take the scheduler's key type %T", key)}
+		case i == nil:
+			return o, &OptionError{Option: "WithInterceptor(nil)", Reason: "must not be nil"}
+		}
+	}
 	return o, nil
 }
+
+// WithHaltOnError runs every task as if submitted with [HaltOnError]: a
+// session whose task fails pauses until [Scheduler.Resume] or Discard.
+func WithHaltOnError() Option { return haltOnErrorOption{} }
+
+type haltOnErrorOption struct{}
+
+func (haltOnErrorOption) apply(opts *options) { opts.haltOnError = true }
+func (haltOnErrorOption) String() string      { return "WithHaltOnError()" }
 
 // WithYieldAfter sets how many tasks a session runs in one turn before it
 // checks whether another session is waiting, and if so gives way to it.

@@ -23,10 +23,15 @@ type record struct {
 // report hands t's failure, if it is a posted task with one, to the error
 // handler; without one, to the log. The level says where the failure came
 // from, never what the error is: fn's own error is Error, a task that a
-// forced Shutdown dropped is Warn, and one whose submit ctx ended or that
-// Discard dropped is Debug. A panic or Goexit has its own record already.
+// forced Shutdown dropped is Warn, and one whose submit ctx ended, that
+// Discard dropped or that Replace replaced is Debug. A failed HaltOnError
+// task is reported as a *HaltError, at Error, whatever it is. A panic or Goexit has its own record already.
 func (s *Scheduler[K]) report(sess *session[K], t *task) {
 	err := t.job.failure()
+	halted := halts(t)
+	if halted {
+		err = &HaltError{Key: sess.key, Err: t.job.result()}
+	}
 	if err == nil {
 		return
 	}
@@ -34,6 +39,10 @@ func (s *Scheduler[K]) report(sess *session[K], t *task) {
 		ctx := s.beginCallback(sess, userHandler)
 		s.errHandler(ctx, sess.key, err)
 		s.endCallback(sess)
+		return
+	}
+	if halted {
+		s.log(sess, slog.LevelError, "seqsched: session halted", slog.Any("error", err))
 		return
 	}
 	var level slog.Level
@@ -47,7 +56,7 @@ func (s *Scheduler[K]) report(sess *session[K], t *task) {
 		if err == ErrClosed { // the scheduler's own sentinel: a forced Shutdown dropped it
 			level = slog.LevelWarn
 		}
-	default: // outcomeDiscarded
+	default: // outcomeDiscarded, outcomeReplaced
 		level = slog.LevelDebug
 	}
 	s.log(sess, level, "seqsched: posted task failed", slog.Any("error", err))

@@ -69,6 +69,7 @@ type Scheduler[K comparable] struct {
 	checkKeys        bool                            // K can hold a key a map cannot (see keyCheckNeeded)
 	errHandler       func(context.Context, K, error) // WithErrorHandler, or nil
 	weight           func(K) int                     // WithWeight, or nil
+	interceptors     []interceptor[K]                // WithInterceptor's, outermost first; nil without
 	weightLogged     atomic.Bool                     // a weight out of range was logged
 	weightFailLogged atomic.Bool                     // a weight function's panic or Goexit was logged
 	waitQ            *[2]quantiles                   // queue waits by priority, for WaitStats; nil without WithWaitHistogram
@@ -140,6 +141,9 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	}
 	s.weight, _ = o.weight.(func(K) int)
 	s.errHandler, _ = o.errHandler.(func(context.Context, K, error))
+	for _, f := range o.interceptors {
+		s.interceptors = append(s.interceptors, f.(func(context.Context, K, func(context.Context) error) error))
+	}
 	s.checkKeys = keyCheckNeeded(reflect.TypeFor[K]())
 	if o.waitHistogram {
 		s.waitQ, s.waitHist = new([2]quantiles), new([2]histogram.Recorder)
@@ -232,14 +236,14 @@ func (s *Scheduler[K]) Post(ctx context.Context, key K, fn func(context.Context)
 // wrapper closure). It checks what it can before it allocates.
 func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], h *Session[K], key K,
 	fn func(context.Context) (T, error), fn0 func(context.Context) error, opts []TaskOption) (*Future[T], error) {
-	prio, err := s.admissible(ctx, h, key, opts)
+	sp, err := s.admissible(ctx, h, key, opts)
 	if err != nil {
 		return nil, err
 	}
 	f := &Future[T]{fn: fn, fn0: fn0}
-	f.t.parent, f.t.prio, f.t.job = submitCtx(ctx), prio, f
+	f.t.parent, f.t.prio, f.t.flags, f.t.job = submitCtx(ctx), sp.prio, sp.flags, f
 	f.wg.Add(1)
-	if err := s.accept(h, key, &f.t); err != nil {
+	if err := s.accept(ctx, h, key, &f.t, sp.tag); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -251,38 +255,46 @@ func post[K comparable](ctx context.Context, s *Scheduler[K], h *Session[K], key
 	if fn == nil {
 		return ErrNilFunc
 	}
-	prio, err := s.admissible(ctx, h, key, opts)
+	sp, err := s.admissible(ctx, h, key, opts)
 	if err != nil {
 		return err
 	}
 	p := &posted[K]{fn: fn, key: key}
-	p.t.parent, p.t.prio, p.t.job = submitCtx(ctx), prio, p
-	return s.accept(h, key, &p.t)
+	p.t.parent, p.t.prio, p.t.flags, p.t.job = submitCtx(ctx), sp.prio, sp.flags, p
+	return s.accept(ctx, h, key, &p.t, sp.tag)
 }
 
 // admissible checks what Submit, Go and Post can check before they
 // allocate: the scheduler, ctx, the options, and a key given by value (h
 // nil; a handle's key was checked at Open).
-func (s *Scheduler[K]) admissible(ctx context.Context, h *Session[K], key K, opts []TaskOption) (Priority, error) {
+func (s *Scheduler[K]) admissible(ctx context.Context, h *Session[K], key K, opts []TaskOption) (spec, error) {
 	if h == nil && !s.usable() {
-		return 0, ErrNotNew
+		return spec{}, ErrNotNew
 	}
 	if ctx == nil {
-		return 0, ErrNilContext
+		return spec{}, ErrNilContext
 	}
-	prio, err := taskPriority(opts)
+	sp, err := taskSpec(opts)
+	if s.opts.haltOnError {
+		sp.flags |= flagHalt
+	}
 	if err == nil && h == nil {
 		err = s.validKey(key)
 	}
-	return prio, err
+	return sp, err
 }
 
 // accept queues t on h's session, or on key's when h is nil (making the
 // session if key has none), and starts the session's goroutine if it needs
-// one.
-func (s *Scheduler[K]) accept(h *Session[K], key K, t *task) error {
+// one. A task tagged for Replace may take a queued task's place instead
+// (see replace.go); one that may wait for room waits here (see room.go).
+func (s *Scheduler[K]) accept(ctx context.Context, h *Session[K], key K, t *task, tag string) error {
 	if s.waitHist != nil {
 		t.at = time.Since(s.epoch).Nanoseconds()
+	}
+	var caller *base
+	if t.flags&flagWait != 0 && s.opts.maxQueue > 0 {
+		caller = callerOf(ctx) // read before any lock: ctx is the caller's
 	}
 	var sh *shard[K]
 	var sess *session[K]
@@ -308,13 +320,26 @@ func (s *Scheduler[K]) accept(h *Session[K], key K, t *task) error {
 	if sess == nil {
 		sess = s.makeSession(sh, key)
 	}
+	if tag != "" {
+		if old := s.replace(sh, sess, t, tag); old != nil {
+			sh.mu.Unlock()
+			s.replaced(old)
+			return nil
+		}
+	}
 	q := &sess.normal
 	if t.prio == High {
 		q = &sess.high
 	}
 	if max := s.opts.maxQueue; max > 0 && q.n >= max {
-		sh.mu.Unlock()
-		return ErrQueueFull
+		if t.flags&flagWait == 0 {
+			sh.mu.Unlock()
+			return ErrQueueFull
+		}
+		return s.waitForRoom(ctx, sh, sess, t, tag, caller) // unlocks sh
+	}
+	if tag != "" {
+		s.tag(sess, t, tag) // before admit, which may take t to run at once
 	}
 	start := s.admit(sh, sess, t)
 	sh.mu.Unlock()

@@ -32,6 +32,12 @@ import "sync/atomic"
 //   - running: a goroutine runs its turn (worker.go) and holds a live token.
 //   - held: a successor (see open) that waits until its predecessor is
 //     forgotten; it accepts tasks and runs none.
+//   - paused: Pause, or a halt (pause.go), found it with no task running:
+//     it accepts tasks and runs none until Resume, with no goroutine and no
+//     slot; with work it holds a live token, so Shutdown waits for it. It
+//     is reached from idle (Pause), running (its worker parks it) and held
+//     (released while paused), and left for idle, ready or running
+//     (Resume), or gone (Discard, or Remove of one with no work).
 //   - gone: forgotten, out of the map; its handles refuse tasks.
 //
 // Closing (Remove, Discard, the last handle's Close) is not a state of its
@@ -45,6 +51,7 @@ const (
 	stateReady
 	stateRunning
 	stateHeld
+	statePaused
 	stateGone
 )
 
@@ -98,6 +105,12 @@ type session[K comparable] struct {
 
 	handles int  // open handles; a session with handles is never an idle record
 	handled bool // a handle ever held it
+	pause   bool // Pause, or a halt: start no task until Resume (see pause.go)
+
+	// ctl is the per-key control a session uses (Replace tags, callers
+	// waiting for room, its rate), made the first time one is used: a
+	// session that uses none costs one nil pointer.
+	ctl *control
 
 	pred, succ *session[K]      // a held successor's predecessor, and the reverse
 	links      [nLists]links[K] // its places in the idle list and the ready queue (list.go)
@@ -112,7 +125,7 @@ func (sess *session[K]) busy() bool {
 	switch sess.state {
 	case stateReady, stateRunning:
 		return true
-	case stateHeld:
+	case stateHeld, statePaused:
 		return sess.high.n+sess.normal.n > 0
 	}
 	return false
@@ -124,10 +137,11 @@ func (sess *session[K]) queued() int { return sess.high.n + sess.normal.n }
 // moves are the edges of the diagram above: moves[from] has bit to set
 // when a session may go from one to the other.
 var moves = [...]uint8{
-	stateIdle:    1<<stateReady | 1<<stateRunning | 1<<stateHeld | 1<<stateGone,
+	stateIdle:    1<<stateReady | 1<<stateRunning | 1<<stateHeld | 1<<statePaused | 1<<stateGone,
 	stateReady:   1<<stateRunning | 1<<stateGone,
-	stateRunning: 1<<stateIdle | 1<<stateReady | 1<<stateGone,
-	stateHeld:    1<<stateIdle | 1<<stateReady | 1<<stateRunning | 1<<stateGone,
+	stateRunning: 1<<stateIdle | 1<<stateReady | 1<<statePaused | 1<<stateGone,
+	stateHeld:    1<<stateIdle | 1<<stateReady | 1<<stateRunning | 1<<statePaused | 1<<stateGone,
+	statePaused:  1<<stateIdle | 1<<stateReady | 1<<stateRunning | 1<<stateGone,
 	stateGone:    0,
 }
 
@@ -139,6 +153,12 @@ func (sh *shard[K]) move(sess *session[K], to state) {
 		badMoves.Add(1)
 	}
 	was := sess.busy()
+	if sess.state == statePaused {
+		sh.paused--
+	}
+	if to == statePaused {
+		sh.paused++
+	}
 	sess.state = to
 	sh.recount(sess, was)
 }
@@ -176,7 +196,10 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (start boo
 	}
 	sh.recount(sess, was)
 	if sess.state != stateIdle {
-		return false // it runs, waits for a slot, or is held: its worker will find t
+		if sess.state == statePaused && sess.queued() == 1 && len(sess.reports) == 0 {
+			s.takeToken() // its first work while paused (see pause.go)
+		}
+		return false // it runs, waits for a slot, is held or paused: its worker will find t
 	}
 	sh.unlistIdle(sess)
 	return s.schedule(sh, sess)
@@ -219,6 +242,9 @@ func (sh *shard[K]) pick(sess *session[K], burst int) *task {
 		sess.highRun = 0
 	}
 	if t != nil {
+		if t.flags&flagTagged != 0 {
+			t = sess.untag(t)
+		}
 		sh.queued[t.prio]--
 	}
 	return t
@@ -271,6 +297,9 @@ func (s *Scheduler[K]) release(sh *shard[K], pred *session[K]) (succ *session[K]
 			w.slot, pw.slot = pw.slot, false
 			w.n, w.limit, w.turnStart, w.newTurn = pw.n, pw.limit, pw.turnStart, pw.newTurn
 			return succ, false // its advance takes its first task, or yields if the turn is over
+		case succ.drain == nil && succ.pause:
+			sh.move(succ, statePaused)
+			return nil, false
 		case succ.drain == nil:
 			sh.move(succ, stateIdle)
 			return nil, false
@@ -311,8 +340,12 @@ func (s *Scheduler[K]) close(sh *shard[K], sess *session[K]) *drain {
 	}
 	d := &drain{done: make(chan struct{})}
 	sess.drain = d
-	if sess.state == stateIdle {
+	sh.refuseRoom(sess, nil)
+	switch {
+	case sess.state == stateIdle:
 		sh.unlistIdle(sess)
+		sh.forget(sess)
+	case sess.state == statePaused && !sess.hasWork():
 		sh.forget(sess)
 	}
 	return d
@@ -328,6 +361,7 @@ func (s *Scheduler[K]) close(sh *shard[K], sess *session[K]) *drain {
 // goroutine the caller must start, if any: sess, or a successor released.
 func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome, resolved []dropped) ([]dropped, *session[K]) {
 	was := sess.busy()
+	parkedWork := sess.state == statePaused && sess.hasWork() // it holds a live token
 	for {
 		t := sh.pick(sess, 0)
 		if t == nil {
@@ -343,6 +377,9 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		}
 	}
 	sh.recount(sess, was)
+	if sess.state == statePaused {
+		return resolved, s.dropParked(sh, sess, parkedWork)
+	}
 	if sess.state != stateReady {
 		return resolved, nil // its goroutine, or its release, will report
 	}
@@ -388,6 +425,37 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 	sess.w.slot = false
 	s.run(sh, sess)
 	return resolved, sess
+}
+
+// dropParked moves on paused sess, whose queues drop just emptied, and
+// returns the session whose goroutine the caller must start, if any: one
+// with failures to report gets a goroutine to report them (it stays
+// paused, and parks again once they are reported); a closing one without
+// is forgotten, releasing its successor. tok says sess held a paused
+// session's live token, given back once a new one is taken.
+func (s *Scheduler[K]) dropParked(sh *shard[K], sess *session[K], tok bool) (start *session[K]) {
+	switch {
+	case len(sess.reports) > 0:
+		if s.schedule(sh, sess) {
+			start = sess
+		}
+	case sess.drain != nil:
+		sh.forget(sess)
+		succ, startSucc := s.release(sh, sess)
+		if succ != nil && !startSucc {
+			// Made running to go on where sess left off, but sess had no
+			// goroutine to lend it: it gets one of its own.
+			s.takeToken()
+			if s.slots.max == 0 {
+				sh.workers++
+			}
+		}
+		start = succ
+	}
+	if tok {
+		s.releaseToken()
+	}
+	return start
 }
 
 // dropped is a task drop resolved, and the waiter its wake-up is for.
@@ -443,13 +511,17 @@ func (q *fifo) pop() *task {
 	return t
 }
 
-// take puts sess's next task (see pick) in its worker's hand, to run.
-func (sh *shard[K]) take(sess *session[K], burst int) *task {
-	t := sh.pick(sess, burst)
+// take puts sess's next task (see pick) in its worker's hand, to run;
+// the room it leaves in its lane goes to a caller waiting for it, if any.
+func (s *Scheduler[K]) take(sh *shard[K], sess *session[K]) *task {
+	t := sh.pick(sess, s.opts.highBurst)
 	sess.w.t, sess.cur = t, t
 	if t != nil {
 		sess.w.stage = stageRun
 		sh.running++
+		if sess.ctl != nil && sh.waiters > 0 {
+			s.makeRoom(sh, sess, t.prio)
+		}
 	}
 	return t
 }

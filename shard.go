@@ -33,6 +33,9 @@ type shard[K comparable] struct {
 	starter      func() // runs startFrom for this shard; made once
 
 	busy      int    // sessions with queued or running work (see session.busy)
+	paused    int    // sessions in statePaused
+	halts     uint64 // sessions halted by a failed HaltOnError task
+	waiters   int    // callers waiting for room (room.go), all sessions
 	running   int    // sessions running a task right now
 	queued    [2]int // tasks waiting, by priority
 	submitted uint64
@@ -127,7 +130,9 @@ func (s *Scheduler[K]) run(sh *shard[K], sess *session[K]) {
 	}
 	sh.move(sess, stateRunning)
 	sess.w.begin()
-	sh.take(sess, s.opts.highBurst)
+	if !sess.pause { // a paused one runs only to report, then parks
+		s.take(sh, sess)
+	}
 }
 
 // startNext is what a goroutine of sh does when its session retired,

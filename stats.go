@@ -13,14 +13,17 @@ import (
 type Stats struct {
 	Sessions  int    // sessions with queued or running work (idle records are not counted)
 	Running   int    // sessions running a task right now
+	Paused    int    // sessions paused (Pause, or a halt) with no task running
 	Queued    int    // tasks waiting, all sessions
 	Submitted uint64 // tasks accepted since New
 	Completed uint64 // tasks whose future resolved, for any reason
 	Skipped   uint64 // of Completed, tasks that never ran because their submit ctx ended or a forced Shutdown dropped them (Outcomes.Skipped, both lanes)
 	Discarded uint64 // of Completed, tasks that never ran because Discard dropped them (Outcomes.Discarded, both lanes)
+	Replaced  uint64 // of Completed, tasks that never ran because a newer one with their Replace tag took their place (Outcomes.Replaced, both lanes)
 	Panics    uint64 // of Completed, tasks whose fn panicked or called runtime.Goexit
 	Yields    uint64 // times a session gave up its turn to another
 	SlowTasks uint64 // tasks that ran longer than WithSlowTask's limit
+	Halts     uint64 // times a failed HaltOnError task halted its session
 
 	High, Normal PriorityStats // the figures above split by priority, and queue waits
 }
@@ -46,6 +49,7 @@ type Outcomes struct {
 	Panicked  uint64 // fn panicked or called runtime.Goexit
 	Skipped   uint64 // never ran: its submit ctx ended, or a forced Shutdown dropped it
 	Discarded uint64 // never ran: Discard dropped it
+	Replaced  uint64 // never ran: a newer task with its Replace tag took its place
 }
 
 // outcomes is a shard's Outcomes of one priority, guarded by sh.mu.
@@ -61,7 +65,7 @@ func (o *outcomes) total() uint64 {
 
 func (o *outcomes) public() Outcomes {
 	return Outcomes{Succeeded: o[outcomeSucceeded], Failed: o[outcomeFailed], Panicked: o[outcomePanicked],
-		Skipped: o[outcomeSkipped], Discarded: o[outcomeDiscarded]}
+		Skipped: o[outcomeSkipped], Discarded: o[outcomeDiscarded], Replaced: o[outcomeReplaced]}
 }
 
 // Stats returns a snapshot of the scheduler's counters. Each shard of
@@ -79,6 +83,8 @@ func (s *Scheduler[K]) Stats() Stats {
 		sh.mu.Lock()
 		st.Sessions += sh.busy
 		st.Running += sh.running
+		st.Paused += sh.paused
+		st.Halts += sh.halts
 		st.Normal.Queued += sh.queued[Normal]
 		st.High.Queued += sh.queued[High]
 		for p := range counts {
@@ -95,6 +101,7 @@ func (s *Scheduler[K]) Stats() Stats {
 		ps.Outcomes = c.public()
 		st.Skipped += c[outcomeSkipped]
 		st.Discarded += c[outcomeDiscarded]
+		st.Replaced += c[outcomeReplaced]
 		st.Panics += c[outcomePanicked]
 		if s.waitHist != nil {
 			ps.Wait = s.waitQ[p].snapshot()

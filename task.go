@@ -31,28 +31,120 @@ func (p Priority) String() string {
 	return fmt.Sprintf("Priority(%d)", uint8(p))
 }
 
-// A TaskOption configures one task at Submit. [Priority] is the only one.
+// A TaskOption configures one task at Submit, Go or Post: its [Priority]
+// ([High] or [Normal]), [HaltOnError], [Replace] and [WaitForRoom]. Later
+// options of one kind override earlier ones.
 type TaskOption interface {
 	isTaskOption()
 }
 
 func (Priority) isTaskOption() {}
 
-// taskPriority reads the task options. A type switch, not an interface
-// method, keeps the variadic slice on the caller's stack.
-func taskPriority(opts []TaskOption) (Priority, error) {
-	prio := Normal
-	for _, opt := range opts {
-		p, ok := opt.(Priority)
-		if !ok {
-			return 0, &OptionError{Option: fmt.Sprintf("%T", opt), Reason: "must be a Priority"}
-		}
-		if p > High {
-			return 0, &OptionError{Option: p.String(), Reason: "must be Normal or High"}
-		}
-		prio = p
+// taskFlag is a TaskOption that sets a bit of task.flags.
+type taskFlag uint8
+
+// The bits of task.flags.
+const (
+	flagHalt   taskFlag = 1 << iota // HaltOnError
+	flagWait                        // WaitForRoom
+	flagTagged                      // queued under a Replace tag: pick looks for its replacement
+)
+
+func (taskFlag) isTaskOption() {}
+
+func (f taskFlag) String() string {
+	switch f {
+	case flagHalt:
+		return "HaltOnError"
+	case flagWait:
+		return "WaitForRoom"
 	}
-	return prio, nil
+	return fmt.Sprintf("taskFlag(%d)", uint8(f))
+}
+
+// HaltOnError halts the task's session if the task fails: if fn returns an
+// error, panics or calls runtime.Goexit, the session pauses before its next
+// task, as [Scheduler.Pause] does, and stays paused until
+// [Scheduler.Resume] (or Discard). The halt is reported with the key, once:
+// the error handler (or the log, at Error) gets a [*HaltError] that wraps
+// both [ErrHalted] and the task's error; a posted task's failure is not
+// reported a second time. A task that never ran (its ctx ended first,
+// Discard or a forced Shutdown dropped it, a newer one replaced it) halts
+// nothing. [WithHaltOnError] sets it for every task.
+//
+// It is how "withdraw 50, deposit 100, withdraw 150" stops at the first
+// failed withdrawal until an operator has looked at the account.
+var HaltOnError TaskOption = flagHalt
+
+// WaitForRoom makes Submit, Go and Post wait for room in a session's lane
+// that holds [WithMaxQueue] tasks, instead of returning [ErrQueueFull]:
+// callers waiting for room in one lane of one session get it in the order
+// they came, as the session's worker takes tasks off that lane. The wait
+// ends with ctx's error if ctx ends first (the task is then not accepted),
+// with [ErrClosed] when Shutdown or Close begins, and with a
+// [*SessionError] wrapping [ErrSessionClosing] when the session is
+// removed, discarded or closed. Given the ctx of a task or callback of the
+// session itself, which could never make room, it returns
+// [ErrWouldDeadlock] at once; under [WithMaxConcurrency] a task of another
+// session lends its slot while it waits, as [Future.Await] does. Without
+// WithMaxQueue it changes nothing, and like every wait it reads ctx only
+// when it has to wait.
+var WaitForRoom TaskOption = flagWait
+
+// Replace tags a task for latest-wins delivery: a task of the same session,
+// priority and tag that is queued and not yet started is replaced by this
+// one. The replaced task resolves with [ErrReplaced] without running (a
+// replaced Post's failure is reported like any other, logged at Debug
+// without an error handler), and the new one takes its place in the queue:
+// a stream of updates is never pushed to the back by its own newer values,
+// so the latest one runs no later than the first unrun one would have. A
+// replacement takes no room under [WithMaxQueue]. A running task is never
+// replaced; the tag is free again once its task starts. Use it for what is
+// stale once a newer value exists: presence, typing indicators, a cursor,
+// the latest price for a slow client. An empty tag makes Submit return an
+// [*OptionError].
+func Replace(tag string) TaskOption { return replaceOption{tag} }
+
+type replaceOption struct{ tag string }
+
+func (replaceOption) isTaskOption() {}
+
+func (o replaceOption) String() string { return fmt.Sprintf("Replace(%q)", o.tag) }
+
+// spec is a task's options, read by taskSpec.
+type spec struct {
+	prio  Priority
+	flags taskFlag
+	tag   string // Replace's, or ""
+}
+
+// taskSpec reads the task options. A type switch, not an interface
+// method, keeps the variadic slice on the caller's stack.
+func taskSpec(opts []TaskOption) (spec, error) {
+	var sp spec
+	for _, opt := range opts {
+		switch o := opt.(type) {
+		case Priority:
+			if o > High {
+				return sp, &OptionError{Option: o.String(), Reason: "must be Normal or High"}
+			}
+			sp.prio = o
+		case taskFlag:
+			if o != flagHalt && o != flagWait {
+				return sp, &OptionError{Option: o.String(), Reason: "must be HaltOnError or WaitForRoom"}
+			}
+			sp.flags |= o
+		case replaceOption:
+			if o.tag == "" {
+				return sp, &OptionError{Option: o.String(), Reason: "must name a tag"}
+			}
+			sp.tag = o.tag
+		default:
+			return sp, &OptionError{Option: fmt.Sprintf("%T", opt),
+				Reason: "must be a Priority, HaltOnError, WaitForRoom or Replace"}
+		}
+	}
+	return sp, nil
 }
 
 // outcome is how a task ended, for Stats: exactly one per task.
@@ -65,6 +157,7 @@ const (
 	outcomePanicked          // fn panicked or called runtime.Goexit
 	outcomeSkipped           // never ran: its submit ctx ended, or a forced Shutdown dropped it
 	outcomeDiscarded         // never ran: Discard dropped it
+	outcomeReplaced          // never ran: a newer task with its Replace tag took its place
 	nOutcomes
 )
 
@@ -85,14 +178,18 @@ type task struct {
 	done    atomic.Pointer[doneState]
 	at      int64 // when queued, in ns since New; only with WithWaitHistogram
 	prio    Priority
-	outcome outcome // set with the job's error, before the task is counted
+	outcome outcome  // set with the job's error, before the task is counted
+	flags   taskFlag // HaltOnError, WaitForRoom, tagged
 }
 
 // job is the typed half of a task, implemented by *Future[T] and *posted[K].
 type job interface {
-	// exec runs fn on the calling goroutine with t as its ctx and records
-	// its result and outcome.
-	exec(t *task)
+	// exec runs fn on the calling goroutine with ctx (t, or what an
+	// interceptor made of it) and records its result and outcome.
+	exec(t *task, ctx context.Context)
+	// conclude records err, an interceptor's return, as the task's error
+	// and outcome.
+	conclude(err error)
 	// fail records err and o as the task's outcome: a skip, a drop, a
 	// panic or a Goexit.
 	fail(err error, o outcome)
@@ -105,6 +202,8 @@ type job interface {
 	// failure is a posted task's error, with its key, for the report; nil
 	// for a future or a posted task that succeeded.
 	failure() error
+	// result is the task's error, nil if it succeeded.
+	result() error
 }
 
 // The task as fn's context.Context. It carries the submit ctx's values and

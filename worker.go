@@ -172,6 +172,9 @@ func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 		s.runTask(sess)
 	case w.t != nil && w.stage == stageReport:
 		w.stage = stageDone
+		if halts(w.t) {
+			s.halt(sess)
+		}
 		s.report(sess, w.t)
 	case len(w.dropped) > 0:
 		t := w.dropped[0]
@@ -255,7 +258,11 @@ func (s *Scheduler[K]) runTask(sess *session[K]) {
 	}
 	w.n++ // counted before fn runs: a panic or Goexit still uses up the turn
 	s.userBegin(sess, userFn)
-	t.job.exec(t)
+	if s.interceptors == nil {
+		t.job.exec(t, t)
+	} else {
+		s.intercepted(sess, t)
+	}
 	w.user = userNone
 	s.afterFn(sess, t)
 }
@@ -326,9 +333,13 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		sh.count(done)
 		waiter = done.job.publish() // before the session can be seen idle or gone
 	}
+	leave := false // the goroutine leaves sess: retired or parked
 	switch {
 	case len(sess.reports) > 0:
 		w.dropped, sess.reports = sess.reports, w.dropped[:0]
+	case sess.pause && (sess.drain == nil || sess.queued() > 0):
+		s.park(sh, sess)
+		leave = true
 	case turnOver && sess.queued() > 0:
 		w.begin()
 		yield = true
@@ -336,9 +347,9 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 			next = s.yieldSlot(sh, sess)
 		}
 		if next == sess {
-			sh.take(sess, s.opts.highBurst)
+			s.take(sh, sess)
 		}
-	case sh.take(sess, s.opts.highBurst) == nil:
+	case s.take(sh, sess) == nil:
 		succ, startSucc := s.retire(sh, sess)
 		if succ != nil && !startSucc {
 			next = succ // the key goes on in its successor, on this goroutine (see release)
@@ -347,9 +358,13 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		if startSucc {
 			start = succ
 		}
+		leave = true
+	}
+	if leave {
 		next = nil
-		// w.slot is read and cleared under the lock: once retired, the
-		// session may be scheduled again, and its slot flag set, by others.
+		// w.slot is read and cleared under the lock: once retired or
+		// parked, the session may be scheduled again, and its slot flag
+		// set, by others.
 		passOn, w.slot = w.slot, false
 		if !limited {
 			next = s.startNext(sh)

@@ -1,0 +1,58 @@
+package seqsched
+
+import (
+	"context"
+	"fmt"
+)
+
+// WithInterceptor wraps every task's fn in f, as gRPC interceptors and
+// net/http middleware wrap handlers: to add tracing, logging, metrics or a
+// panic policy in one place. f is called on the task's goroutine with the
+// task's ctx and key, and calls next to run the task (and the interceptors
+// after it); the ctx it passes to next is the ctx fn receives, so a span or
+// a value added there reaches fn. Several WithInterceptor options nest in
+// the order given: the first is outermost.
+//
+// The task's error is what the outermost f returns; a Submit's value is
+// what fn returned the last time next ran it (the zero value if it never
+// did). f may skip next (the task then succeeds or fails by f's own
+// return) or call it more than once (a retry policy), on its own
+// goroutine, before it returns. A panic or runtime.Goexit in f is the
+// task's, as in fn: the task resolves with a [*PanicError] or [ErrGoexit].
+// Tasks that never run (their ctx ended first, Discard or a forced
+// Shutdown dropped them, a newer one replaced them) are not intercepted.
+//
+// A ctx that f derives from the task's ctx (a span's, a value's) ends with
+// the task, like any ctx derived from it: work that fn queues with it and
+// that must outlive the task needs context.WithoutCancel (see [Submit]).
+// Its key type must be the scheduler's: New returns an [*OptionError]
+// otherwise. Without the option a task costs nothing more.
+func WithInterceptor[K comparable](f func(ctx context.Context, key K, next func(context.Context) error) error) Option {
+	return &interceptorOption{f}
+}
+
+type interceptorOption struct{ fn any }
+
+func (o *interceptorOption) apply(opts *options) { opts.interceptors = append(opts.interceptors, o.fn) }
+func (o *interceptorOption) String() string      { return fmt.Sprintf("WithInterceptor(%T)", o.fn) }
+
+// interceptor is one WithInterceptor function.
+type interceptor[K comparable] func(ctx context.Context, key K, next func(context.Context) error) error
+
+// intercepted runs t through the interceptors, innermost fn, and records
+// the outermost one's error as the task's.
+func (s *Scheduler[K]) intercepted(sess *session[K], t *task) {
+	err := s.through(0, t, sess.key, t)
+	t.job.conclude(err)
+}
+
+// through runs interceptor i with ctx, its next running the rest.
+func (s *Scheduler[K]) through(i int, t *task, key K, ctx context.Context) error {
+	if i == len(s.interceptors) {
+		t.job.exec(t, ctx)
+		return t.job.result()
+	}
+	return s.interceptors[i](ctx, key, func(ctx context.Context) error {
+		return s.through(i+1, t, key, ctx)
+	})
+}

@@ -1,0 +1,207 @@
+package seqsched
+
+// Pause and Resume, and halts. A paused session starts no task: its
+// running task, if any, finishes, and then its worker parks it (statePaused)
+// and goes on with other work, so that a paused session holds no goroutine
+// and no slot. It still accepts tasks (WithMaxQueue bounds them). Resume
+// makes it idle again, or schedules it when it has work, at the back of
+// the queue for a goroutine like any session that gets work.
+//
+// A paused session with work (queued tasks, or failures to report) holds a
+// live token, so that Shutdown waits for it: accepted work is not given up
+// before Shutdown's ctx says so. One with no work holds nothing, and is
+// kept in its shard's map (never as an idle record) until Resume, Remove
+// or Discard.
+
+// Pause pauses session key: it starts no new task until [Scheduler.Resume]
+// (its running task, if any, finishes), holds no goroutine and no slot
+// meanwhile, and still accepts tasks, bounded by [WithMaxQueue]; Resume
+// runs them in order. Pausing an unknown or idle key makes its session,
+// paused, so that the tasks that come next wait. Pause applies to the key:
+// a closing session that key's new one waits behind is paused too.
+//
+// Pause and Resume are not counted: one Resume ends any number of Pauses
+// (and a halt, see [HaltOnError]). [Scheduler.Remove] of a paused key
+// refuses new tasks at once but drains only after Resume (it waits, or
+// returns when its ctx ends); [Scheduler.Discard] ends it at once.
+// Shutdown waits for paused sessions' tasks too, until Resume lets them
+// run or Shutdown's ctx ends and drops them with [ErrClosed]: accepted
+// work is never given up unless the caller's ctx says so. Stats counts
+// paused sessions in Paused.
+//
+// Pause returns [ErrClosed] once Shutdown or Close has begun, a
+// [*KeyError] for a key a map cannot hold, and nil otherwise. It never
+// waits.
+func (s *Scheduler[K]) Pause(key K) error {
+	if !s.usable() {
+		return ErrNotNew
+	}
+	if err := s.validKey(key); err != nil {
+		return err
+	}
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if s.core.closed.Load() {
+		return ErrClosed
+	}
+	sess := sh.sessions[key]
+	if sess == nil {
+		sess = s.makeSession(sh, key)
+	}
+	s.pause(sh, sess)
+	return nil
+}
+
+// Resume ends a pause (or a halt) of session key: its queued tasks run in
+// order, as those of any session that gets work. Resuming a key that is
+// not paused does nothing. Resume works after Shutdown has begun (a
+// Shutdown waiting for a paused session's tasks then sees them run). It
+// returns a [*KeyError] for a key a map cannot hold, and nil otherwise. It
+// never waits.
+func (s *Scheduler[K]) Resume(key K) error {
+	if !s.usable() {
+		return ErrNotNew
+	}
+	if err := s.validKey(key); err != nil {
+		return err
+	}
+	sh := s.shard(key)
+	sh.mu.Lock()
+	starts := s.resume(sh, sh.sessions[key])
+	sh.mu.Unlock()
+	for _, sess := range starts {
+		go sess.start()
+	}
+	return nil
+}
+
+// Paused reports whether session key is paused, by [Scheduler.Pause] or a
+// halt ([HaltOnError]), and not yet resumed.
+func (s *Scheduler[K]) Paused(key K) bool {
+	if !s.usable() || s.validKey(key) != nil {
+		return false
+	}
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sess := sh.sessions[key]
+	return sess != nil && sess.pause
+}
+
+// Pause pauses the handle's session, as [Scheduler.Pause] does for its
+// key. A closed handle, or one whose session ended, returns a
+// [*SessionError] wrapping [ErrSessionClosing].
+func (h *Session[K]) Pause() error {
+	if !h.usable() {
+		return ErrNotNew
+	}
+	sh := h.sess.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if h.closed || h.sess.state == stateGone {
+		return &SessionError{Key: h.key, Err: ErrSessionClosing}
+	}
+	if h.s.core.closed.Load() {
+		return ErrClosed
+	}
+	h.s.pause(sh, h.sess)
+	return nil
+}
+
+// Resume resumes the handle's session, as [Scheduler.Resume] does for its
+// key. A closed handle, or one whose session ended, returns a
+// [*SessionError] wrapping [ErrSessionClosing].
+func (h *Session[K]) Resume() error {
+	if !h.usable() {
+		return ErrNotNew
+	}
+	sh := h.sess.sh
+	sh.mu.Lock()
+	if h.closed || h.sess.state == stateGone {
+		sh.mu.Unlock()
+		return &SessionError{Key: h.key, Err: ErrSessionClosing}
+	}
+	starts := h.s.resume(sh, h.sess)
+	sh.mu.Unlock()
+	for _, sess := range starts {
+		go sess.start()
+	}
+	return nil
+}
+
+// pause sets the pause of sess and the closing sessions it waits behind;
+// an idle one is parked at once, the others when their worker or release
+// next looks. Called with sh.mu held.
+func (s *Scheduler[K]) pause(sh *shard[K], sess *session[K]) {
+	for p := sess; p != nil; p = p.pred {
+		p.pause = true
+		if p.state == stateIdle {
+			sh.unlistIdle(p)
+			sh.move(p, statePaused)
+		}
+	}
+}
+
+// resume clears the pause of sess and the closing sessions it waits
+// behind, unparks each parked one, and returns those whose goroutine the
+// caller must start once the lock is released. Called with sh.mu held.
+func (s *Scheduler[K]) resume(sh *shard[K], sess *session[K]) (starts []*session[K]) {
+	for p := sess; p != nil; p = p.pred {
+		if !p.pause {
+			continue
+		}
+		p.pause = false
+		if p.state == statePaused && s.unpark(sh, p) {
+			starts = append(starts, p)
+		}
+	}
+	return starts
+}
+
+// park moves sess, whose worker found its pause set, to paused; with work
+// left it takes the live token a paused session with work holds. Called
+// with sh.mu held.
+func (s *Scheduler[K]) park(sh *shard[K], sess *session[K]) {
+	sess.highRun = 0
+	sh.move(sess, statePaused)
+	if sess.hasWork() {
+		s.takeToken()
+	}
+}
+
+// unpark moves paused sess on: scheduled if it has work (its paused token
+// given back once the new one is taken), else idle. It reports whether the
+// caller must start a goroutine on it. Called with sh.mu held.
+func (s *Scheduler[K]) unpark(sh *shard[K], sess *session[K]) (start bool) {
+	if sess.hasWork() {
+		start = s.schedule(sh, sess)
+		s.releaseToken()
+		return start
+	}
+	sh.move(sess, stateIdle)
+	if sess.handles == 0 {
+		s.keepIdle(sh, sess)
+	}
+	return false
+}
+
+// hasWork reports whether sess has tasks queued or failures to report.
+func (sess *session[K]) hasWork() bool { return sess.queued() > 0 || len(sess.reports) > 0 }
+
+// halts reports whether t, just run, halts its session: it was run with
+// HaltOnError, and fn failed.
+func halts(t *task) bool {
+	return t.flags&flagHalt != 0 && (t.outcome == outcomeFailed || t.outcome == outcomePanicked)
+}
+
+// halt pauses sess, whose task t failed with HaltOnError, before its
+// worker reports the halt (so that the error handler finds the key paused,
+// and may resume it) and before it takes another task.
+func (s *Scheduler[K]) halt(sess *session[K]) {
+	sh := sess.sh
+	sh.mu.Lock()
+	sess.pause = true
+	sh.halts++
+	sh.mu.Unlock()
+}
