@@ -108,6 +108,9 @@ func newOptions[K comparable](opts []Option) (options, error) {
 			return o, &OptionError{Option: "WithErrorHandler(nil)", Reason: "must not be nil"}
 		}
 	}
+	if err := checkRate[K](&o); err != nil {
+		return o, err
+	}
 	for _, f := range o.interceptors {
 		i, ok := f.(func(context.Context, K, func(context.Context) error) error)
 		switch {

@@ -72,6 +72,8 @@ type Scheduler[K comparable] struct {
 	interceptors     []interceptor[K]                // WithInterceptor's, outermost first; nil without
 	weightLogged     atomic.Bool                     // a weight out of range was logged
 	weightFailLogged atomic.Bool                     // a weight function's panic or Goexit was logged
+	rate             func(K) (float64, int)          // WithRate, or nil
+	rateLogged       atomic.Bool                     // a rate out of range, or the function's panic or Goexit, was logged
 	waitQ            *[2]quantiles                   // queue waits by priority, for WaitStats; nil without WithWaitHistogram
 	waitHist         *[2]histogram.Recorder          // queue waits by priority; nil without WithWaitHistogram
 	runHist          *[2]histogram.Recorder          // run times by priority; nil without WithRunHistogram
@@ -141,6 +143,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	}
 	s.weight, _ = o.weight.(func(K) int)
 	s.errHandler, _ = o.errHandler.(func(context.Context, K, error))
+	s.rate, _ = o.rate.(func(K) (float64, int))
 	for _, f := range o.interceptors {
 		s.interceptors = append(s.interceptors, f.(func(context.Context, K, func(context.Context) error) error))
 	}

@@ -38,6 +38,10 @@ import "sync/atomic"
 //     is reached from idle (Pause), running (its worker parks it) and held
 //     (released while paused), and left for idle, ready or running
 //     (Resume), or gone (Discard, or Remove of one with no work).
+//   - paced: WithRate's bucket had no token for its next task (rate.go):
+//     it waits on one timer, with no goroutine and no slot, holding a live
+//     token; the timer schedules it again (ready or running). Discard or a
+//     forced Shutdown stops the timer: gone, idle or paused.
 //   - gone: forgotten, out of the map; its handles refuse tasks.
 //
 // Closing (Remove, Discard, the last handle's Close) is not a state of its
@@ -52,6 +56,7 @@ const (
 	stateRunning
 	stateHeld
 	statePaused
+	statePaced
 	stateGone
 )
 
@@ -123,7 +128,7 @@ type session[K comparable] struct {
 // queued or running.
 func (sess *session[K]) busy() bool {
 	switch sess.state {
-	case stateReady, stateRunning:
+	case stateReady, stateRunning, statePaced:
 		return true
 	case stateHeld, statePaused:
 		return sess.high.n+sess.normal.n > 0
@@ -139,9 +144,10 @@ func (sess *session[K]) queued() int { return sess.high.n + sess.normal.n }
 var moves = [...]uint8{
 	stateIdle:    1<<stateReady | 1<<stateRunning | 1<<stateHeld | 1<<statePaused | 1<<stateGone,
 	stateReady:   1<<stateRunning | 1<<stateGone,
-	stateRunning: 1<<stateIdle | 1<<stateReady | 1<<statePaused | 1<<stateGone,
+	stateRunning: 1<<stateIdle | 1<<stateReady | 1<<statePaused | 1<<statePaced | 1<<stateGone,
 	stateHeld:    1<<stateIdle | 1<<stateReady | 1<<stateRunning | 1<<statePaused | 1<<stateGone,
 	statePaused:  1<<stateIdle | 1<<stateReady | 1<<stateRunning | 1<<stateGone,
+	statePaced:   1<<stateIdle | 1<<stateReady | 1<<stateRunning | 1<<statePaused | 1<<stateGone,
 	stateGone:    0,
 }
 
@@ -153,11 +159,17 @@ func (sh *shard[K]) move(sess *session[K], to state) {
 		badMoves.Add(1)
 	}
 	was := sess.busy()
-	if sess.state == statePaused {
+	switch sess.state {
+	case statePaused:
 		sh.paused--
+	case statePaced:
+		sh.paced--
 	}
-	if to == statePaused {
+	switch to {
+	case statePaused:
 		sh.paused++
+	case statePaced:
+		sh.paced++
 	}
 	sess.state = to
 	sh.recount(sess, was)
@@ -361,7 +373,7 @@ func (s *Scheduler[K]) close(sh *shard[K], sess *session[K]) *drain {
 // goroutine the caller must start, if any: sess, or a successor released.
 func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome, resolved []dropped) ([]dropped, *session[K]) {
 	was := sess.busy()
-	parkedWork := sess.state == statePaused && sess.hasWork() // it holds a live token
+	parkedWork := sess.state == statePaced || sess.state == statePaused && sess.hasWork() // it holds a live token
 	for {
 		t := sh.pick(sess, 0)
 		if t == nil {
@@ -377,7 +389,7 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		}
 	}
 	sh.recount(sess, was)
-	if sess.state == statePaused {
+	if sess.state == statePaused || sess.state == statePaced {
 		return resolved, s.dropParked(sh, sess, parkedWork)
 	}
 	if sess.state != stateReady {
@@ -427,13 +439,17 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 	return resolved, sess
 }
 
-// dropParked moves on paused sess, whose queues drop just emptied, and
+// dropParked moves on paused or paced sess, whose queues drop just emptied (a
+// paced one's timer stopped), and
 // returns the session whose goroutine the caller must start, if any: one
 // with failures to report gets a goroutine to report them (it stays
 // paused, and parks again once they are reported); a closing one without
 // is forgotten, releasing its successor. tok says sess held a paused
 // session's live token, given back once a new one is taken.
 func (s *Scheduler[K]) dropParked(sh *shard[K], sess *session[K], tok bool) (start *session[K]) {
+	if sess.state == statePaced {
+		sess.unpace()
+	}
 	switch {
 	case len(sess.reports) > 0:
 		if s.schedule(sh, sess) {
@@ -451,6 +467,13 @@ func (s *Scheduler[K]) dropParked(sh *shard[K], sess *session[K], tok bool) (sta
 			}
 		}
 		start = succ
+	case sess.state == statePaced && sess.pause:
+		sh.move(sess, statePaused)
+	case sess.state == statePaced:
+		sh.move(sess, stateIdle)
+		if sess.handles == 0 {
+			s.keepIdle(sh, sess)
+		}
 	}
 	if tok {
 		s.releaseToken()
@@ -519,6 +542,9 @@ func (s *Scheduler[K]) take(sh *shard[K], sess *session[K]) *task {
 	if t != nil {
 		sess.w.stage = stageRun
 		sh.running++
+		if sess.w.pace != nil {
+			sess.w.pace.reserved = false // the task took its token
+		}
 		if sess.ctl != nil && sh.waiters > 0 {
 			s.makeRoom(sh, sess, t.prio)
 		}

@@ -34,6 +34,7 @@ type shard[K comparable] struct {
 
 	busy      int    // sessions with queued or running work (see session.busy)
 	paused    int    // sessions in statePaused
+	paced     int    // sessions in statePaced
 	halts     uint64 // sessions halted by a failed HaltOnError task
 	waiters   int    // callers waiting for room (room.go), all sessions
 	running   int    // sessions running a task right now
@@ -130,7 +131,7 @@ func (s *Scheduler[K]) run(sh *shard[K], sess *session[K]) {
 	}
 	sh.move(sess, stateRunning)
 	sess.w.begin()
-	if !sess.pause { // a paused one runs only to report, then parks
+	if !sess.pause && s.rate == nil { // a paused one runs only to report, then parks; advance paces
 		s.take(sh, sess)
 	}
 }

@@ -14,6 +14,7 @@ type Stats struct {
 	Sessions  int    // sessions with queued or running work (idle records are not counted)
 	Running   int    // sessions running a task right now
 	Paused    int    // sessions paused (Pause, or a halt) with no task running
+	Paced     int    // sessions waiting for a token of their WithRate bucket
 	Queued    int    // tasks waiting, all sessions
 	Submitted uint64 // tasks accepted since New
 	Completed uint64 // tasks whose future resolved, for any reason
@@ -84,6 +85,7 @@ func (s *Scheduler[K]) Stats() Stats {
 		st.Sessions += sh.busy
 		st.Running += sh.running
 		st.Paused += sh.paused
+		st.Paced += sh.paced
 		st.Halts += sh.halts
 		st.Normal.Queued += sh.queued[Normal]
 		st.High.Queued += sh.queued[High]

@@ -38,6 +38,10 @@ type worker[K comparable] struct {
 	turnStart time.Time
 	began     time.Time // when t's fn began; only with WithSlowTask or a histogram
 
+	pace     *tokenBucket // WithRate's bucket, if the key is paced (rate.go)
+	rateRead bool         // the WithRate function was asked
+	timer    *paceTimer   // the timer a paced session waits on; guarded by the shard lock
+
 	logs    []record     // records to write, each taken off before it is written
 	dropped []*task      // failures of dropped posted tasks, to report (see Scheduler.drop)
 	cb      *callbackCtx // the running callback's ctx
@@ -62,6 +66,7 @@ const (
 	userLogger
 	userWeight
 	userSubmitCtx // the submit ctx's Err, read before the task starts
+	userRate      // the WithRate function
 )
 
 // begin marks the start of a turn.
@@ -115,7 +120,7 @@ func (s *Scheduler[K]) guard(sess *session[K]) (resume *session[K]) {
 func (s *Scheduler[K]) unwound(sess *session[K], r any, stack []byte) {
 	w := &sess.w
 	u := w.user
-	if u == userHandler || u == userLogger || u == userWeight {
+	if u == userHandler || u == userLogger || u == userWeight || u == userRate {
 		s.endCallback(sess)
 	}
 	w.user = userNone
@@ -135,6 +140,11 @@ func (s *Scheduler[K]) unwound(sess *session[K], r any, stack []byte) {
 		if s.weightFailLogged.CompareAndSwap(false, true) { // once per scheduler
 			s.logCallback(sess, "seqsched: WithWeight panicked; using weight 1",
 				"seqsched: WithWeight called runtime.Goexit; using weight 1", r, stack)
+		}
+	case userRate:
+		if s.rateLogged.CompareAndSwap(false, true) { // once per scheduler
+			s.logCallback(sess, "seqsched: WithRate panicked; key not paced",
+				"seqsched: WithRate called runtime.Goexit; key not paced", r, stack)
 		}
 	case userSubmitCtx:
 		// A ctx is trusted to keep its contract; one that does not fails
@@ -166,6 +176,8 @@ func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 		s.claim(sess)
 	case len(w.logs) > 0:
 		s.writeLog(sess)
+	case s.rate != nil && !w.rateRead:
+		s.readRate(sess)
 	case w.newTurn:
 		s.beginTurn(sess)
 	case w.t != nil && w.stage == stageRun:
@@ -327,18 +339,25 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		next   = sess
 	)
 	sh.mu.Lock()
+	var wait time.Duration // a paced session's wait for its next task's token
 	if done != nil {
 		w.t, sess.cur = nil, nil
 		sh.running--
 		sh.count(done)
 		waiter = done.job.publish() // before the session can be seen idle or gone
 	}
-	leave := false // the goroutine leaves sess: retired or parked
+	if w.pace != nil && !sess.pause && len(sess.reports) == 0 && sess.queued() > 0 {
+		wait = s.paceWait(sess)
+	}
+	leave := false // the goroutine leaves sess: retired, parked or paced
 	switch {
 	case len(sess.reports) > 0:
 		w.dropped, sess.reports = sess.reports, w.dropped[:0]
 	case sess.pause && (sess.drain == nil || sess.queued() > 0):
 		s.park(sh, sess)
+		leave = true
+	case wait > 0:
+		s.pace(sh, sess, wait)
 		leave = true
 	case turnOver && sess.queued() > 0:
 		w.begin()
