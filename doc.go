@@ -20,6 +20,14 @@
 //	f, _ := seqsched.SubmitTo(ctx, h, balance) // Submit when a result is awaited
 //	n, err := f.Await(ctx)
 //
+// Per key, without touching the others: [Scheduler.Pause] and
+// [Scheduler.Resume] hold and release a key; [HaltOnError] halts a key
+// whose task failed until it is resumed; [Replace] lets the latest of a
+// kind of task (presence, typing, a price) replace the one still queued;
+// [WithRate] paces a chatty key; [WaitForRoom] waits for room in a full
+// queue; and [WithInterceptor] wraps every task, for tracing or a policy.
+// Each costs nothing when it is not used.
+//
 // Costs: one allocation per task (the task and its future together), no
 // goroutine per task, no channel unless a future is awaited with a ctx that
 // can end or its Done is called, and no goroutine for a session once its
@@ -67,6 +75,12 @@
 //     (worker.go); reports and logs, report.go.
 //   - Shutdown waits for every goroutine: live tokens (scheduler.go:
 //     takeToken, releaseToken, seal).
-//   - Bad input: admissible (scheduler.go), keys.go, options.go.
+//   - Per-key control, each a state or event of the session's machine:
+//     Pause, Resume and halts (pause.go: park, unpark; statePaused), pacing
+//     (rate.go: pace, paced; statePaced), Replace (replace.go: replace,
+//     untag in pick), WaitForRoom (room.go: waitForRoom, makeRoom in take),
+//     interceptors (intercept.go, called from runTask).
+//   - Bad input: admissible (scheduler.go), taskSpec (task.go), keys.go,
+//     options.go.
 //   - Stats: stats.go, counted under each shard's lock.
 package seqsched

@@ -31,7 +31,8 @@ var (
 	ErrDiscarded = errors.New("seqsched: discarded")
 
 	// ErrQueueFull is returned by Submit when the session's queue for the
-	// task's priority already holds the WithMaxQueue limit.
+	// task's priority already holds the WithMaxQueue limit (unless the task
+	// is submitted with [WaitForRoom], which waits for room instead).
 	ErrQueueFull = errors.New("seqsched: queue full")
 
 	// ErrWouldDeadlock is returned by a call that would wait for its own

@@ -178,7 +178,8 @@ func (s *Scheduler[K]) usable() bool { return s != nil && s.shards != nil }
 // WithMaxQueue, a [*KeyError] (wrapping [ErrInvalidKey]) for a key a map
 // cannot hold (a NaN, or an interface holding a slice, map or func),
 // [ErrNilFunc], [ErrNilContext], [ErrNotNew], or an [*OptionError] for a
-// bad [TaskOption]. Submit never blocks, and calls none of ctx's methods.
+// bad [TaskOption]. Submit never blocks, and calls none of ctx's methods,
+// unless the task is submitted with [WaitForRoom] and its lane is full.
 //
 // fn runs on a goroutine of the scheduler with a ctx that carries ctx's
 // values and deadline. That ctx is done when ctx is, when Shutdown gives
