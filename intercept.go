@@ -39,20 +39,29 @@ func (o *interceptorOption) String() string      { return fmt.Sprintf("WithInter
 // interceptor is one WithInterceptor function.
 type interceptor[K comparable] func(ctx context.Context, key K, next func(context.Context) error) error
 
-// intercepted runs t through the interceptors, innermost fn, and records
-// the outermost one's error as the task's.
+// intercepted runs t, the task in sess's worker's hand, through the
+// interceptors, innermost fn, and records the outermost one's error as the
+// task's.
 func (s *Scheduler[K]) intercepted(sess *session[K], t *task) {
-	err := s.through(0, t, sess.key, t)
+	err := s.through(sess, 0, t)
 	t.job.conclude(err)
 }
 
-// through runs interceptor i with ctx, its next running the rest.
-func (s *Scheduler[K]) through(i int, t *task, key K, ctx context.Context) error {
+// through runs interceptor i with ctx; its next runs the rest. The nexts
+// are made once per session record and find the task in the worker's
+// hand, so that a task costs no allocation for them.
+func (s *Scheduler[K]) through(sess *session[K], i int, ctx context.Context) error {
 	if i == len(s.interceptors) {
+		t := sess.w.t
 		t.job.exec(t, ctx)
 		return t.job.result()
 	}
-	return s.interceptors[i](ctx, key, func(ctx context.Context) error {
-		return s.through(i+1, t, key, ctx)
-	})
+	w := &sess.w
+	if w.nexts == nil {
+		w.nexts = make([]func(context.Context) error, len(s.interceptors))
+		for j := range w.nexts {
+			w.nexts[j] = func(ctx context.Context) error { return s.through(sess, j+1, ctx) }
+		}
+	}
+	return s.interceptors[i](ctx, sess.key, w.nexts[i])
 }

@@ -35,10 +35,10 @@ func (sess *session[K]) controls() *control {
 // replace puts t in the place of the task of sess queued under tag with
 // t's priority, if there is one, and returns that task, failed with
 // ErrReplaced and counted, for the caller to finish (replaced) once the
-// lock is released. Called with sh.mu held.
-func (s *Scheduler[K]) replace(sh *shard[K], sess *session[K], t *task, tag string) *dropped {
+// lock is released; ok says whether there was one. Called with sh.mu held.
+func (s *Scheduler[K]) replace(sh *shard[K], sess *session[K], t *task, tag string) (d dropped, ok bool) {
 	if sess.ctl == nil {
-		return nil
+		return d, false
 	}
 	for i := range sess.ctl.tags {
 		sl := &sess.ctl.tags[i]
@@ -51,20 +51,20 @@ func (s *Scheduler[K]) replace(sh *shard[K], sess *session[K], t *task, tag stri
 		sh.submitted++
 		old.job.fail(ErrReplaced, outcomeReplaced)
 		sh.count(old)
-		d := &dropped{old, old.job.publish()}
+		d = dropped{old, old.job.publish()}
 		if old.job.failure() != nil {
 			s.reportLater(sess, old)
 		}
-		return d
+		return d, true
 	}
-	return nil
+	return d, false
 }
 
 // replaced finishes a replaced task: its ctx ends and its waiters wake.
 // It runs no user code (a ctx derived from the task's registers through
 // AfterFunc, which runs on a goroutine of its own), so it may run under a
 // lock; accept runs it after.
-func (s *Scheduler[K]) replaced(d *dropped) {
+func (s *Scheduler[K]) replaced(d dropped) {
 	d.t.end()
 	d.t.job.wake(d.w)
 }

@@ -108,7 +108,7 @@ func (s *Scheduler[K]) makeRoom(sh *shard[K], sess *session[K], prio Priority) {
 		}
 		sh.waiters--
 		if w.tag != "" {
-			if old := s.replace(sh, sess, w.t, w.tag); old != nil {
+			if old, ok := s.replace(sh, sess, w.t, w.tag); ok {
 				w.leave(nil)
 				s.replaced(old) // runs no user code: safe under the lock
 				continue

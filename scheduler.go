@@ -325,7 +325,7 @@ func (s *Scheduler[K]) accept(ctx context.Context, h *Session[K], key K, t *task
 		sess = s.makeSession(sh, key)
 	}
 	if tag != "" {
-		if old := s.replace(sh, sess, t, tag); old != nil {
+		if old, ok := s.replace(sh, sess, t, tag); ok {
 			sh.mu.Unlock()
 			s.replaced(old)
 			return nil

@@ -1,6 +1,7 @@
 package seqsched
 
 import (
+	"context"
 	"runtime"
 	"runtime/debug"
 	"time"
@@ -41,6 +42,8 @@ type worker[K comparable] struct {
 	pace     *tokenBucket // WithRate's bucket, if the key is paced (rate.go)
 	rateRead bool         // the WithRate function was asked
 	timer    *paceTimer   // the timer a paced session waits on; guarded by the shard lock
+
+	nexts []func(context.Context) error // the interceptors' nexts (intercept.go), made once
 
 	logs    []record     // records to write, each taken off before it is written
 	dropped []*task      // failures of dropped posted tasks, to report (see Scheduler.drop)
