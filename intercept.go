@@ -3,6 +3,7 @@ package seqsched
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // WithInterceptor wraps every task's fn in f, as gRPC interceptors and
@@ -35,6 +36,19 @@ type interceptorOption struct{ fn any }
 
 func (o *interceptorOption) apply(opts *options) { opts.interceptors = append(opts.interceptors, o.fn) }
 func (o *interceptorOption) String() string      { return fmt.Sprintf("WithInterceptor(%T)", o.fn) }
+
+// Enqueued returns when the task whose ctx is ctx (or derived from it) was
+// queued, for an interceptor that reports the queue wait (a span that
+// starts when the task was submitted): ok is false for any other ctx, and
+// for tasks of a scheduler with neither an interceptor nor
+// [WithWaitHistogram], which read no clock at Submit.
+func Enqueued(ctx context.Context) (at time.Time, ok bool) {
+	t, _ := ctx.Value(runningKey{}).(*task)
+	if t == nil || !t.sess.core.stamped {
+		return time.Time{}, false
+	}
+	return t.sess.core.epoch.Add(time.Duration(t.at)), true
+}
 
 // interceptor is one WithInterceptor function.
 type interceptor[K comparable] func(ctx context.Context, key K, next func(context.Context) error) error

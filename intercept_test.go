@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/seqsched/seqsched"
 	"github.com/stretchr/testify/require"
@@ -109,4 +111,37 @@ func TestInterceptorOfAnotherKeyTypeIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, seqsched.ErrInvalidOption)
 	_, err = seqsched.New[string](seqsched.WithInterceptor[string](nil))
 	require.ErrorIs(t, err, seqsched.ErrInvalidOption)
+}
+
+func TestEnqueuedSaysWhenAnInterceptedTaskWasQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var waited time.Duration
+		s := newScheduler[string](t, seqsched.WithInterceptor(func(ctx context.Context, _ string, next func(context.Context) error) error {
+			at, ok := seqsched.Enqueued(ctx)
+			require.True(t, ok)
+			waited = time.Since(at)
+			return next(ctx)
+		}))
+		release, g := gate(t, s, "k")
+		f, err := s.Go(context.Background(), "k", func(context.Context) error { return nil })
+		require.NoError(t, err)
+		time.Sleep(3 * time.Second) // the bubble's clock: the task waits 3 s behind the gate
+		release()
+		awaitAll(t, g, f)
+		require.Equal(t, 3*time.Second, waited)
+		_, ok := seqsched.Enqueued(context.Background())
+		require.False(t, ok)
+	})
+}
+
+func TestEnqueuedIsUnknownWithoutAnInterceptorOrWaitHistogram(t *testing.T) {
+	s := newScheduler[string](t)
+	f, err := seqsched.Submit(context.Background(), s, "k", func(ctx context.Context) (bool, error) {
+		_, ok := seqsched.Enqueued(ctx)
+		return ok, nil
+	})
+	require.NoError(t, err)
+	ok, err := f.Await(context.Background())
+	require.NoError(t, err)
+	require.False(t, ok)
 }

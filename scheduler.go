@@ -77,7 +77,6 @@ type Scheduler[K comparable] struct {
 	waitQ            *[2]quantiles                   // queue waits by priority, for WaitStats; nil without WithWaitHistogram
 	waitHist         *[2]histogram.Recorder          // queue waits by priority; nil without WithWaitHistogram
 	runHist          *[2]histogram.Recorder          // run times by priority; nil without WithRunHistogram
-	epoch            time.Time                       // time origin of task.at
 }
 
 // core is what a task and the waits need of their scheduler, without the
@@ -88,6 +87,11 @@ type core struct {
 	closed atomic.Bool // Shutdown began: Submit fails
 	forced atomic.Bool // Shutdown gave up: no task starts
 	lender lender      // the scheduler, for loans of slots; nil without a limit
+	// stamped says each task records when it was queued (task.at, in ns
+	// since epoch): with WithWaitHistogram, or for Enqueued with an
+	// interceptor. Without either the hot path reads no clock.
+	stamped bool
+	epoch   time.Time
 }
 
 // lender is the part of a Scheduler that a wait needs to lend its caller's
@@ -154,8 +158,9 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	if o.runHistogram {
 		s.runHist = new([2]histogram.Recorder)
 	}
-	if o.waitHistogram || o.runHistogram {
-		s.epoch = time.Now()
+	s.core.stamped = o.waitHistogram || len(o.interceptors) > 0
+	if s.core.stamped || o.runHistogram {
+		s.core.epoch = time.Now()
 	}
 	return s, nil
 }
@@ -293,8 +298,8 @@ func (s *Scheduler[K]) admissible(ctx context.Context, h *Session[K], key K, opt
 // one. A task tagged for Replace may take a queued task's place instead
 // (see replace.go); one that may wait for room waits here (see room.go).
 func (s *Scheduler[K]) accept(ctx context.Context, h *Session[K], key K, t *task, tag string) error {
-	if s.waitHist != nil {
-		t.at = time.Since(s.epoch).Nanoseconds()
+	if s.core.stamped {
+		t.at = time.Since(s.core.epoch).Nanoseconds()
 	}
 	var caller *base
 	if t.flags&flagWait != 0 && s.opts.maxQueue > 0 {

@@ -266,7 +266,7 @@ func (s *Scheduler[K]) runTask(sess *session[K]) {
 	if s.opts.slowTask > 0 || s.waitHist != nil || s.runHist != nil {
 		w.began = time.Now()
 		if s.waitHist != nil {
-			wait := time.Duration(w.began.Sub(s.epoch).Nanoseconds() - t.at)
+			wait := time.Duration(w.began.Sub(s.core.epoch).Nanoseconds() - t.at)
 			s.waitQ[t.prio].record(wait)
 			s.waitHist[t.prio].Observe(wait)
 		}
