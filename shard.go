@@ -104,9 +104,11 @@ func (s *Scheduler[K]) keepIdle(sh *shard[K], sess *session[K]) {
 // no callback running, and its last goroutine let go of it before the
 // shard lock the caller holds was last released. A resolved task may
 // still point at it: a resolved task's ctx no longer names its session
-// (see callerOf), and cut is cleared here.
+// (see callerOf), and cut is cleared here. A paced key's record is not
+// recycled either: a stopped pace timer's callback may still look at it
+// (see Scheduler.paced).
 func (s *Scheduler[K]) recycle(sess *session[K]) {
-	if sess.handled {
+	if sess.handled || sess.w.pace != nil {
 		return
 	}
 	start := sess.start
