@@ -21,9 +21,10 @@ package seqsched
 // a closing session that key's new one waits behind is paused too.
 //
 // Pause and Resume are not counted: one Resume ends any number of Pauses
-// (and a halt, see [HaltOnError]). [Scheduler.Remove] of a paused key
-// refuses new tasks at once but drains only after Resume (it waits, or
-// returns when its ctx ends); [Scheduler.Discard] ends it at once.
+// (and a halt, see [HaltOnError]). [Scheduler.Remove] of a paused key, or
+// the Close of its last handle, refuses new tasks at once but drains only
+// after Resume (it waits, or returns when its ctx ends); one with no task
+// queued is forgotten at once; [Scheduler.Discard] ends it at once.
 // Shutdown waits for paused sessions' tasks too, until Resume lets them
 // run or Shutdown's ctx ends and drops them with [ErrClosed]: accepted
 // work is never given up unless the caller's ctx says so. Stats counts
