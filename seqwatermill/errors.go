@@ -11,3 +11,12 @@ var (
 	// option; the message names the option and what it must be.
 	ErrInvalidOption = errors.New("seqwatermill: invalid option")
 )
+
+// optionError is what the options found wrong; it wraps ErrInvalidOption.
+type optionError struct{ what string }
+
+// Error returns "seqwatermill: <what>: invalid option".
+func (e *optionError) Error() string { return "seqwatermill: " + e.what + ": invalid option" }
+
+// Unwrap returns ErrInvalidOption.
+func (e *optionError) Unwrap() error { return ErrInvalidOption }

@@ -76,7 +76,7 @@ func newOptions(opts []Option) (options, error) {
 		o.maxPerKey = 0 // the total bound is the tighter one
 	}
 	if len(o.errs) > 0 {
-		return o, fmt.Errorf("seqwatermill: %s: %w", strings.Join(o.errs, "; "), ErrInvalidOption)
+		return o, &optionError{strings.Join(o.errs, "; ")}
 	}
 	return o, nil
 }
