@@ -5,6 +5,7 @@ go 1.26.0
 replace github.com/seqsched/seqsched => ../
 
 require (
+	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/chromedp/chromedp v0.22.1
 	github.com/coder/websocket v1.8.15
 	github.com/jackc/pgx/v5 v5.12.0
@@ -15,6 +16,7 @@ require (
 	github.com/seqsched/seqsched/jetstream v0.0.0-00010101000000-000000000000
 	github.com/seqsched/seqsched/kafka v0.0.0-00010101000000-000000000000
 	github.com/seqsched/seqsched/prom v0.0.0-00010101000000-000000000000
+	github.com/seqsched/seqsched/seqwatermill v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go v1.22.2
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
@@ -38,6 +40,7 @@ require (
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/lithammer/shortuuid/v3 v3.0.7 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
@@ -45,7 +48,9 @@ require (
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-strftime v1.0.0 // indirect
+	github.com/oklog/ulid v1.3.1 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
@@ -65,3 +70,5 @@ replace github.com/seqsched/seqsched/kafka => ../kafka
 replace github.com/seqsched/seqsched/jetstream => ../jetstream
 
 replace github.com/seqsched/seqsched/prom => ../prom
+
+replace github.com/seqsched/seqsched/seqwatermill => ../seqwatermill

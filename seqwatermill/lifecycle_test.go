@@ -1,0 +1,121 @@
+package seqwatermill_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seqsched/seqsched/seqwatermill"
+)
+
+func TestMaxPerKeyPushesBackOnTheSubscriber(t *testing.T) {
+	r := newReleasing(5)
+	for _, m := range []*message.Message{msg("a1", "a"), msg("a2", "a"), msg("a3", "a"), msg("a4", "a"), msg("b1", "b")} {
+		r.in <- m
+	}
+	_, out := subscribe(t, r, seqwatermill.WithMaxPerKey(2))
+	// a3 waits for a1 to be done, a4 for a2, and b1, behind a4 at the
+	// subscriber, for a4: b1 cannot come before a2 is done.
+	var got []string
+	for range 5 {
+		m := next(t, out)
+		got = append(got, m.UUID)
+		m.Ack()
+	}
+	assert.Greater(t, slices.Index(got, "b1"), slices.Index(got, "a2"), "order received: %v", got)
+}
+
+func TestCloseLeavesQueuedMessagesUnackedForRedelivery(t *testing.T) {
+	r := newReleasing(2)
+	ctx, cancel := context.WithCancel(context.Background()) // ends when the subscriber closes, as gochannel's
+	a1, a2 := msg("a1", "a"), msg("a2", "a")
+	a1.SetContext(ctx)
+	a2.SetContext(ctx)
+	r.in <- a1
+	r.in <- a2
+	s, out := subscribe(t, r)
+	inHandler := next(t, out)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	cancel()
+	select {
+	case <-inHandler.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler's message ctx not done 10s after Close")
+	}
+	require.NoError(t, <-closed)
+	_, ok := <-out
+	assert.False(t, ok, "a2 sent after Close")
+	assert.Equal(t, "", settled(a1))
+	assert.Equal(t, "", settled(a2))
+	_, err := s.Subscribe(context.Background(), "topic")
+	assert.ErrorIs(t, err, seqwatermill.ErrClosed)
+}
+
+func TestAckOnReceiveAcksAtOnceAndCloseHandsOverTheQueued(t *testing.T) {
+	r := newReleasing(2)
+	a1, a2 := msg("a1", "a"), msg("a2", "a")
+	r.in <- a1
+	r.in <- a2
+	s, out := subscribe(t, r, seqwatermill.WithAckOnReceive())
+	first := next(t, out)
+	select {
+	case <-a2.Acked():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a2 not acked on receipt")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	first.Ack()
+	second := next(t, out)
+	assert.Equal(t, "a2", second.UUID)
+	second.Ack()
+	require.NoError(t, <-closed)
+	_, ok := <-out
+	assert.False(t, ok)
+}
+
+func TestCloseTimeoutGivesUpOnAnUnackedMessage(t *testing.T) {
+	r := newReleasing(1)
+	a1 := msg("a1", "a") // its ctx never ends: only the close timeout frees it
+	r.in <- a1
+	s, out := subscribe(t, r, seqwatermill.WithCloseTimeout(50*time.Millisecond))
+	next(t, out) // never acked
+	require.NoError(t, s.Close())
+	_, ok := <-out
+	assert.False(t, ok)
+	assert.Equal(t, "", settled(a1))
+}
+
+func TestBadOptionsAreRefusedByName(t *testing.T) {
+	key := seqwatermill.WithKeyMetadata("k")
+	for _, tc := range []struct {
+		opts []seqwatermill.Option
+		want string
+	}{
+		{nil, "needs WithKeyMetadata or WithKeyFunc"},
+		{[]seqwatermill.Option{seqwatermill.WithKeyMetadata("")}, `WithKeyMetadata(""): must not be empty`},
+		{[]seqwatermill.Option{seqwatermill.WithKeyFunc(nil)}, "WithKeyFunc(nil): must not be nil"},
+		{[]seqwatermill.Option{key, seqwatermill.WithKeyFunc(func(*message.Message) string { return "" })},
+			`WithKeyFunc(fn): cannot be combined with WithKeyMetadata("k")`},
+		{[]seqwatermill.Option{key, seqwatermill.WithMaxBuffered(0)}, "WithMaxBuffered(0): must be >= 1"},
+		{[]seqwatermill.Option{key, seqwatermill.WithMaxPerKey(0)}, "WithMaxPerKey(0): must be >= 1"},
+		{[]seqwatermill.Option{key, seqwatermill.WithMaxConcurrency(-1)}, "WithMaxConcurrency(-1): must be >= 0"},
+		{[]seqwatermill.Option{key, seqwatermill.WithRetries(-1, nil)}, "WithRetries(-1, nil): attempts must be >= 0"},
+		{[]seqwatermill.Option{key, seqwatermill.WithCloseTimeout(0)}, "WithCloseTimeout(0s): must be > 0"},
+		{[]seqwatermill.Option{key, seqwatermill.WithPriorityMetadata("")}, `WithPriorityMetadata(""): must not be empty`},
+		{[]seqwatermill.Option{key, seqwatermill.WithLogger(nil)}, "WithLogger(nil): must not be nil"},
+		{[]seqwatermill.Option{key, nil}, "option 1: must not be nil"},
+	} {
+		_, err := seqwatermill.NewSubscriber(newReleasing(0), tc.opts...)
+		require.Error(t, err, "%v", tc.opts)
+		assert.True(t, errors.Is(err, seqwatermill.ErrInvalidOption), "%v", err)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}

@@ -1,0 +1,263 @@
+package seqwatermill
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// Defaults of the options.
+const (
+	DefaultMaxBuffered  = 1000             // messages held per subscription, queued or in the handler
+	DefaultCloseTimeout = 30 * time.Second // as watermill's RouterConfig.CloseTimeout
+)
+
+// KeyFunc returns the ordering key of msg: messages with the same key are
+// handled one at a time, in the order the subscriber sent them. It runs on
+// the subscription's dispatch goroutine, with no lock held; keep it fast. A
+// panic in it is logged, and the message is ordered under the empty key.
+type KeyFunc func(msg *message.Message) string
+
+// DefaultBackoff waits 100ms after the first nacked attempt and doubles
+// each time, up to 10s.
+func DefaultBackoff(attempt int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 1; i < attempt && d < 10*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Second)
+}
+
+// An Option configures [NewSubscriber] and [Decorator]. Options are values
+// that print as the call that made them ("WithMaxBuffered(10)").
+type Option interface {
+	apply(*options)
+	String() string
+}
+
+// options is the validated configuration of a Subscriber, written only by
+// newOptions.
+type options struct {
+	key          KeyFunc
+	keyName      string // the option that set key, for the error of a second one
+	priority     string // metadata name of the High lane, or ""
+	maxBuffered  int
+	maxPerKey    int // 0: only maxBuffered
+	maxConc      int // 0: no limit
+	attempts     int // 0: until the handler acks
+	backoff      func(attempt int) time.Duration
+	closeTimeout time.Duration
+	ackOnReceive bool
+	logger       watermill.LoggerAdapter
+	errs         []string // what the options found wrong
+}
+
+func newOptions(opts []Option) (options, error) {
+	o := options{
+		maxBuffered:  DefaultMaxBuffered,
+		backoff:      DefaultBackoff,
+		closeTimeout: DefaultCloseTimeout,
+		logger:       watermill.NewSlogLogger(nil),
+	}
+	for i, opt := range opts {
+		if opt == nil {
+			o.errs = append(o.errs, fmt.Sprintf("option %d: must not be nil", i))
+			continue
+		}
+		opt.apply(&o)
+	}
+	if o.key == nil && len(o.errs) == 0 {
+		o.errs = append(o.errs, "NewSubscriber: needs WithKeyMetadata or WithKeyFunc")
+	}
+	if o.maxPerKey > o.maxBuffered {
+		o.maxPerKey = 0 // the total bound is the tighter one
+	}
+	if len(o.errs) > 0 {
+		return o, &optionError{strings.Join(o.errs, "; ")}
+	}
+	return o, nil
+}
+
+type option struct {
+	name string
+	fn   func(*options)
+}
+
+func (o option) apply(opts *options) { o.fn(opts) }
+func (o option) String() string      { return o.name }
+
+func bad(o *options, name, reason string) { o.errs = append(o.errs, name+": "+reason) }
+
+func setKey(o *options, name string, fn KeyFunc) {
+	if o.key != nil {
+		bad(o, name, "cannot be combined with "+o.keyName)
+		return
+	}
+	o.key, o.keyName = fn, name
+}
+
+// WithKeyMetadata orders messages by the value of their metadata field
+// name. Messages without it share the empty key (ordered together). name
+// must not be empty; it cannot be combined with WithKeyFunc. One of the
+// two is required.
+func WithKeyMetadata(name string) Option {
+	n := fmt.Sprintf("WithKeyMetadata(%q)", name)
+	return option{n, func(o *options) {
+		if name == "" {
+			bad(o, n, "must not be empty")
+			return
+		}
+		setKey(o, n, func(msg *message.Message) string { return msg.Metadata.Get(name) })
+	}}
+}
+
+// WithKeyFunc orders messages by the key fn returns (see [KeyFunc]). fn
+// must not be nil; it cannot be combined with WithKeyMetadata.
+func WithKeyFunc(fn KeyFunc) Option {
+	n := "WithKeyFunc(fn)"
+	if fn == nil {
+		n = "WithKeyFunc(nil)"
+	}
+	return option{n, func(o *options) {
+		if fn == nil {
+			bad(o, n, "must not be nil")
+			return
+		}
+		setKey(o, n, fn)
+	}}
+}
+
+// WithPriorityMetadata turns on the High lane: a message whose metadata
+// field name is "high" (any case) is handled before the queued messages of
+// its key, never interrupting the one in the handler. This reorders
+// messages within a key, by design. name must not be empty. Without this
+// option every message is Normal.
+func WithPriorityMetadata(name string) Option {
+	n := fmt.Sprintf("WithPriorityMetadata(%q)", name)
+	return option{n, func(o *options) {
+		if name == "" {
+			bad(o, n, "must not be empty")
+			return
+		}
+		o.priority = name
+	}}
+}
+
+// WithMaxBuffered bounds the messages a subscription holds, queued behind
+// their key or in the handler. At the bound the subscription stops taking
+// messages from the subscriber until one is done, which pushes back on it
+// as a slow handler would. n must be >= 1; the default is
+// DefaultMaxBuffered.
+func WithMaxBuffered(n int) Option {
+	name := fmt.Sprintf("WithMaxBuffered(%d)", n)
+	return option{name, func(o *options) {
+		if n < 1 {
+			bad(o, name, "must be >= 1")
+			return
+		}
+		o.maxBuffered = n
+	}}
+}
+
+// WithMaxPerKey bounds the messages of one key a subscription holds. A
+// message of a key at the bound stops the subscription from taking more
+// messages from the subscriber, for every key, until one of that key is
+// done: a hot key then pushes back on the subscriber instead of filling
+// the whole buffer. n must be >= 1; without it only WithMaxBuffered
+// applies.
+func WithMaxPerKey(n int) Option {
+	name := fmt.Sprintf("WithMaxPerKey(%d)", n)
+	return option{name, func(o *options) {
+		if n < 1 {
+			bad(o, name, "must be >= 1")
+			return
+		}
+		o.maxPerKey = n
+	}}
+}
+
+// WithMaxConcurrency bounds how many keys have a message in the handler at
+// once; keys beyond it wait their turn in one FIFO. A message waiting out
+// its retry backoff counts against the bound. n must be >= 0; 0 (the
+// default) means no limit beyond WithMaxBuffered.
+func WithMaxConcurrency(n int) Option {
+	name := fmt.Sprintf("WithMaxConcurrency(%d)", n)
+	return option{name, func(o *options) {
+		if n < 0 {
+			bad(o, name, "must be >= 0 (0 means no limit)")
+			return
+		}
+		o.maxConc = n
+	}}
+}
+
+// WithRetries sets how a nacked message is retried in place: the handler
+// (the Router's, with its middleware) is given a fresh copy of the message
+// after backoff(attempt), while the later messages of its key wait.
+// attempts is how many times the handler is tried; 0 (the default) means
+// until it acks. After the last nacked attempt the subscriber's message is
+// nacked and the key goes on: the subscriber redelivers it as it does any
+// Nack, possibly after later messages of its key. With WithAckOnReceive it
+// is dropped instead, and logged at Error. A nil backoff keeps
+// DefaultBackoff. attempts must be >= 0.
+func WithRetries(attempts int, backoff func(attempt int) time.Duration) Option {
+	name := fmt.Sprintf("WithRetries(%d, backoff)", attempts)
+	if backoff == nil {
+		name = fmt.Sprintf("WithRetries(%d, nil)", attempts)
+	}
+	return option{name, func(o *options) {
+		if attempts < 0 {
+			bad(o, name, "attempts must be >= 0 (0 means until the handler acks)")
+			return
+		}
+		o.attempts = attempts
+		if backoff != nil {
+			o.backoff = backoff
+		}
+	}}
+}
+
+// WithCloseTimeout bounds how long Close, and the end of a subscription
+// (its ctx canceled), wait for the messages in the handler (and, with
+// WithAckOnReceive, the queued ones) before giving up on them. d must be
+// > 0; the default is DefaultCloseTimeout, the Router's own default.
+func WithCloseTimeout(d time.Duration) Option {
+	name := fmt.Sprintf("WithCloseTimeout(%v)", d)
+	return option{name, func(o *options) {
+		if d <= 0 {
+			bad(o, name, "must be > 0")
+			return
+		}
+		o.closeTimeout = d
+	}}
+}
+
+// WithAckOnReceive acks the subscriber's message as soon as it is queued
+// behind its key, instead of after the handler acked it. A subscriber that
+// sends one message at a time and waits for its Ack (gochannel with
+// BlockPublishUntilSubscriberAck, watermill-nats, watermill-amqp) then
+// sends the next at once, so keys run in parallel; what is queued lives
+// only in this process. Use it only where that loses nothing that matters:
+// an in-process subscriber such as gochannel, which holds nothing durable
+// anyway, or events that may be lost on a crash. A Nack is retried in
+// place (see WithRetries); Close hands the queued messages to the handler
+// before it returns, within WithCloseTimeout.
+func WithAckOnReceive() Option {
+	return option{"WithAckOnReceive()", func(o *options) { o.ackOnReceive = true }}
+}
+
+// WithLogger sets where the subscriber logs: messages dropped (Error), a
+// KeyFunc's panic (Error), retries (Info). The default is
+// watermill.NewSlogLogger(nil), slog's default logger. l must not be nil.
+func WithLogger(l watermill.LoggerAdapter) Option {
+	return option{"WithLogger(...)", func(o *options) {
+		if l == nil {
+			bad(o, "WithLogger(nil)", "must not be nil (pass watermill.NopLogger{} to discard logs)")
+			return
+		}
+		o.logger = l
+	}}
+}

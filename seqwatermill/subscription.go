@@ -1,0 +1,296 @@
+package seqwatermill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/seqsched/seqsched"
+)
+
+// A subscription is one Subscribe: one dispatch goroutine (run) reads the
+// wrapped subscriber's channel and posts each message as a task on its
+// key's session of a seqsched scheduler; the task sends a copy on out,
+// waits for the consumer's Ack or Nack, and settles the wrapped message.
+// The scheduler gives the order per key and the parallelism across keys;
+// the gate bounds what is held. How it ends: run stops reading, closes
+// stop (queued messages not yet sent are skipped, unless ackOnReceive),
+// drains the scheduler within closeTimeout (then gives up: the tasks' ctx
+// ends), and only then closes out, so no task can send on a closed
+// channel.
+type subscription struct {
+	s     *Subscriber
+	o     *options
+	topic string
+	in    <-chan *message.Message
+	out   chan *message.Message
+	stop  chan struct{} // closed when the subscription begins to end
+	gate  gate
+	sched *seqsched.Scheduler[string]
+	log   watermill.LoggerAdapter
+}
+
+func newSubscription(s *Subscriber, topic string, in <-chan *message.Message) (*subscription, error) {
+	sn := &subscription{
+		s: s, o: &s.opts, topic: topic, in: in,
+		out:  make(chan *message.Message),
+		stop: make(chan struct{}),
+		gate: gate{maxHeld: s.opts.maxBuffered, maxPerKey: s.opts.maxPerKey,
+			perKey: map[string]int{}, wake: make(chan struct{}, 1)},
+		log: s.opts.logger.With(watermill.LogFields{"topic": topic}),
+	}
+	sched, err := seqsched.New[string](
+		seqsched.WithMaxConcurrency(s.opts.maxConc),
+		seqsched.WithErrorHandler(sn.unrun),
+		seqsched.WithLogger(slog.New(slog.DiscardHandler)), // every failure reaches unrun
+	)
+	if err != nil {
+		return nil, fmt.Errorf("seqwatermill: %w", err)
+	}
+	sn.sched = sched
+	return sn, nil
+}
+
+// run is the dispatch loop, then the end of the subscription.
+func (sn *subscription) run(ctx context.Context) {
+	defer close(sn.out)
+	sn.dispatch(ctx)
+	close(sn.stop)
+	drain, cancel := context.WithTimeout(context.Background(), sn.o.closeTimeout)
+	defer cancel()
+	if err := sn.sched.Shutdown(drain); err != nil {
+		sn.log.Error("Close timeout: gave up on messages in the handler", err, nil)
+		// Given up: every task's ctx is done, so each returns at once;
+		// this waits for their goroutines.
+		_ = sn.sched.Shutdown(context.Background())
+	}
+}
+
+// dispatch takes messages from the wrapped subscriber until it closes its
+// channel, ctx ends or Close is called.
+func (sn *subscription) dispatch(ctx context.Context) {
+	for {
+		var msg *message.Message
+		var ok bool
+		select {
+		case msg, ok = <-sn.in:
+			if !ok {
+				return
+			}
+		case <-ctx.Done():
+			return
+		case <-sn.s.closing:
+			return
+		}
+		key := sn.key(msg)
+		if !sn.gate.admit(ctx, sn.s.closing, key) {
+			return // msg stays un-acked: the wrapped subscriber redelivers it
+		}
+		prio := seqsched.Normal
+		if p := sn.o.priority; p != "" && strings.EqualFold(msg.Metadata.Get(p), "high") {
+			prio = seqsched.High
+		}
+		if sn.o.ackOnReceive {
+			msg.Ack()
+		}
+		m := msg
+		err := sn.sched.Post(context.Background(), key, func(tctx context.Context) error {
+			defer sn.gate.done(key)
+			return sn.handle(tctx, key, m)
+		}, prio)
+		if err != nil { // only this goroutine shuts the scheduler down: cannot happen
+			sn.gate.done(key)
+			sn.log.Error("Cannot queue message", err, watermill.LogFields{"message_uuid": m.UUID, "key": key})
+		}
+	}
+}
+
+// key returns msg's key, "" when the KeyFunc panics.
+func (sn *subscription) key(msg *message.Message) (key string) {
+	defer func() {
+		if r := recover(); r != nil {
+			sn.log.Error("KeyFunc panicked; message ordered under the empty key",
+				fmt.Errorf("%v", r), watermill.LogFields{"message_uuid": msg.UUID})
+			key = ""
+		}
+	}()
+	return sn.o.key(msg)
+}
+
+// handle is a message's task: it sends copies of msg on out until one is
+// acked, and settles msg. Each copy has a ctx of its own, canceled once the
+// copy is acked or nacked, as watermill's subscribers do; it ends with
+// msg's unless ackOnReceive (msg was acked, and its ctx may be over).
+func (sn *subscription) handle(ctx context.Context, key string, msg *message.Message) error {
+	fields := watermill.LogFields{"message_uuid": msg.UUID, "key": key}
+	// gone is closed when the wrapped subscriber gave msg up (its Close, or
+	// its Subscribe ctx ended): an Ack would be lost, so nothing waits for one.
+	var gone <-chan struct{}
+	parent := msg.Context()
+	if sn.o.ackOnReceive {
+		parent = context.WithoutCancel(parent)
+	} else {
+		gone = parent.Done()
+	}
+	for attempt := 1; ; attempt++ {
+		if !sn.o.ackOnReceive {
+			select {
+			case <-sn.stop:
+				return nil // not sent: left un-acked, for the wrapped subscriber to redeliver
+			default:
+			}
+		}
+		c := msg.Copy()
+		cctx, cancel := context.WithCancel(parent)
+		c.SetContext(cctx)
+		acked, err := sn.deliver(ctx, c, gone)
+		cancel()
+		switch {
+		case err != nil:
+			return sn.lost(msg, fields, err.Error())
+		case acked:
+			msg.Ack()
+			return nil
+		}
+		if a := sn.o.attempts; a > 0 && attempt >= a {
+			if sn.o.ackOnReceive {
+				sn.log.Error("Message dropped after its last attempt", nil, fields.Add(watermill.LogFields{"attempts": attempt}))
+				return nil
+			}
+			msg.Nack()
+			return nil
+		}
+		wait := sn.o.backoff(attempt)
+		sn.log.Info("Message nacked, retrying in place", fields.Add(watermill.LogFields{"attempt": attempt, "backoff": wait}))
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return sn.lost(msg, fields, "in backoff at the close timeout")
+		case <-sn.abandon():
+			t.Stop()
+			return nil
+		case <-gone:
+			t.Stop()
+			return nil
+		}
+	}
+}
+
+// Reasons deliver gives up on a copy.
+var (
+	errGaveUp = errors.New("not settled before the close timeout")
+	errGone   = errors.New("given up by the wrapped subscriber")
+)
+
+// deliver sends c on out and waits for its Ack (true) or Nack (false). It
+// gives up when ctx ends (the close timeout), when gone is closed, and,
+// before c is sent, when the subscription ends (see abandon).
+func (sn *subscription) deliver(ctx context.Context, c *message.Message, gone <-chan struct{}) (bool, error) {
+	select {
+	case sn.out <- c:
+	case <-ctx.Done():
+		return false, errGaveUp
+	case <-gone:
+		return false, errGone
+	case <-sn.abandon():
+		return false, errGone
+	}
+	select {
+	case <-c.Acked():
+		return true, nil
+	case <-c.Nacked():
+		return false, nil
+	case <-ctx.Done():
+		return false, errGaveUp
+	case <-gone:
+		return false, errGone
+	}
+}
+
+// abandon is closed when a message not yet in the handler must not be
+// sent: when the subscription ends, except with ackOnReceive (the message
+// was acked, so it is handled until the close timeout).
+func (sn *subscription) abandon() <-chan struct{} {
+	if sn.o.ackOnReceive {
+		return nil
+	}
+	return sn.stop
+}
+
+// lost reports a message given up: with ackOnReceive it was acked and is
+// lost (Error); otherwise it is left un-acked, for the wrapped subscriber.
+func (sn *subscription) lost(msg *message.Message, fields watermill.LogFields, why string) error {
+	if sn.o.ackOnReceive {
+		sn.log.Error("Acked message dropped: "+why, nil, fields)
+	} else {
+		sn.log.Debug("Message left un-acked: "+why, fields)
+	}
+	return nil
+}
+
+// unrun is the scheduler's error handler. Tasks return nil, so it sees
+// only tasks that never ran (dropped when Shutdown gave up) and panics of
+// this package's own code.
+func (sn *subscription) unrun(_ context.Context, key string, err error) {
+	if sn.o.ackOnReceive {
+		sn.log.Error("Acked message dropped at close", err, watermill.LogFields{"key": key})
+		return
+	}
+	sn.log.Debug("Message left un-acked at close", watermill.LogFields{"key": key, "err": err})
+}
+
+// gate bounds the messages a subscription holds, in all and per key. Only
+// the dispatch goroutine waits in admit, so one wake slot (buffered, so a
+// done between admit's check and its wait is not lost) is enough.
+type gate struct {
+	maxHeld, maxPerKey int
+
+	mu     sync.Mutex
+	held   int
+	perKey map[string]int // keys with messages held; a key is deleted at 0
+	wake   chan struct{}
+}
+
+// admit counts a message of key in, waiting while a bound is reached. It
+// returns false if ctx ends or closing is closed first.
+func (g *gate) admit(ctx context.Context, closing <-chan struct{}, key string) bool {
+	for {
+		g.mu.Lock()
+		if g.held < g.maxHeld && (g.maxPerKey == 0 || g.perKey[key] < g.maxPerKey) {
+			g.held++
+			g.perKey[key]++
+			g.mu.Unlock()
+			return true
+		}
+		g.mu.Unlock()
+		select {
+		case <-g.wake:
+		case <-ctx.Done():
+			return false
+		case <-closing:
+			return false
+		}
+	}
+}
+
+// done counts a message of key out, and wakes admit.
+func (g *gate) done(key string) {
+	g.mu.Lock()
+	g.held--
+	if g.perKey[key]--; g.perKey[key] == 0 {
+		delete(g.perKey, key)
+	}
+	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,116 @@
+package seqwatermill_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wmjs "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/jetstream"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/seqsched/seqsched/seqwatermill"
+)
+
+// The suite's messages carry their ordering key as payload:
+// TestPublishSubscribeInOrder publishes 1,000 messages over 16 keys
+// ("0".."15") and asserts each key's order; the other tests use one key.
+var byPayload = seqwatermill.WithKeyFunc(func(m *message.Message) string { return string(m.Payload) })
+
+// retryAtOnce retries a nacked message in place with no backoff: the suite
+// nacks up to 300 times in a row and expects the message back each time.
+var retryAtOnce = seqwatermill.WithRetries(0, func(int) time.Duration { return 0 })
+
+func wrap(t *testing.T, sub message.Subscriber, opts ...seqwatermill.Option) message.Subscriber {
+	t.Helper()
+	s, err := seqwatermill.NewSubscriber(sub, append([]seqwatermill.Option{byPayload, retryAtOnce,
+		seqwatermill.WithLogger(watermill.NopLogger{})}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestWatermillSuiteOnGoChannel runs watermill's own pub/sub suite through
+// the Subscriber on gochannel, with the features watermill's own gochannel
+// test declares: gochannel sends each message from a goroutine of its own,
+// so it guarantees no order, and the in-order tests skip (see
+// order_test.go for order on gochannel).
+func TestWatermillSuiteOnGoChannel(t *testing.T) {
+	tests.TestPubSub(t, tests.Features{
+		ExactlyOnceDelivery:   true,
+		RequireSingleInstance: true,
+	}, func(t *testing.T) (message.Publisher, message.Subscriber) {
+		ps := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 10000, Persistent: true}, watermill.NopLogger{})
+		return ps, wrap(t, ps)
+	}, nil)
+}
+
+// TestWatermillSuiteOnJetStream runs watermill's own pub/sub suite through
+// the Subscriber on watermill-nats' JetStream subscriber and an embedded
+// nats-server, with the features watermill-nats declares: among them
+// TestPublishSubscribeInOrder, 1,000 messages over 16 keys, order per key
+// asserted.
+func TestWatermillSuiteOnJetStream(t *testing.T) {
+	url := startNATS(t)
+	logger := watermill.NopLogger{}
+	newPub := func(t *testing.T) message.Publisher {
+		p, err := wmjs.NewPublisher(wmjs.PublisherConfig{URL: url, Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() }) // the suite leaves some open
+		return p
+	}
+	newSub := func(t *testing.T, config wmjs.SubscriberConfig) message.Subscriber {
+		config.URL, config.Logger, config.AckWaitTimeout = url, logger, time.Second
+		s, err := wmjs.NewSubscriber(config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := wrap(t, s)
+		t.Cleanup(func() { _ = ws.Close() })
+		return ws
+	}
+	tests.TestPubSub(t, tests.Features{
+		ConsumerGroups:                      true,
+		ExactlyOnceDelivery:                 true,
+		GuaranteedOrder:                     true,
+		GuaranteedOrderWithSingleSubscriber: true,
+		Persistent:                          true,
+		NewSubscriberReceivesOldMessages:    true,
+		RequireSingleInstance:               true,
+	}, func(t *testing.T) (message.Publisher, message.Subscriber) {
+		return newPub(t), newSub(t, wmjs.SubscriberConfig{})
+	}, func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+		return newPub(t), newSub(t, wmjs.SubscriberConfig{ResourceInitializer: wmjs.GroupedConsumer(group)})
+	})
+}
+
+// startNATS starts an embedded nats-server with JetStream, shut down at the
+// end of the test, and returns its URL.
+func startNATS(t testing.TB) string {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{
+		Host:      "127.0.0.1",
+		Port:      server.RANDOM_PORT,
+		JetStream: true,
+		StoreDir:  t.TempDir(),
+		NoLog:     true,
+		NoSigs:    true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	return srv.ClientURL()
+}
