@@ -129,8 +129,8 @@ func TestBatchErrorReportsRecordsOneByOne(t *testing.T) {
 			return errors.New("the whole batch failed") // also fails a batch of one
 		}
 		return &kafka.BatchError{Errs: errs}
-	}, kafka.WithBatch(3, 20*time.Millisecond), kafka.WithRetries(3, func(int) time.Duration { return 0 }),
-		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+	}, kafka.WithBatch(3, 20*time.Millisecond), kafka.WithRetries(3, fixedBackoff(0)),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
 			dead <- string(r.Value) + ": " + err.Error()
 			st.apply(r)
 			return nil

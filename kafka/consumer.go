@@ -201,13 +201,28 @@ func newConsumer(clientOpts []kgo.Opt, cfg *config, h Handler, bh BatchHandler) 
 		return nil, ErrNoGroup
 	}
 	c.cl = cl
-	// Errors cannot happen: cfg.concurrency >= 1.
-	c.sched, _ = seqsched.New[sessionKey](seqsched.WithMaxConcurrency(cfg.concurrency))
-	if bh != nil {
-		c.batches, _ = seqsched.New[sessionKey](seqsched.WithMaxConcurrency(cfg.concurrency))
+	if err := c.newSchedulers(bh != nil); err != nil { // cannot happen: cfg.concurrency >= 1
+		cl.Close()
+		c.cancelLife()
+		return nil, fmt.Errorf("seqsched/kafka: %w", err)
 	}
-	c.timers, _ = seqsched.New[sessionKey]()
 	return c, nil
+}
+
+// newSchedulers makes the schedulers that run the records (and batches)
+// and the waits.
+func (c *Consumer) newSchedulers(batches bool) error {
+	var err error
+	if c.sched, err = seqsched.New[sessionKey](seqsched.WithMaxConcurrency(c.cfg.concurrency)); err != nil {
+		return err
+	}
+	if batches {
+		if c.batches, err = seqsched.New[sessionKey](seqsched.WithMaxConcurrency(c.cfg.concurrency)); err != nil {
+			return err
+		}
+	}
+	c.timers, err = seqsched.New[sessionKey]()
+	return err
 }
 
 // overridden reports whether o is a client option that kgo refuses beside

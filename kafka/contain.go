@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"runtime/debug"
+
+	"github.com/seqsched/seqsched"
 )
 
 // site names a call site of user code (see the table in doc.go).
@@ -29,11 +31,12 @@ var goexitErrs = func() (e [len(siteNames)]error) {
 }()
 
 // call is the one way the consumer calls user code: it runs f, a call at
-// site s, and stores its outcome in *out: f's error, a *PanicError (with
-// the stack) when f panicked, or the site's error wrapping ErrGoexit when f
-// called runtime.Goexit. It tells the three apart as singleflight's doCall
-// does: a normal return sets normal; a panic is what recover returns; a
-// Goexit is neither. The caller holds no lock.
+// site s, and stores its outcome in *out: f's error, a
+// *seqsched.PanicError (with the stack) when f panicked, or the site's
+// error wrapping seqsched.ErrGoexit when f called runtime.Goexit. It
+// tells the three apart as singleflight's doCall does: a normal return
+// sets normal; a panic is what recover returns; a Goexit is neither. The
+// caller holds no lock.
 //
 // A Goexit cannot be stopped: once call's deferred function has stored the
 // outcome, the goroutine goes on unwinding, and the caller's code after
@@ -47,7 +50,7 @@ func call(s site, out *error, f func() error) {
 			return
 		}
 		if v := recover(); v != nil {
-			*out = &PanicError{Func: siteNames[s], Value: v, Stack: debug.Stack()}
+			*out = &seqsched.PanicError{Value: v, Stack: debug.Stack()}
 			return
 		}
 		*out = goexitErrs[s]

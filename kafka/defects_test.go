@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -141,16 +142,23 @@ func keyedOn(part int32, n int) []*kgo.Record {
 	return rs
 }
 
-// Defect 4: a backoff function that panics fails the attempt it was
-// computing the wait for, with a *PanicError; the record still ends in the
-// dead-letter step, in its key's order, and the partition's commit moves on.
-func TestPanickingBackoffFailsTheAttempt(t *testing.T) {
+// A backoff function that panics is logged at Error and DefaultBackoff
+// gives that wait: the record still gets all its attempts, ends in the
+// dead-letter step in its key's order, and the partition's commit moves on.
+func TestPanickingBackoffIsLoggedAndDefaultBackoffUsed(t *testing.T) {
 	c := cluster(t, 1)
 	produce(t, c, []*kgo.Record{rec(0, "a", "fails"), rec(0, "a", "after")})
 	st := newStore()
 	w := watchCommits(c)
 	var calls atomic.Int32
 	dead := make(chan error, 1)
+	var logged atomic.Int32
+	logger := slog.New(&funcHandler{handle: func(ctx context.Context, r slog.Record) error {
+		if r.Level == slog.LevelError && strings.Contains(r.Message, "backoff function failed; DefaultBackoff used") {
+			logged.Add(1)
+		}
+		return nil
+	}})
 	cons, err := kafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
 		if string(r.Value) == "fails" {
 			calls.Add(1)
@@ -164,9 +172,10 @@ func TestPanickingBackoffFailsTheAttempt(t *testing.T) {
 		}
 		st.apply(r)
 		return nil
-	}, kafka.WithRetries(3, func(int) time.Duration { panic("backoff bug") }),
+	}, kafka.WithRetries(3, func(context.Context, *kgo.Record, int, error) time.Duration { panic("backoff bug") }),
 		kafka.WithCommitInterval(10*time.Millisecond),
-		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+		kafka.WithLogger(logger),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
 			dead <- err
 			return nil
 		}))
@@ -178,11 +187,9 @@ func TestPanickingBackoffFailsTheAttempt(t *testing.T) {
 		return len(s) > 0 && s[len(s)-1].offset == 2
 	}, 10*time.Second, time.Millisecond, "the commit did not move past the record")
 	require.NoError(t, m.close(t, 10*time.Second))
-	err = <-dead
-	var pe *kafka.PanicError
-	require.ErrorAs(t, err, &pe)
-	require.Equal(t, "backoff bug", pe.Value)
-	require.Equal(t, int32(1), calls.Load(), "the handler ran for attempt 1 only: attempts 2 and 3 failed in the backoff")
+	require.EqualError(t, <-dead, "always fails", "the dead-letter step gets the handler's error")
+	require.Equal(t, int32(3), calls.Load(), "the handler ran every attempt")
+	require.Equal(t, int32(2), logged.Load(), "each failed backoff logged")
 }
 
 // rejectCommits makes the cluster answer OffsetCommit with code for every

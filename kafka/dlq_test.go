@@ -33,7 +33,7 @@ func TestDeadLetterTopicProducesTheRecordWithTheError(t *testing.T) {
 		}
 		st.apply(r)
 		return nil
-	}, kafka.WithRetries(2, func(int) time.Duration { return 0 }), kafka.WithDeadLetter(dlq))
+	}, kafka.WithRetries(2, fixedBackoff(0)), kafka.WithDeadLetter(dlq))
 	require.NoError(t, err)
 	m := startMember(t, cons)
 	<-st.at(1) // "ok" runs only after "poison" was dead-lettered: same key
@@ -62,6 +62,7 @@ func TestDeadLetterTopicProducesTheRecordWithTheError(t *testing.T) {
 		kafka.HeaderTopic:     "t",
 		kafka.HeaderPartition: "0",
 		kafka.HeaderOffset:    "0",
+		kafka.HeaderAttempts:  "2",
 	}, headers)
 }
 

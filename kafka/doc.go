@@ -41,12 +41,14 @@
 //     and passes them on in its own commits until it has fetched them.
 //     Metadata it cannot read (foreign, corrupt, or not about the committed
 //     offset) is ignored with a warning: replay, never skip.
-//   - Retries: a failing record (an error, a panic, or runtime.Goexit in
-//     the handler) is retried after a backoff (WithRetries, WithBackoff)
-//     that blocks only its key, unless its error is terminal (Terminal);
-//     then it goes to the dead-letter step (WithDeadLetter,
-//     DeadLetterTopic). It never blocks other keys or other partitions'
-//     commits. Attempt tells a handler which attempt it makes.
+//   - Retries: a failing record (an error, a panic as a
+//     *seqsched.PanicError, or runtime.Goexit as an error wrapping
+//     seqsched.ErrGoexit, in the handler) is retried after a backoff
+//     (WithRetries) that blocks only its key, unless its error is terminal
+//     (Terminal); then it goes to the dead-letter step (WithDeadLetter,
+//     DeadLetterTopic), which is retried until it succeeds. It never
+//     blocks other keys or other partitions' commits. Attempt tells a
+//     handler which attempt it makes.
 //   - Rebalances: when partitions are revoked, the consumer stops taking
 //     their records, waits up to WithDrainTimeout for those taken, commits,
 //     and only then lets the rebalance go on; handlers still running after
@@ -61,8 +63,10 @@
 //   - Pause and Resume stop and restart taking records (downstream is down)
 //     without leaving the group.
 //   - Shutdown: Close stops fetching, drains, commits and leaves the group;
-//     past its ctx it commits what is done and returns ctx's error. A final
-//     commit the broker refused is returned as a *CommitError.
+//     past its ctx it gives up (handlers' ctxs are canceled), commits what
+//     is done and returns ctx's error, as the core's Scheduler.Shutdown
+//     drains and gives up in one call. A final commit the broker refused
+//     is returned as a *CommitError.
 //
 // Delivery is at least once: a record whose handler ran but whose offset
 // was not committed before a crash (or a lost partition, or a drain
@@ -101,22 +105,22 @@ package kafka
 // Pause/ResumeFetchPartitions, which do not block.
 //
 // User code runs only at these call sites, each through call (contain.go),
-// which turns a panic into a *PanicError with its stack and tells a
-// runtime.Goexit apart:
+// which turns a panic into a *seqsched.PanicError with its stack and tells
+// a runtime.Goexit apart (an error wrapping seqsched.ErrGoexit):
 //
-//	site             where               goroutine        panic                       runtime.Goexit
-//	handler          callHandler         record's task    attempt fails (*PanicError) attempt fails (ErrGoexit); job.takeOver goes on
-//	batch handler    batch.run           batch's task     every record's attempt fails; so for ErrGoexit, via batch.finish (deferred)
-//	backoff          job.backoff,        record's task    the next attempt fails;      the same, with ErrGoexit; job.takeOver goes on
-//	                 job.deadLetterBackoff                 before a dead-letter retry: DefaultBackoff
-//	dead-letter fn   job.deadLetter      record's task    it failed: retried           record dropped, logged; job.takeOver goes on
-//	logger           log                 its own          line lost                    line lost
+//	site             where               goroutine        panic                          runtime.Goexit
+//	handler          callHandler         record's task    attempt fails (*PanicError)    attempt fails (ErrGoexit); job.takeOver goes on
+//	batch handler    batch.run           batch's task     every record's attempt fails;  so for ErrGoexit, via batch.finish (deferred)
+//	backoff          job.askBackoff      record's task    logged; DefaultBackoff's wait  the same; job.takeOver goes on
+//	dead-letter fn   job.deadLetter      record's task    it failed: retried             the same; job.takeOver goes on
+//	logger           log                 its own          line lost                      line lost
 //	caller's ctx     Run, Close          the caller's     Close still closes (closeAndSignal), then the panic goes on
 //
 // Every one may call back into the consumer. Close from a callback, given
 // the callback's ctx (callCtx marks it), starts the close on a goroutine of
-// its own and returns ErrWouldDeadlock, since it cannot wait for its own
-// caller; Pause, Resume and Stats never wait for user code. A call that
+// its own and returns an error wrapping seqsched.ErrWouldDeadlock, since
+// it cannot wait for its own caller; Pause, Resume and Stats never wait
+// for user code. A call that
 // blocks holds its own record (its key; its partition's drain until the
 // drain timeout) and one concurrency slot, nothing else; a logger that
 // blocks holds its caller until the caller's ctx ends (see log).

@@ -6,14 +6,20 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/seqsched/seqsched"
 )
 
-// Sentinel errors. Every error the package returns wraps one of these (or
-// is a context error returned unchanged, or a *CommitError), so callers
-// can test with errors.Is.
+// Sentinel errors. Every error the package returns wraps one of these or
+// one of seqsched's (or is a context error returned unchanged, or a
+// *CommitError), so callers can test with errors.Is. A user function that
+// panics fails with a *seqsched.PanicError (errors.As), one that calls
+// runtime.Goexit with an error wrapping seqsched.ErrGoexit, and Close
+// called from the consumer's own callback returns an error wrapping
+// seqsched.ErrWouldDeadlock (see Close).
 var (
 	// ErrInvalidOption is wrapped by the *OptionError that NewConsumer
-	// returns for an out-of-range option.
+	// (or DeadLetterTopic) returns for an out-of-range option.
 	ErrInvalidOption = errors.New("seqsched/kafka: invalid option")
 
 	// ErrNilHandler is returned by NewConsumer and NewBatchConsumer when
@@ -27,27 +33,16 @@ var (
 	// ErrClosed is returned by Run after Close has begun.
 	ErrClosed = errors.New("seqsched/kafka: consumer closed")
 
+	// ErrRunning is returned by Run while another Run is in progress.
+	ErrRunning = errors.New("seqsched/kafka: Run already in progress")
+
 	// ErrNilContext is returned when a nil context.Context is passed.
 	ErrNilContext = errors.New("seqsched/kafka: nil context")
-
-	// ErrNilClient is returned by DeadLetterTopic when the client is nil.
-	ErrNilClient = errors.New("seqsched/kafka: nil client")
-
-	// ErrGoexit is wrapped by the error of a call whose user function (the
-	// handler, the batch handler, the backoff or the dead-letter function)
-	// called runtime.Goexit: a failed call, like a panic.
-	ErrGoexit = errors.New("seqsched/kafka: runtime.Goexit called")
 
 	// ErrTerminal marks a handler's error as not worth retrying: a record
 	// whose attempt fails with an error that wraps it (see Terminal) goes
 	// to the dead-letter step at once, whatever attempts are left.
 	ErrTerminal = errors.New("seqsched/kafka: terminal error")
-
-	// ErrWouldDeadlock is returned by Close when it is called from one of
-	// the consumer's own callbacks with the ctx that callback was given (or
-	// one derived from it): Close cannot wait for the callback that calls
-	// it, so it starts closing and returns at once (see Close).
-	ErrWouldDeadlock = errors.New("seqsched/kafka: would deadlock: Close called from the consumer's own callback")
 )
 
 // OptionError reports an option whose value is out of range. It wraps
@@ -65,33 +60,16 @@ func (e *OptionError) Error() string {
 // Unwrap returns ErrInvalidOption.
 func (e *OptionError) Unwrap() error { return ErrInvalidOption }
 
-// PanicError is the error of a call whose user function panicked. A
-// handler's (or batch handler's) panic fails its attempt, which is retried
-// and, after the last one, dead-lettered with this error; a backoff's panic
-// fails the attempt it was computing the wait for (see WithBackoff).
-type PanicError struct {
-	Func  string // what panicked: "handler", "batch handler", "backoff" or "dead-letter function"
-	Value any    // the value passed to panic
-	Stack []byte // the panicking goroutine's stack
-}
-
-// Error returns "seqsched/kafka: <Func> panicked: <Value>".
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("seqsched/kafka: %s panicked: %v", e.Func, e.Value)
-}
-
-// Unwrap returns Value when it is an error.
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
-
 // goexitError is the error of a call whose user function called
-// runtime.Goexit; errors.Is(err, ErrGoexit) reports it.
+// runtime.Goexit; errors.Is(err, seqsched.ErrGoexit) reports it.
 type goexitError struct{ fn string }
 
-func (e *goexitError) Error() string        { return "seqsched/kafka: " + e.fn + " called runtime.Goexit" }
-func (e *goexitError) Is(target error) bool { return target == ErrGoexit }
+func (e *goexitError) Error() string { return "seqsched/kafka: " + e.fn + " called runtime.Goexit" }
+func (e *goexitError) Unwrap() error { return seqsched.ErrGoexit }
+
+// errWouldDeadlock is what Close returns when called from the consumer's
+// own callback.
+var errWouldDeadlock = fmt.Errorf("seqsched/kafka: Close from the consumer's own callback: %w", seqsched.ErrWouldDeadlock)
 
 // Terminal returns err marked as not worth retrying: a handler that returns
 // it sends its record to the dead-letter step at once. The result prints as

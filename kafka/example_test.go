@@ -119,8 +119,8 @@ func ExampleWithDeadLetter() {
 		note(string(r.Key), string(r.Value))
 		return nil
 	},
-		kafka.WithRetries(3, func(int) time.Duration { return time.Millisecond }),
-		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+		kafka.WithRetries(3, func(context.Context, *kgo.Record, int, error) time.Duration { return time.Millisecond }),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
 			note(string(r.Key), fmt.Sprintf("dead-lettered %q: %v", r.Value, err))
 			return nil
 		}))
@@ -197,7 +197,7 @@ func ExampleNewBatchConsumer() {
 
 // The wait before a retry can depend on the record and the error; an
 // error marked Terminal is not retried.
-func ExampleWithBackoff() {
+func ExampleWithRetries() {
 	c, err := exampleCluster("a", "flaky", "a", "bad")
 	if err != nil {
 		fmt.Println(err)
@@ -217,13 +217,12 @@ func ExampleWithBackoff() {
 		done <- struct{}{}
 		return nil
 	},
-		kafka.WithRetries(5, nil),
-		kafka.WithBackoff(func(ctx context.Context, r *kgo.Record, attempt int, err error) time.Duration {
+		kafka.WithRetries(5, func(ctx context.Context, r *kgo.Record, attempt int, err error) time.Duration {
 			fmt.Printf("%s failed attempt %d: %v\n", r.Value, attempt, err)
 			return time.Duration(attempt) * time.Millisecond
 		}),
-		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
-			fmt.Printf("%s dead-lettered after %d attempt: %v\n", r.Value, kafka.Attempt(ctx), err)
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
+			fmt.Printf("%s dead-lettered after %d attempt: %v\n", r.Value, attempts, err)
 			done <- struct{}{}
 			return nil
 		}))

@@ -146,7 +146,7 @@ func TestBackpressurePausesAtTheHighMarkAndResumes(t *testing.T) {
 	require.Empty(t, cons.Stats().Partitions, "no partition after Close")
 }
 
-func TestHighRecordOvertakesItsKeysQueuedRecords(t *testing.T) {
+func TestHighPriorityOvertakesItsKeysQueue(t *testing.T) {
 	c := cluster(t, 1)
 	high := rec(0, "a", "3")
 	high.Headers = []kgo.RecordHeader{{Key: "urgent", Value: []byte("HIGH")}}
@@ -188,7 +188,7 @@ func TestBackoffBlocksOnlyItsKeyAndHoldsNoSlot(t *testing.T) {
 		return nil
 	},
 		kafka.WithMaxConcurrency(1), // b can only run if a's backoff lends the one slot
-		kafka.WithRetries(2, func(int) time.Duration { return time.Hour }))
+		kafka.WithRetries(2, fixedBackoff(time.Hour)))
 	require.NoError(t, err)
 	m := startMember(t, cons)
 	<-failed

@@ -188,3 +188,8 @@ func keyed(n int, parts int32, keys int) []*kgo.Record {
 	}
 	return rs
 }
+
+// fixedBackoff is a BackoffFunc that waits d before every retry.
+func fixedBackoff(d time.Duration) kafka.BackoffFunc {
+	return func(context.Context, *kgo.Record, int, error) time.Duration { return d }
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/seqsched/seqsched"
 	"github.com/seqsched/seqsched/kafka"
 )
 
@@ -40,7 +41,6 @@ func TestNewConsumerRejectsBadInput(t *testing.T) {
 		kafka.WithCommitTimeout(0),
 		kafka.WithLogger(nil),
 		kafka.WithMaxMetadataBytes(-1),
-		kafka.WithBackoff(nil),
 		kafka.WithBatch(0, time.Millisecond),
 		nil,
 	}
@@ -54,7 +54,7 @@ func TestNewConsumerRejectsBadInput(t *testing.T) {
 	require.EqualError(t, err, "seqsched/kafka: WithMaxConcurrency(-1): must be >= 1: invalid option")
 
 	_, err = kafka.DeadLetterTopic(nil, "dlq")
-	require.ErrorIs(t, err, kafka.ErrNilClient)
+	require.ErrorIs(t, err, kafka.ErrInvalidOption)
 }
 
 func TestRunAndCloseRejectNilContextAndRunAfterClose(t *testing.T) {
@@ -70,7 +70,25 @@ func TestRunAndCloseRejectNilContextAndRunAfterClose(t *testing.T) {
 	require.NoError(t, cons.Close(context.Background()), "second Close")
 }
 
-func TestPanickingHandlerIsAFailedAttempt(t *testing.T) {
+// A second Run while one is in progress returns ErrRunning, and leaves the
+// first running.
+func TestSecondRunReturnsErrRunning(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "1"), rec(0, "a", "2")})
+	st := newStore()
+	cons, err := kafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+		st.apply(r)
+		return nil
+	})
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-st.at(1) // the first Run is running
+	require.ErrorIs(t, cons.Run(context.Background()), kafka.ErrRunning)
+	<-st.at(2)
+	require.NoError(t, m.close(t, 10*time.Second))
+}
+
+func TestHandlerPanicIsAFailedAttempt(t *testing.T) {
 	c := cluster(t, 1)
 	produce(t, c, []*kgo.Record{rec(0, "a", "once"), rec(0, "a", "always"), rec(0, "a", "fine")})
 	st := newStore()
@@ -84,8 +102,8 @@ func TestPanickingHandlerIsAFailedAttempt(t *testing.T) {
 		}
 		st.apply(r)
 		return nil
-	}, kafka.WithRetries(2, func(int) time.Duration { return 0 }),
-		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+	}, kafka.WithRetries(2, fixedBackoff(0)),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
 			dead <- err
 			st.apply(r)
 			return nil
@@ -95,7 +113,7 @@ func TestPanickingHandlerIsAFailedAttempt(t *testing.T) {
 	<-st.at(3)
 	require.NoError(t, m.close(t, 10*time.Second))
 	err = <-dead
-	var pe *kafka.PanicError
+	var pe *seqsched.PanicError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, "boom always", pe.Value)
 	require.Contains(t, string(pe.Stack), "panic")
@@ -108,15 +126,16 @@ func TestPanickingHandlerIsAFailedAttempt(t *testing.T) {
 
 // A handler that calls runtime.Goexit (t.FailNow in a test) is a failed
 // attempt, like a panic: the record is retried, then dead-lettered, in its
-// key's order; a dead-letter function that calls Goexit drops the record.
-// Either way the partition's commit moves past it.
-func TestHandlerThatCallsGoexitIsAFailedAttempt(t *testing.T) {
+// key's order; a dead-letter function that calls Goexit has failed, and is
+// called again. Either way the partition's commit moves past the record.
+func TestHandlerGoexitIsAFailedAttempt(t *testing.T) {
 	c := cluster(t, 1)
 	produce(t, c, []*kgo.Record{rec(0, "a", "once"), rec(0, "a", "always"), rec(0, "a", "fine"), rec(0, "b", "dlq-exits")})
 	st := newStore()
 	attempts := map[string]int{}
 	var mu sync.Mutex
 	dead := make(chan error, 2)
+	dlqExits := 0
 	cons, err := kafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
 		v := string(r.Value)
 		mu.Lock()
@@ -128,10 +147,14 @@ func TestHandlerThatCallsGoexitIsAFailedAttempt(t *testing.T) {
 		}
 		st.apply(r)
 		return nil
-	}, kafka.WithRetries(2, func(int) time.Duration { return 0 }),
-		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+	}, kafka.WithRetries(2, fixedBackoff(0)),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
 			if string(r.Value) == "dlq-exits" {
-				runtime.Goexit()
+				if dlqExits++; dlqExits == 1 { // one key: never concurrent
+					runtime.Goexit()
+				}
+				st.apply(r)
+				return nil
 			}
 			dead <- err
 			st.apply(r)
@@ -139,7 +162,7 @@ func TestHandlerThatCallsGoexitIsAFailedAttempt(t *testing.T) {
 		}))
 	require.NoError(t, err)
 	m := startMember(t, cons)
-	<-st.at(3)
+	<-st.at(4)
 	// Every record ends done: the commit can move past all four. (The
 	// timeout turns a record left undone into a report.)
 	require.Eventually(t, func() bool {
@@ -155,9 +178,10 @@ func TestHandlerThatCallsGoexitIsAFailedAttempt(t *testing.T) {
 		return true
 	}, 10*time.Second, time.Millisecond, "a record whose handler called Goexit was left undone")
 	require.NoError(t, m.close(t, 10*time.Second))
-	require.ErrorIs(t, <-dead, kafka.ErrGoexit)
+	require.ErrorIs(t, <-dead, seqsched.ErrGoexit)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, map[string]int{"once": 2, "always": 2, "fine": 1, "dlq-exits": 2}, attempts)
-	require.Equal(t, uint64(1), cons.Stats().DeadLettered)
+	require.Equal(t, 2, dlqExits, "the dead-letter function that called Goexit was called again")
+	require.Equal(t, uint64(2), cons.Stats().DeadLettered)
 }

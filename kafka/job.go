@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/seqsched/seqsched"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -29,6 +30,9 @@ import (
 //	                      │       dlFailed ──► dlBackoff ──► dlWait
 //	                      ▼
 //	                  giveBack (ctx ended; also from gate and the waits)
+//
+// A backoff (or dlBackoff) whose function panics or calls Goexit goes
+// through backoffFailed, which logs it, to its wait with DefaultBackoff's.
 type job struct {
 	c       *Consumer
 	p       *partition
@@ -36,11 +40,13 @@ type job struct {
 	sk      sessionKey
 	taken   time.Duration // when the poll loop took the record (Consumer.clock), for the queue time
 	step    step          // what the job does next
-	attempt int           // attempts made (a failed backoff counts one, see backoff)
+	attempt int           // attempts made
 	err     error         // the last attempt's error
 	dlErr   error         // the dead-letter function's last error
 	dlFails int           // its failures so far
 	wait    time.Duration // of the wait step to come
+	bErr    error         // the backoff function's failure (stepBackoffFailed)
+	bNext   step          // the wait that follows it
 	settled bool          // the record's end is recorded in its partition
 	first   callCtx       // the ctx of the first attempt's call, set once (later attempts get their own)
 }
@@ -48,18 +54,18 @@ type job struct {
 type step uint8
 
 const (
-	stepGate       step = iota // wait out a Pause, then handle
-	stepHandle                 // call the handler: the next attempt
-	stepFailed                 // attempt failed with err: retry, dead-letter or give back
-	stepBackoff                // ask the backoff for the wait before the next attempt
-	stepWait                   // wait, then gate
-	stepDeadLetter             // call the dead-letter function with err
-	stepDLFailed               // it failed with dlErr
-	stepDLBackoff              // ask the backoff for the wait before calling it again
-	stepDLWait                 // wait, then call it again
-	stepDropped                // the dead-letter function called Goexit: done, logged
-	stepDone                   // handled or dead-lettered
-	stepGiveBack               // ctx ended: left not done
+	stepGate          step = iota // wait out a Pause, then handle
+	stepHandle                    // call the handler: the next attempt
+	stepFailed                    // attempt failed with err: retry, dead-letter or give back
+	stepBackoff                   // ask the backoff for the wait before the next attempt
+	stepWait                      // wait, then gate
+	stepDeadLetter                // call the dead-letter function with err
+	stepDLFailed                  // it failed with dlErr
+	stepDLBackoff                 // ask the backoff for the wait before calling it again
+	stepDLWait                    // wait, then call it again
+	stepBackoffFailed             // the backoff function failed: log, then wait DefaultBackoff's
+	stepDone                      // handled or dead-lettered
+	stepGiveBack                  // ctx ended: left not done
 )
 
 // run is the job's task.
@@ -104,10 +110,10 @@ func (j *job) steps(ctx context.Context) {
 			j.deadLetterBackoff(ctx)
 		case stepDLWait:
 			j.sleep(ctx, stepDeadLetter)
-		case stepDropped:
-			j.step = stepDone
-			j.c.log(ctx, slog.LevelError, "seqsched/kafka: dead-letter function called runtime.Goexit; record dropped",
-				j.logArgs()...)
+		case stepBackoffFailed:
+			j.step = j.bNext
+			j.c.log(ctx, slog.LevelError, "seqsched/kafka: backoff function failed; DefaultBackoff used",
+				append(j.logArgs(), "err", j.bErr)...)
 		default:
 			j.settle()
 		}
@@ -154,28 +160,34 @@ func (j *job) failed(ctx context.Context) {
 		j.step = stepBackoff
 		j.p.counts.retries.Add(1)
 	}
-	if errors.Is(j.err, ErrGoexit) {
+	if errors.Is(j.err, seqsched.ErrGoexit) {
 		j.c.log(ctx, slog.LevelError, "seqsched/kafka: runtime.Goexit counted as a failed attempt",
 			append(j.logArgs(), "attempt", j.attempt, "err", j.err)...)
 	}
 }
 
-// backoff asks for the wait before the next attempt. A backoff that panics
-// or calls Goexit fails that next attempt instead, with its error.
+// backoff asks for the wait before the next attempt.
 func (j *job) backoff(ctx context.Context) {
-	last := j.err
-	j.attempt++ // what a failure of the backoff means: this attempt failed
-	j.step = stepFailed
+	j.askBackoff(ctx, j.attempt, j.err, stepWait)
+}
+
+// askBackoff sets the wait before next from the backoff function, asked
+// about attempt and err. A backoff that panics or calls Goexit is logged
+// (stepBackoffFailed) and DefaultBackoff gives the wait.
+func (j *job) askBackoff(ctx context.Context, attempt int, err error, next step) {
+	j.wait = DefaultBackoff(ctx, j.r, attempt, err)
+	j.step, j.bNext, j.bErr = stepBackoffFailed, next, goexitErrs[siteBackoff] // what a Goexit means
 	var d time.Duration
-	call(siteBackoff, &j.err, func() error {
-		d = j.c.cfg.backoff(&callCtx{Context: ctx, c: j.c, attempt: j.attempt - 1}, j.r, j.attempt-1, last)
+	var ferr error
+	call(siteBackoff, &ferr, func() error {
+		d = j.c.cfg.backoff(&callCtx{Context: ctx, c: j.c, attempt: j.attempt}, j.r, attempt, err)
 		return nil
 	})
-	if j.err != nil {
+	if ferr != nil {
+		j.bErr = ferr
 		return
 	}
-	j.attempt, j.err = j.attempt-1, last
-	j.wait, j.step = d, stepWait
+	j.wait, j.step, j.bErr = d, next, nil
 }
 
 // sleep waits j.wait on the record's key, lending its slot (see
@@ -193,14 +205,15 @@ func (j *job) deadLetter(ctx context.Context) {
 		j.step = stepGiveBack
 		return
 	}
-	j.step = stepDropped // what a Goexit in the dead-letter function means
+	// What a Goexit in the dead-letter function means: a failure.
+	j.step, j.dlErr = stepDLFailed, goexitErrs[siteDeadLetter]
 	var err error
 	call(siteDeadLetter, &err, func() error {
 		cctx := &callCtx{Context: ctx, c: j.c, attempt: j.attempt}
 		if j.c.cfg.deadLetter == nil {
 			return j.c.logDeadLetter(cctx, j.r, j.err)
 		}
-		return j.c.cfg.deadLetter(cctx, j.r, j.err)
+		return j.c.cfg.deadLetter(cctx, j.r, j.attempt, j.err)
 	})
 	if err == nil {
 		j.step = stepDone
@@ -221,19 +234,9 @@ func (j *job) deadLetterFailed(ctx context.Context) {
 }
 
 // deadLetterBackoff asks for the wait before the dead-letter function's
-// next call; a backoff that fails counts as DefaultBackoff.
+// next call: the backoff of attempt attempts + failures so far.
 func (j *job) deadLetterBackoff(ctx context.Context) {
-	n := j.c.cfg.attempts + j.dlFails
-	j.wait, j.step = DefaultBackoff(n), stepDLWait // what a failure of the backoff means
-	var d time.Duration
-	var err error
-	call(siteBackoff, &err, func() error {
-		d = j.c.cfg.backoff(&callCtx{Context: ctx, c: j.c, attempt: j.attempt}, j.r, n, j.dlErr)
-		return nil
-	})
-	if err == nil {
-		j.wait = d
-	}
+	j.askBackoff(ctx, j.c.cfg.attempts+j.dlFails, j.dlErr, stepDLWait)
 }
 
 // settle records the record's end in its partition.

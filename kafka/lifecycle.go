@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 )
@@ -14,8 +13,8 @@ import (
 // returns nil after Close, ctx.Err() when ctx ended (the consumer then
 // stays usable: call Run again or Close), and ErrClosed when Close had
 // begun before it was called. Only one Run may be in progress at a time; a
-// second returns an error wrapping ErrInvalidOption. Records already taken
-// go on running after Run returns; Close drains them.
+// second returns ErrRunning. Records already taken go on running after Run
+// returns; Close drains them.
 func (c *Consumer) Run(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
@@ -30,7 +29,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.running {
 		c.runMu.Unlock()
 		stop()
-		return fmt.Errorf("seqsched/kafka: Run already in progress: %w", ErrInvalidOption)
+		return ErrRunning
 	}
 	c.running, c.stopPoll, c.runDone = true, stop, make(chan struct{})
 	done := c.runDone
@@ -53,29 +52,31 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Close stops the consumer in one call, drain then give-up, as the core's
-// Scheduler.Shutdown does (and unlike http.Server.Shutdown, which never
-// forces): it stops fetching,
-// waits for the records taken to finish, commits, leaves the group and
-// closes the client, then returns nil, or a *CommitError naming the
-// partitions whose final commit failed (their records done since their
-// last commit are read again by their next owner).
+// Close stops the consumer in one call: it drains, and it gives up when
+// ctx ends, as the core's Scheduler.Shutdown does (and as nats.go's Drain
+// with a timeout does). It stops fetching, waits for the records taken to
+// finish, commits, leaves the group and closes the client, then returns
+// nil, or a *CommitError naming the partitions whose final commit failed
+// (their records done since their last commit are read again by their
+// next owner).
 //
-// If ctx ends first, Close gives up waiting: running handlers see their ctx
-// canceled, queued records never start, what is done is committed (within
-// the commit timeout), the group is left and the client closed, and Close
-// returns ctx.Err() (joined with a *CommitError if the commit failed).
-// Records not done are read again by the partitions' next owner. Close is
-// safe to call more than once and concurrently; later calls wait for the
-// first to finish and return nil (or ctx.Err()).
+// If ctx ends first, Close gives up, as the core's Scheduler.Close does at
+// once: running handlers see their ctx canceled, queued records never
+// start, what is done is committed (within the commit timeout), the group
+// is left and the client closed, and Close returns ctx.Err() (joined with a
+// *CommitError if the commit failed). Records not done are read again by
+// the partitions' next owner. Close is safe to call more than once and
+// concurrently; later calls wait for the first to finish and return nil
+// (or ctx.Err()).
 //
-// From one of the consumer's callbacks (a handler, a dead-letter function,
-// the logger...), pass the ctx the callback was given, or one derived from
-// it: Close cannot wait for the callback that calls it, so it then starts
-// closing on a goroutine of its own (draining for at most the drain
-// timeout) and returns ErrWouldDeadlock at once; call Close again from
-// elsewhere to wait for the end. Given any other ctx there, Close would
-// wait for its own caller until ctx ends.
+// From one of the consumer's callbacks (a handler, a backoff or
+// dead-letter function, the logger), pass the ctx the callback was given,
+// or one derived from it: Close cannot wait for the callback that calls
+// it, so it then starts closing on a goroutine of its own (draining for at
+// most the drain timeout) and returns an error wrapping
+// seqsched.ErrWouldDeadlock at once; call Close again from elsewhere to
+// wait for the end. Given any other ctx there, Close would wait for its
+// own caller until ctx ends.
 func (c *Consumer) Close(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
@@ -93,7 +94,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 				_ = c.closeAndSignal(bg)
 			}()
 		})
-		return ErrWouldDeadlock
+		return errWouldDeadlock
 	}
 	first := false
 	var err error

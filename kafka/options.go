@@ -10,22 +10,28 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// DeadLetterFunc receives a record whose attempts all failed (or whose
-// attempt failed with a terminal error, see Terminal), with the last
-// attempt's error; Attempt(ctx) tells how many attempts were made. Once it
-// returns nil the record counts as done and its offset can be committed.
-// When it returns an error (or panics) it is called again after a backoff
-// (see WithBackoff), until it succeeds or the partition is revoked or the
-// consumer closed: a record is never committed past unless it was handled
-// or dead-lettered. It runs on the record's key, so the key's later records
-// wait for it. If it calls runtime.Goexit the record is dropped, logged at
-// Error.
-type DeadLetterFunc func(ctx context.Context, r *kgo.Record, err error) error
+// DeadLetterFunc receives a record that will not be handled: its
+// attempts all failed, or one failed with a terminal error (see Terminal).
+// attempts is how many attempts were made and err the last one's error.
+// Once it returns nil the record counts as done (dead-lettered) and its
+// offset can be committed. When it fails (an error, a panic as a
+// *seqsched.PanicError, runtime.Goexit as an error wrapping
+// seqsched.ErrGoexit) it is logged at Error and called again after the
+// backoff, until it succeeds or the record leaves this consumer (its
+// partition revoked or lost, or Close): a record is never committed past
+// unless it was handled or dead-lettered. It runs on the record's key, so
+// the key's later records wait for it. See DeadLetterTopic.
+type DeadLetterFunc func(ctx context.Context, r *kgo.Record, attempts int, err error) error
 
-// BackoffFunc returns how long to wait before attempt+1 of record r, whose
-// attempt (1 for the first) failed with err. A negative or zero wait retries
-// at once. ctx is the record's, as the handler's; it marks the call as the
-// consumer's own (see Close).
+// BackoffFunc returns how long to wait before the next call for record r:
+// after its attempt-th attempt (1 for the first) failed with err, and
+// before each new call of a failing dead-letter function (then attempt
+// counts on: attempts + the dead-letter failures so far, and err is the
+// dead-letter function's). A zero or negative wait retries at once. It
+// runs on the record's key, with no lock held; ctx is the record's, as the
+// handler's, and marks the call as the consumer's own (see Close). A
+// backoff that panics or calls runtime.Goexit is logged at Error and
+// DefaultBackoff gives that wait.
 type BackoffFunc func(ctx context.Context, r *kgo.Record, attempt int, err error) time.Duration
 
 // An Option configures a Consumer at NewConsumer or NewBatchConsumer.
@@ -68,9 +74,10 @@ const (
 	DefaultBatchLinger    = 5 * time.Millisecond
 )
 
-// DefaultBackoff waits 100ms before the second attempt and doubles each
-// time, up to 10s.
-func DefaultBackoff(attempt int) time.Duration {
+// DefaultBackoff is the BackoffFunc used without WithRetries' own: it
+// waits 100ms after the first failed attempt and doubles each time, up to
+// 10s.
+func DefaultBackoff(_ context.Context, _ *kgo.Record, attempt int, _ error) time.Duration {
 	d := 100 * time.Millisecond
 	for i := 1; i < attempt && d < 10*time.Second; i++ {
 		d *= 2
@@ -126,14 +133,12 @@ func WithMaxBuffered(high, low int) Option {
 }
 
 // WithRetries sets how many times a record is attempted before it goes to
-// the dead-letter step, and the wait before each retry: backoff(n) is
-// the wait after the n-th failed attempt (nil keeps DefaultBackoff; see
-// WithBackoff for a wait that depends on the record and the error, and for
-// the wait between calls of a failing dead-letter function and what a
-// backoff that panics means; the last of the two options given wins).
-// attempts must be >= 1; the default is 3. A record waiting out its
-// backoff blocks only its own key and holds no concurrency slot.
-func WithRetries(attempts int, backoff func(attempt int) time.Duration) Option {
+// the dead-letter step, and the wait before each retry and each new call
+// of a failing dead-letter function (see BackoffFunc; nil keeps
+// DefaultBackoff). attempts must be >= 1; the default is 3. A record
+// waiting out its backoff blocks only its own key and holds no concurrency
+// slot.
+func WithRetries(attempts int, backoff BackoffFunc) Option {
 	name := fmt.Sprintf("WithRetries(%d, backoff)", attempts)
 	if backoff == nil {
 		name = fmt.Sprintf("WithRetries(%d, nil)", attempts)
@@ -145,39 +150,16 @@ func WithRetries(attempts int, backoff func(attempt int) time.Duration) Option {
 		}
 		c.attempts = attempts
 		if backoff != nil {
-			c.backoff = func(_ context.Context, _ *kgo.Record, attempt int, _ error) time.Duration { return backoff(attempt) }
+			c.backoff = backoff
 		}
 	}}
 }
 
-// WithBackoff sets the wait before each retry from the record, the attempt
-// that failed and its error (it replaces WithRetries' backoff; the last of
-// the two options given wins). It is called on the record's key, with no
-// lock held, after each failed attempt but the last, and after each failure
-// of the dead-letter function (then with attempt = attempts + failures so
-// far and the dead-letter function's error). A backoff that panics or calls
-// runtime.Goexit fails the attempt it was computing the wait for, with a
-// *PanicError or an error wrapping ErrGoexit (after the last attempt, the
-// record goes to the dead-letter step); before a dead-letter retry it
-// counts as DefaultBackoff. fn must not be nil.
-func WithBackoff(fn BackoffFunc) Option {
-	name := "WithBackoff(fn)"
-	if fn == nil {
-		name = "WithBackoff(nil)"
-	}
-	return optFunc{name, func(c *config) {
-		if fn == nil {
-			bad(c, name, "must not be nil")
-			return
-		}
-		c.backoff = fn
-	}}
-}
-
-// WithDeadLetter sets what happens to a record whose attempts all failed.
-// The default logs it at Error (to WithLogger's logger, else slog.Default)
-// and drops it. See DeadLetterTopic for a function that produces it to a
-// dead-letter topic. fn must not be nil.
+// WithDeadLetter sets the dead-letter step: what happens to a record that
+// will not be handled (see DeadLetterFunc). Without it the record is
+// logged at Error (to WithLogger's logger, else slog.Default) and dropped.
+// See DeadLetterTopic for a function that produces it to a dead-letter
+// topic. fn must not be nil.
 func WithDeadLetter(fn DeadLetterFunc) Option {
 	name := "WithDeadLetter(fn)"
 	if fn == nil {
@@ -298,8 +280,8 @@ func WithBatch(size int, linger time.Duration) Option {
 
 // WithLogger sets where the consumer logs: fetch and commit errors (Warn),
 // ignored commit metadata (Warn), records dropped by the default
-// dead-letter step, dead-letter functions that fail, and user functions
-// that call runtime.Goexit (Error). l must not be nil; without this option
+// dead-letter step, dead-letter functions that fail, backoffs that panic,
+// and user functions that call runtime.Goexit (Error). l must not be nil; without this option
 // the consumer logs to slog.Default() (as it is at each log). The logger
 // runs with no lock held and may panic (the line is lost), call
 // runtime.Goexit (see the package's design notes) or call back into the
@@ -320,13 +302,11 @@ func WithLogger(l *slog.Logger) Option {
 
 func newConfig(opts []Option) (*config, error) {
 	c := &config{
-		concurrency: DefaultMaxConcurrency,
-		bufferHigh:  DefaultMaxBuffered,
-		bufferLow:   DefaultMaxBuffered / 2,
-		attempts:    DefaultAttempts,
-		backoff: func(_ context.Context, _ *kgo.Record, attempt int, _ error) time.Duration {
-			return DefaultBackoff(attempt)
-		},
+		concurrency:    DefaultMaxConcurrency,
+		bufferHigh:     DefaultMaxBuffered,
+		bufferLow:      DefaultMaxBuffered / 2,
+		attempts:       DefaultAttempts,
+		backoff:        DefaultBackoff,
 		priorityHeader: DefaultPriorityHeader,
 		drainTimeout:   DefaultDrainTimeout,
 		commitInterval: DefaultCommitInterval,

@@ -160,7 +160,7 @@ func runProperty(t *testing.T, seed uint64) {
 			}
 			return &kafka.BatchError{Errs: errs}
 		}
-		dlq := func(ctx context.Context, r *kgo.Record, err error) error {
+		dlq := func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
 			if ms.killed.Load() {
 				<-ctx.Done()
 				return ctx.Err()
@@ -173,7 +173,7 @@ func runProperty(t *testing.T, seed uint64) {
 			// Per partition: 4 partitions hold about what the 200 of the
 			// consumer-wide bound before v2 held.
 			kafka.WithMaxBuffered(50, 25),
-			kafka.WithRetries(3, func(int) time.Duration { return time.Millisecond }),
+			kafka.WithRetries(3, fixedBackoff(time.Millisecond)),
 			kafka.WithDeadLetter(dlq),
 			kafka.WithCommitInterval(20 * time.Millisecond),
 			kafka.WithCommitTimeout(300 * time.Millisecond),

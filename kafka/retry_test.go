@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +16,7 @@ import (
 	"github.com/seqsched/seqsched/kafka"
 )
 
-func TestTerminalErrorGoesToTheDeadLetterStepAtOnce(t *testing.T) {
+func TestTerminalErrorSkipsTheRetries(t *testing.T) {
 	c := cluster(t, 1)
 	produce(t, c, []*kgo.Record{rec(0, "a", "bad schema"), rec(0, "a", "fine")})
 	st := newStore()
@@ -31,8 +33,8 @@ func TestTerminalErrorGoesToTheDeadLetterStepAtOnce(t *testing.T) {
 		}
 		st.apply(r)
 		return nil
-	}, kafka.WithRetries(5, func(int) time.Duration { return 0 }),
-		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+	}, kafka.WithRetries(5, fixedBackoff(0)),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
 			deadAttempt = kafka.Attempt(ctx)
 			dead <- err
 			return nil
@@ -67,8 +69,8 @@ func TestHandlerCtxTellsTheAttempt(t *testing.T) {
 		}
 		st.apply(r)
 		return nil
-	}, kafka.WithRetries(3, func(int) time.Duration { return 0 }),
-		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+	}, kafka.WithRetries(3, fixedBackoff(0)),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
 			deadAttempt = kafka.Attempt(ctx)
 			st.apply(r)
 			return nil
@@ -84,7 +86,9 @@ func TestHandlerCtxTellsTheAttempt(t *testing.T) {
 	require.Zero(t, kafka.Attempt(context.Background()))
 }
 
-func TestWithBackoffSeesTheRecordTheAttemptAndTheError(t *testing.T) {
+// The backoff is asked after each failed attempt but the last, and after
+// each failure of the dead-letter function, with the attempt counting on.
+func TestBackoffSeesTheAttemptAndTheError(t *testing.T) {
 	c := cluster(t, 1)
 	produce(t, c, []*kgo.Record{rec(0, "a", "x")})
 	st := newStore()
@@ -93,14 +97,13 @@ func TestWithBackoffSeesTheRecordTheAttemptAndTheError(t *testing.T) {
 	dlFails := 0
 	cons, err := kafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
 		return fmt.Errorf("e%d", kafka.Attempt(ctx))
-	}, kafka.WithRetries(3, nil),
-		kafka.WithBackoff(func(ctx context.Context, r *kgo.Record, attempt int, err error) time.Duration {
-			mu.Lock()
-			calls = append(calls, fmt.Sprintf("%s/%d: attempt %d: %v", r.Topic, r.Offset, attempt, err))
-			mu.Unlock()
-			return time.Millisecond
-		}),
-		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+	}, kafka.WithRetries(3, func(ctx context.Context, r *kgo.Record, attempt int, err error) time.Duration {
+		mu.Lock()
+		calls = append(calls, fmt.Sprintf("%s/%d: attempt %d: %v", r.Topic, r.Offset, attempt, err))
+		mu.Unlock()
+		return time.Millisecond
+	}),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
 			if dlFails++; dlFails == 1 {
 				return errors.New("dlq down")
 			}
@@ -118,4 +121,43 @@ func TestWithBackoffSeesTheRecordTheAttemptAndTheError(t *testing.T) {
 		"t/0: attempt 2: e2",
 		"t/0: attempt 4: dlq down", // the dead-letter function's first failure: attempts + 1
 	}, calls)
+}
+
+// A dead-letter function that fails is called again after the backoff,
+// however many times, until it succeeds: the record is never committed
+// past without it, and its key's next record waits for it.
+func TestFailingDeadLetterIsRetriedUntilItSucceeds(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "poison"), rec(0, "a", "after")})
+	st := newStore()
+	w := watchCommits(c)
+	var dlCalls atomic.Int32
+	cons, err := kafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+		if string(r.Value) == "poison" {
+			return errors.New("cannot parse")
+		}
+		if dlCalls.Load() != 6 {
+			t.Errorf("after ran with the dead-letter function called %d times; want 6", dlCalls.Load())
+		}
+		st.apply(r)
+		return nil
+	}, kafka.WithRetries(2, fixedBackoff(0)),
+		kafka.WithCommitInterval(10*time.Millisecond),
+		kafka.WithLogger(slog.New(slog.DiscardHandler)),
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
+			if dlCalls.Add(1) <= 5 { // more failures than attempts
+				return errors.New("dlq down")
+			}
+			return nil
+		}))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-st.at(1)
+	require.Eventually(t, func() bool {
+		s := w.all()
+		return len(s) > 0 && s[len(s)-1].offset == 2
+	}, 10*time.Second, time.Millisecond, "the commit did not move past the records")
+	require.NoError(t, m.close(t, 10*time.Second))
+	require.Equal(t, int32(6), dlCalls.Load())
+	require.Equal(t, uint64(1), cons.Stats().DeadLettered)
 }

@@ -48,9 +48,9 @@ func TestStatsCountsAKnownWorkload(t *testing.T) {
 		}
 		st.apply(r)
 		return nil
-	}, kafka.WithRetries(2, func(int) time.Duration { return 0 }),
+	}, kafka.WithRetries(2, fixedBackoff(0)),
 		kafka.WithCommitInterval(10*time.Millisecond),
-		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
+		kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
 			st.apply(r)
 			return nil
 		}))

@@ -259,9 +259,9 @@ func consumeOrdered(ctx context.Context, p params, seeds []string, topic, dlqTop
 			kgo.Dialer(m.dialer.dial),
 		}, h,
 			kafka.WithMaxConcurrency(p.concurrency),
-			kafka.WithRetries(3, func(int) time.Duration { return time.Millisecond }),
-			kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
-				if err := dlq(ctx, r, err); err != nil {
+			kafka.WithRetries(3, func(context.Context, *kgo.Record, int, error) time.Duration { return time.Millisecond }),
+			kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
+				if err := dlq(ctx, r, attempts, err); err != nil {
 					return err
 				}
 				st.apply(r, isHigh(r), true)
