@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -135,7 +136,7 @@ func newPartitions(cons []jetstream.Consumer, cfg *config, c *Consumer) ([]*part
 		}
 	}
 	if len(errs) > 0 {
-		return nil, joinAll(errs)
+		return nil, errors.Join(errs...)
 	}
 	return parts, nil
 }
@@ -148,12 +149,4 @@ func policyName(p jetstream.PriorityPolicy) string {
 		return "prioritized"
 	}
 	return fmt.Sprint(int(p))
-}
-
-func joinAll(errs []error) error {
-	var err error
-	for _, e := range errs {
-		err = joinErrs(err, e)
-	}
-	return err
 }

@@ -3,6 +3,7 @@ package jetstream
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -103,7 +104,7 @@ func NewConsumer(cons []jetstream.Consumer, h Handler, opts ...Option) (*Consume
 		// Report the consumers' problems too, against the defaults.
 		cfg2, _ := newConfig(nil)
 		_, perrs := newPartitions(cons, cfg2, nil)
-		return nil, joinErrs(cerr, perrs)
+		return nil, errors.Join(cerr, perrs)
 	}
 	c := &Consumer{
 		handler:   h,
@@ -149,16 +150,6 @@ func NewConsumer(cons []jetstream.Consumer, h Handler, opts ...Option) (*Consume
 // that ended in runtime.Goexit after its message was taken care of. None
 // needs reporting: the message's outcome is recorded where it happens.
 func ignoreTaskError(context.Context, sessionKey, error) {}
-
-func joinErrs(a, b error) error {
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	}
-	return fmt.Errorf("%w\n%w", a, b)
-}
 
 // Run consumes until ctx ends or Close is called: for each JetStream
 // consumer it keeps one pull request outstanding, sized to the room left
@@ -242,32 +233,34 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Close stops the consumer in one call, drain then give-up, as the core's
-// Scheduler.Shutdown does (and unlike http.Server.Shutdown, which never
-// forces): it stops fetching,
-// gives back at once (Nak) the messages that have not started and those
-// waiting to retry, waits for running handlers to finish and acknowledges
-// what succeeded, then returns nil. With WithHandover (or WithBalance),
-// it first unpins the pinned consumers this instance owns, so that a
-// standby takes them over at once (and catches up, keeping key order,
-// while this one finishes); it waits at most a second for the server's
-// answers, all partitions together, so a server that is down or slow
-// costs Close no more than that.
+// Close stops the consumer in one call: it drains, and it gives up when
+// ctx ends, as the core's Scheduler.Shutdown does (and as nats.go's Drain
+// with a timeout does). It stops fetching, gives back at once (Nak) the
+// messages that have not started and those waiting to retry, waits for
+// running handlers to finish and acknowledges what succeeded, then
+// returns nil. With WithHandover (or WithBalance), it first unpins the
+// pinned consumers this instance owns, so that a standby takes them over
+// at once (and catches up, keeping key order, while this one finishes); it
+// waits at most a second for the server's answers, all partitions
+// together, so a server that is down or slow costs Close no more than
+// that.
 //
-// If ctx ends first, Close gives up: what is still held is given back,
-// running handlers see their ctx canceled, and Close returns ctx.Err().
-// Either way no message is acknowledged, terminated or kept in progress
-// after Close returns; a handler that finishes later is not acknowledged
-// (JetStream redelivers its message).
+// If ctx ends first, Close gives up, as the core's Scheduler.Close does at
+// once: what is still held is given back, running handlers see their ctx
+// canceled, and Close returns ctx.Err(). Either way no message is
+// acknowledged, terminated or kept in progress after Close returns; a
+// handler that finishes later is not acknowledged (JetStream redelivers
+// its message).
 //
 // Called with the ctx of one of the consumer's callbacks (a handler,
 // backoff, dead-letter or log handler), or one derived from it, Close
-// begins the close and returns ErrWouldDeadlock: it cannot wait for the
-// callback's own message. From such a callback with another ctx it waits
-// for that message until ctx ends. From a key function it completes: Close
-// never waits for a fetch goroutine. Close is safe to call more than once
-// and concurrently: later calls wait for the first to finish and return
-// nil (or ctx.Err()).
+// begins the close and returns an error wrapping seqsched.ErrWouldDeadlock:
+// it cannot wait for the callback's own message; call Close again from
+// elsewhere to wait for the end. From such a callback with another ctx it
+// waits for that message until ctx ends. From a key function it
+// completes: Close never waits for a fetch goroutine. Close is safe to
+// call more than once and concurrently: later calls wait for the first to
+// finish and return nil (or ctx.Err()).
 func (c *Consumer) Close(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
@@ -278,7 +271,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 	done := ctx.Done()
 	c.begin()
 	if ownCallback {
-		return ErrWouldDeadlock
+		return errWouldDeadlock
 	}
 	c.mu.Lock()
 	if c.finishing {

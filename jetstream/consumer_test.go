@@ -74,7 +74,7 @@ func TestEachKeyInStreamOrderAcrossRetries(t *testing.T) {
 	}
 	st := c.Stats()
 	assert.Equal(t, uint64(failures.Load()), st.Retries, "retries")
-	assert.Equal(t, uint64(400), st.HandlerDuration.Count-st.Retries, "handler attempts that succeeded")
+	assert.Equal(t, uint64(400), st.HandlerTime.Count-st.Retries, "handler attempts that succeeded")
 	assert.Equal(t, uint64(400), st.QueueTime.Count, "queue times: one per message")
 	assert.Zero(t, st.Termed)
 	eventually(t, func() bool { return info(t, f.cons).NumAckPending == 0 }, "every ack received by the server")
@@ -220,8 +220,8 @@ func TestTerminalErrorSkipsTheRetries(t *testing.T) {
 	got := make(chan dead, 1)
 	c := f.consumer(t, func(ctx context.Context, m natsjs.Msg) error {
 		return jetstream.Terminal(errors.New("unknown account"))
-	}, jetstream.WithRetries(5, fast), jetstream.WithDeadLetter(func(ctx context.Context, m natsjs.Msg, attempts int, cause error) error {
-		got <- dead{attempts, cause}
+	}, jetstream.WithRetries(5, fast), jetstream.WithDeadLetter(func(ctx context.Context, m natsjs.Msg, attempts int, err error) error {
+		got <- dead{attempts, err}
 		return nil
 	}))
 	start(t, c)
@@ -229,7 +229,7 @@ func TestTerminalErrorSkipsTheRetries(t *testing.T) {
 	d := <-got
 	assert.Equal(t, 1, d.attempts)
 	assert.ErrorIs(t, d.cause, jetstream.ErrTerminal)
-	assert.EqualError(t, d.cause, "terminal: unknown account")
+	assert.EqualError(t, d.cause, "unknown account")
 	eventually(t, func() bool { return c.Stats().Termed == 1 }, "termed")
 	assert.Zero(t, c.Stats().Retries)
 }
@@ -268,7 +268,7 @@ func TestBackoffBlocksOnlyItsKeyAndHoldsNoSlot(t *testing.T) {
 	assert.Equal(t, uint64(2), c.Stats().GivenBack, "a's two messages, given back by Close")
 }
 
-func TestHandlerPanicAndGoexitAreFailedAttempts(t *testing.T) {
+func TestHandlerPanicIsAFailedAttempt(t *testing.T) {
 	f := newFixture(t, natsjs.ConsumerConfig{})
 	l := newLedger()
 	c := f.consumer(t, func(ctx context.Context, m natsjs.Msg) error {
@@ -354,7 +354,7 @@ func TestRememberedStaysBoundedWhateverTheKeys(t *testing.T) {
 	assert.Equal(t, 200, c.Stats().Consumers[0].Remembered, "4 × WithMaxBuffered")
 }
 
-func TestHighMessageOvertakesItsKeysQueue(t *testing.T) {
+func TestHighPriorityOvertakesItsKeysQueue(t *testing.T) {
 	f := newFixture(t, natsjs.ConsumerConfig{})
 	l := newLedger()
 	started, release := make(chan struct{}), make(chan struct{})
@@ -400,6 +400,48 @@ func TestKeyHeaderAndKeyFunc(t *testing.T) {
 			assert.Equal(t, want, l.key("acct-1"), "30 subjects, one key")
 		})
 	}
+}
+
+// A second Run while one is in progress returns ErrRunning, and leaves the
+// first running.
+func TestSecondRunReturnsErrRunning(t *testing.T) {
+	f := newFixture(t, natsjs.ConsumerConfig{})
+	c := f.consumer(t, func(context.Context, natsjs.Msg) error { return nil })
+	r := start(t, c)
+	publish(t, f.js, "k.a", "1")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "the first Run is running")
+	assert.ErrorIs(t, c.Run(context.Background()), jetstream.ErrRunning)
+	publish(t, f.js, "k.a", "2")
+	eventually(t, func() bool { return c.Stats().Acked == 2 }, "the first Run goes on")
+	require.NoError(t, r.close(t, 10*time.Second))
+}
+
+// A handler that calls runtime.Goexit (t.FailNow in a test) is a failed
+// attempt, like a panic: retried, then dead-lettered with an error
+// wrapping seqsched.ErrGoexit, in its key's order.
+func TestHandlerGoexitIsAFailedAttempt(t *testing.T) {
+	f := newFixture(t, natsjs.ConsumerConfig{})
+	l := newLedger()
+	var calls atomic.Int32
+	causes := make(chan error, 1)
+	c := f.consumer(t, func(ctx context.Context, m natsjs.Msg) error {
+		if string(m.Data()) == "exits" {
+			calls.Add(1)
+			runtimeGoexit()
+		}
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	}, jetstream.WithRetries(2, fast), jetstream.WithDeadLetter(func(ctx context.Context, m natsjs.Msg, _ int, err error) error {
+		causes <- err
+		return nil
+	}))
+	start(t, c)
+	publish(t, f.js, "k.a", "exits")
+	publish(t, f.js, "k.a", "after")
+	assert.ErrorIs(t, <-causes, seqschedErrGoexit)
+	eventually(t, func() bool { st := c.Stats(); return st.Acked == 1 && st.Termed == 1 }, "%+v", statsOf(c))
+	assert.Equal(t, int32(2), calls.Load())
+	assert.Equal(t, []uint64{2}, l.key("k.a"))
 }
 
 func TestRunAndCloseRules(t *testing.T) {

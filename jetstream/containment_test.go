@@ -40,7 +40,7 @@ func (b misbehave) do(t *testing.T, c *atomic.Pointer[jetstream.Consumer], ctx c
 			ctx = context.Background()
 		}
 		err := c.Load().Close(ctx)
-		if own := ctx != context.Background(); own != errors.Is(err, jetstream.ErrWouldDeadlock) {
+		if own := ctx != context.Background(); own != errors.Is(err, seqschedErrWouldDeadlock) {
 			t.Errorf("Close from a callback (with its own ctx: %v) = %v", own, err)
 		}
 	}

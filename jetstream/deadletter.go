@@ -26,8 +26,10 @@ const (
 // dead-letter stream). The copy has the original data and headers, except
 // the server's own "Nats-" headers (which could make the publish fail),
 // plus HeaderSubject, HeaderStream, HeaderSequence, HeaderAttempts and
-// HeaderError. js must not be nil and subject must not be empty, else
-// DeadLetterSubject returns an error wrapping ErrInvalidOption.
+// HeaderError. The message counts as dead-lettered only once the stream
+// acknowledged the copy. js must not be nil and subject must not be empty,
+// else DeadLetterSubject returns an *OptionError for each (wrapping
+// ErrInvalidOption), joined.
 func DeadLetterSubject(js jetstream.JetStream, subject string) (DeadLetterFunc, error) {
 	var errs []error
 	if js == nil {
@@ -39,7 +41,7 @@ func DeadLetterSubject(js jetstream.JetStream, subject string) (DeadLetterFunc, 
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return func(ctx context.Context, msg jetstream.Msg, attempts int, cause error) error {
+	return func(ctx context.Context, msg jetstream.Msg, attempts int, err error) error {
 		out := nats.NewMsg(subject)
 		out.Data = msg.Data()
 		for k, vs := range msg.Headers() {
@@ -53,8 +55,8 @@ func DeadLetterSubject(js jetstream.JetStream, subject string) (DeadLetterFunc, 
 			out.Header.Set(HeaderSequence, strconv.FormatUint(meta.Sequence.Stream, 10))
 		}
 		out.Header.Set(HeaderAttempts, strconv.Itoa(attempts))
-		out.Header.Set(HeaderError, fmt.Sprint(cause))
-		_, err := js.PublishMsg(ctx, out)
-		return err
+		out.Header.Set(HeaderError, fmt.Sprint(err))
+		_, perr := js.PublishMsg(ctx, out)
+		return perr
 	}, nil
 }

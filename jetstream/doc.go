@@ -31,12 +31,14 @@
 //     its key's queued ones: this reorders the key, by design.
 //   - Ack after work: a message is acknowledged only after its handler
 //     returned nil; terminated (TermWithReason) only after a terminal error
-//     (Terminal) or its last attempt, and after the dead-letter function,
-//     if any, had its chance (WithDeadLetter, DeadLetterSubject).
+//     (Terminal) or its last attempt, and once the dead-letter step, if
+//     any, succeeded (WithDeadLetter, DeadLetterSubject; a failing one is
+//     retried until it succeeds).
 //   - Retries in place: a failed attempt (an error, a panic as a
-//     *seqsched.PanicError, runtime.Goexit as ErrHandlerGoexit) is retried
-//     after a backoff (WithRetries) while the key's later messages wait; the
-//     waiting message holds no concurrency slot.
+//     *seqsched.PanicError, runtime.Goexit as an error wrapping
+//     seqsched.ErrGoexit) is retried after a backoff (WithRetries) while
+//     the key's later messages wait; the waiting message holds no
+//     concurrency slot.
 //   - No redelivery while held: every held message (queued, running,
 //     retrying) gets InProgress every third of its AckWait (or of the
 //     shortest BackOff step), sooner on a pinned consumer (see Scaling
@@ -208,14 +210,15 @@
 //
 //	site              user code               goroutine          panic                  runtime.Goexit
 //	keyOf             KeyFunc                 fetch              logged; key ""         replacement goroutine; key ""
-//	step stepAttempt  Handler                 message task       failed attempt         failed attempt (ErrHandlerGoexit); process resumes
-//	step stepBackoff  BackoffFunc             message task       logged; DefaultBackoff DefaultBackoff; process resumes
-//	step stepDead*    DeadLetterFunc          message task       failed try             failed try; process resumes
+//	step stepAttempt  Handler                 message task       failed attempt         failed attempt (ErrGoexit); process resumes
+//	askBackoff        BackoffFunc             message task       logged; DefaultBackoff the same; process resumes
+//	step stepDead*    DeadLetterFunc          message task       failed try, retried    the same; process resumes
 //	logAt             the logger's handler    fetch, task        record dropped         as the site's own
 //	Run, Close        the caller's ctx        the caller's       before any change      before any change
 //
 // Each ctx given to user code carries a mark; Close called with it begins
-// the close and returns ErrWouldDeadlock instead of waiting for the
+// the close and returns an error wrapping seqsched.ErrWouldDeadlock instead
+// of waiting for the
 // caller's own message. Close never waits for a fetch goroutine (a key
 // function may call it), only for held messages; Run waits for its fetch
 // goroutines and their catch-up checks.

@@ -7,9 +7,13 @@ import (
 	"github.com/seqsched/seqsched"
 )
 
-// Sentinel errors. Every error the package returns wraps one of these (or
-// is a context error returned unchanged), so callers can test with
-// errors.Is.
+// Sentinel errors. Every error the package returns wraps one of these or
+// one of seqsched's (or is a context error returned unchanged), so callers
+// can test with errors.Is. A user function that panics fails with a
+// *seqsched.PanicError (errors.As), one that calls runtime.Goexit with an
+// error wrapping seqsched.ErrGoexit, and Close called from the consumer's
+// own callback returns an error wrapping seqsched.ErrWouldDeadlock (see
+// Close).
 var (
 	// ErrInvalidOption is wrapped by every error that refuses a setting:
 	// the *OptionError that NewConsumer (or Run, for WithBalance's
@@ -37,20 +41,8 @@ var (
 	// ErrNilContext is returned when a nil context.Context is passed.
 	ErrNilContext = errors.New("seqsched/jetstream: nil context")
 
-	// ErrHandlerGoexit is the error of an attempt whose handler (or
-	// dead-letter function) called runtime.Goexit: a failed attempt, like
-	// a panic.
-	ErrHandlerGoexit = errors.New("seqsched/jetstream: handler called runtime.Goexit")
-
 	// ErrTerminal is matched (errors.Is) by the errors Terminal returns.
 	ErrTerminal = errors.New("seqsched/jetstream: terminal error")
-
-	// ErrWouldDeadlock is returned by Close when called with the ctx of
-	// one of the consumer's callbacks (a handler, a backoff or dead-letter
-	// function, a log handler), or one derived from it: Close cannot wait for the
-	// message that callback is handling. The close has begun; a Close from
-	// outside waits for it. It wraps seqsched.ErrWouldDeadlock.
-	ErrWouldDeadlock = fmt.Errorf("seqsched/jetstream: Close from the consumer's own callback: %w", seqsched.ErrWouldDeadlock)
 )
 
 // OptionError reports an option whose value is out of range. It wraps
@@ -85,9 +77,10 @@ func (e *ConsumerError) Error() string {
 // Unwrap returns ErrConsumerConfig and ErrInvalidOption.
 func (e *ConsumerError) Unwrap() []error { return []error{ErrConsumerConfig, ErrInvalidOption} }
 
-// Terminal marks err as not worth retrying: a handler that returns it has
-// its message dead-lettered and terminated at once. The result matches
-// both ErrTerminal and err with errors.Is. Terminal(nil) returns nil.
+// Terminal returns err marked as not worth retrying: a handler that
+// returns it sends its message to the dead-letter step at once, whatever
+// attempts are left. The result prints as err, unwraps to err, and wraps
+// ErrTerminal; Terminal(nil) is nil.
 func Terminal(err error) error {
 	if err == nil {
 		return nil
@@ -97,6 +90,25 @@ func Terminal(err error) error {
 
 type terminalError struct{ err error }
 
-func (e *terminalError) Error() string        { return "terminal: " + e.err.Error() }
+func (e *terminalError) Error() string        { return e.err.Error() }
 func (e *terminalError) Unwrap() error        { return e.err }
 func (e *terminalError) Is(target error) bool { return target == ErrTerminal }
+
+// goexitError is the error of a call whose user function called
+// runtime.Goexit; errors.Is(err, seqsched.ErrGoexit) reports it.
+type goexitError struct{ fn string }
+
+func (e *goexitError) Error() string { return "seqsched/jetstream: " + e.fn + " called runtime.Goexit" }
+func (e *goexitError) Unwrap() error { return seqsched.ErrGoexit }
+
+// The errors of a handler, backoff or dead-letter function that called
+// runtime.Goexit.
+var (
+	errHandlerGoexit    error = &goexitError{"handler"}
+	errBackoffGoexit    error = &goexitError{"backoff function"}
+	errDeadLetterGoexit error = &goexitError{"dead-letter function"}
+)
+
+// errWouldDeadlock is what Close returns when called from the consumer's
+// own callback.
+var errWouldDeadlock = fmt.Errorf("seqsched/jetstream: Close from the consumer's own callback: %w", seqsched.ErrWouldDeadlock)

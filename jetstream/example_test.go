@@ -129,8 +129,8 @@ func ExampleTerminal() {
 		}
 		fmt.Println("applied", string(msg.Data()))
 		return nil
-	}, jetstream.WithDeadLetter(func(ctx context.Context, msg natsjs.Msg, attempts int, cause error) error {
-		fmt.Printf("dead-lettered %q after %d attempt: %v\n", msg.Data(), attempts, cause)
+	}, jetstream.WithDeadLetter(func(ctx context.Context, msg natsjs.Msg, attempts int, err error) error {
+		fmt.Printf("dead-lettered %q after %d attempt: %v\n", msg.Data(), attempts, err)
 		return nil
 	}))
 	go c.Run(ctx)
@@ -139,7 +139,7 @@ func ExampleTerminal() {
 	waitFor(func() bool { return c.Stats().Acked == 1 })
 	c.Close(ctx)
 	// Output:
-	// dead-lettered "garbage" after 1 attempt: terminal: not JSON
+	// dead-lettered "garbage" after 1 attempt: not JSON
 	// applied {"total":5}
 }
 
@@ -201,7 +201,7 @@ func ExampleConsumer_Stats() {
 
 	st := c.Stats()
 	fmt.Println("received", st.Received, "acked", st.Acked, "retries", st.Retries, "termed", st.Termed)
-	fmt.Println("handler attempts timed", st.HandlerDuration.Count, "queue times", st.QueueTime.Count)
+	fmt.Println("handler attempts timed", st.HandlerTime.Count, "queue times", st.QueueTime.Count)
 	cs := st.Consumers[0]
 	fmt.Println(cs.Stream, cs.Consumer, "buffered", cs.Buffered, "remembered", cs.Remembered)
 	// Output:

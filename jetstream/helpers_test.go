@@ -232,3 +232,5 @@ type panicError = seqsched.PanicError
 func runtimeGoexit() { runtime.Goexit() }
 
 var seqschedErrWouldDeadlock = seqsched.ErrWouldDeadlock
+
+var seqschedErrGoexit = seqsched.ErrGoexit

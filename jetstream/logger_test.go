@@ -66,7 +66,7 @@ func TestFailuresReachSlogDefaultWithoutWithLogger(t *testing.T) {
 			assert.Equal(t, slog.LevelError, r.Level)
 			assert.Equal(t, "k.a", attrs["subject"])
 			assert.Equal(t, "1", attrs["attempts"])
-			assert.Equal(t, "terminal: cannot parse", attrs["err"])
+			assert.Equal(t, "cannot parse", attrs["err"])
 			assert.Equal(t, fmt.Sprint(seq), attrs["sequence"])
 			return
 		case <-deadline:

@@ -17,21 +17,31 @@ type Option interface {
 	String() string
 }
 
-// BackoffFunc returns how long to wait before retrying msg after its
-// attempt-th attempt (1, 2, ...) failed with err. It runs on the message's
-// task, with no lock held, and ctx is that task's (see Close); a panic or
-// runtime.Goexit in it is logged and DefaultBackoff is used for that wait.
+// BackoffFunc returns how long to wait before the next call for msg:
+// after its attempt-th attempt (1 for the first) failed with err, and
+// before each new call of a failing dead-letter function (then attempt
+// counts on: attempts + the dead-letter failures so far, and err is the
+// dead-letter function's). A zero or negative wait retries at once. It
+// runs on the message's key, with no lock held; ctx is the message's, as
+// the handler's, and marks the call as the consumer's own (see Close). A
+// backoff that panics or calls runtime.Goexit is logged at Error and
+// DefaultBackoff gives that wait.
 type BackoffFunc func(ctx context.Context, msg jetstream.Msg, attempt int, err error) time.Duration
 
-// DeadLetterFunc receives a message that is about to be terminated: its
-// handler returned a terminal error (see Terminal) or failed its last
-// attempt. attempts is how many attempts were made and cause the last
-// one's error. A nil return means the message was dead-lettered; an error
-// (or a panic, or runtime.Goexit) is retried with the backoff as the
-// handler was, up to the same number of attempts. The message is then
-// terminated whatever the outcome: a failing dead-letter function never
-// blocks its key for ever. See DeadLetterSubject.
-type DeadLetterFunc func(ctx context.Context, msg jetstream.Msg, attempts int, cause error) error
+// DeadLetterFunc receives a message that will not be handled: its
+// attempts all failed, or one failed with a terminal error (see Terminal).
+// attempts is how many attempts were made and err the last one's error.
+// Once it returns nil the message is dead-lettered, and terminated
+// (TermWithReason). When it fails (an error, a panic as a
+// *seqsched.PanicError, runtime.Goexit as an error wrapping
+// seqsched.ErrGoexit) it is logged at Error and called again after the
+// backoff, until it succeeds or the message leaves this consumer (Close
+// gives it back, or the partition is lost): a message is never terminated
+// unless it was dead-lettered (or has no dead-letter step). It runs on the
+// message's key, so the key's later messages wait for it, and the message
+// is kept from redelivery with InProgress meanwhile. See
+// DeadLetterSubject.
+type DeadLetterFunc func(ctx context.Context, msg jetstream.Msg, attempts int, err error) error
 
 // KeyFunc returns the ordering key of msg: messages with the same key (on
 // the same JetStream consumer) are handled one at a time, in stream order.
@@ -49,8 +59,9 @@ const (
 	DefaultPriorityHeader = "Seqsched-Priority"
 )
 
-// DefaultBackoff waits 100ms after the first failed attempt and doubles
-// each time, up to 10s.
+// DefaultBackoff is the BackoffFunc used without WithRetries' own: it
+// waits 100ms after the first failed attempt and doubles each time, up to
+// 10s.
 func DefaultBackoff(_ context.Context, _ jetstream.Msg, attempt int, _ error) time.Duration {
 	d := 100 * time.Millisecond
 	for i := 1; i < attempt && d < 10*time.Second; i++ {
@@ -120,11 +131,12 @@ func WithMaxBuffered(n int) Option {
 	}}
 }
 
-// WithRetries sets how many times a message's handler is attempted before
-// the message is dead-lettered and terminated, and the wait before each
-// retry (nil keeps DefaultBackoff). attempts must be >= 1; the default is
-// 3. A message waiting out its backoff blocks only its own key, holds no
-// concurrency slot, and is kept from redelivery with InProgress.
+// WithRetries sets how many times a message is attempted before it goes to
+// the dead-letter step, and the wait before each retry and each new call
+// of a failing dead-letter function (see BackoffFunc; nil keeps
+// DefaultBackoff). attempts must be >= 1; the default is 3. A message
+// waiting out its backoff blocks only its own key, holds no concurrency
+// slot, and is kept from redelivery with InProgress.
 func WithRetries(attempts int, backoff BackoffFunc) Option {
 	name := fmt.Sprintf("WithRetries(%d, backoff)", attempts)
 	if backoff == nil {
@@ -142,9 +154,11 @@ func WithRetries(attempts int, backoff BackoffFunc) Option {
 	}}
 }
 
-// WithDeadLetter sets what happens to a message before it is terminated
-// (see DeadLetterFunc and DeadLetterSubject). Without it the message is
-// terminated and logged at Error. fn must not be nil.
+// WithDeadLetter sets the dead-letter step: what happens to a message that
+// will not be handled, before it is terminated (see DeadLetterFunc).
+// Without it the message is logged at Error and terminated. See
+// DeadLetterSubject for a function that publishes it to a dead-letter
+// stream. fn must not be nil.
 func WithDeadLetter(fn DeadLetterFunc) Option {
 	name := "WithDeadLetter(fn)"
 	if fn == nil {
@@ -304,9 +318,9 @@ func WithBalance(js jetstream.JetStream, bucket string) Option {
 	}}
 }
 
-// WithLogger sets where the consumer logs: terminated messages (Error,
-// with the dead-letter outcome), panicking backoff or key functions
-// (Error), fetch errors and lost partitions (Warn). l must not be nil; the
+// WithLogger sets where the consumer logs: messages terminated without a
+// dead-letter step, dead-letter functions that fail, backoff or key
+// functions that panic (Error), fetch errors and lost partitions (Warn). l must not be nil; the
 // default is slog.Default(), so failures are visible unless routed
 // elsewhere.
 func WithLogger(l *slog.Logger) Option {

@@ -175,7 +175,9 @@ type held struct {
 	attempt int
 	err     error // the last attempt's
 	delay   time.Duration
-	dlTries int
+	bErr    error // the backoff function's failure (stepBackoffFailed)
+	bNext   step  // the wait that follows it
+	dlFails int   // the dead-letter function's failures so far
 	dlErr   error
 	dlDone  bool
 }

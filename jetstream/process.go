@@ -39,17 +39,19 @@ func call(f func()) (perr error) {
 type step uint8
 
 const (
-	stepAttempt    step = iota // run the handler
-	stepFailed                 // the attempt failed: retry, dead-letter or give back
-	stepBackoff                // ask the backoff function for the wait
-	stepWait                   // wait, then attempt again
-	stepDeadLetter             // run the dead-letter function
-	stepDeadFailed             // it failed: retry it, or terminate
-	stepDeadWait               // wait, then run it again
-	stepTerm                   // terminate the message
-	stepLogTerm                // log the termination
-	stepAck                    // acknowledge the message
-	stepGiveBack               // give the message back (Nak)
+	stepAttempt       step = iota // run the handler
+	stepFailed                    // the attempt failed: retry, dead-letter or give back
+	stepBackoff                   // ask the backoff function for the wait
+	stepBackoffFailed             // it failed: log, then wait DefaultBackoff's
+	stepWait                      // wait, then attempt again
+	stepDeadLetter                // run the dead-letter function
+	stepDeadFailed                // it failed: log, then ask the backoff function
+	stepDeadBackoff               // ask the backoff function for the wait
+	stepDeadWait                  // wait, then run it again
+	stepTerm                      // terminate the message
+	stepLogTerm                   // log the termination
+	stepAck                       // acknowledge the message
+	stepGiveBack                  // give the message back (Nak)
 	stepDone
 )
 
@@ -115,7 +117,7 @@ func (p *partition) step(ctx context.Context, h *held) {
 	case stepAttempt:
 		h.attempt++
 		h.attemptNo.Store(int32(h.attempt))
-		h.next, h.err = stepFailed, ErrHandlerGoexit
+		h.next, h.err = stepFailed, errHandlerGoexit
 		start := time.Now()
 		var err error
 		if perr := call(func() { err = p.c.handler(ctx, h.msg) }); perr != nil {
@@ -142,14 +144,12 @@ func (p *partition) step(ctx context.Context, h *held) {
 
 	case stepBackoff:
 		p.st.retries.Add(1)
-		h.next, h.delay = stepWait, DefaultBackoff(ctx, h.msg, h.attempt, h.err)
-		var d time.Duration
-		if perr := call(func() { d = cfg.backoff(ctx, h.msg, h.attempt, h.err) }); perr != nil {
-			p.c.logAt(ctx, levelError, "seqsched/jetstream: backoff function panicked; DefaultBackoff used",
-				"stream", p.stream, "consumer", p.name, "sequence", h.seq, "err", perr)
-			return
-		}
-		h.delay = d
+		p.askBackoff(ctx, h, h.attempt, h.err, stepWait)
+
+	case stepBackoffFailed:
+		h.next = h.bNext
+		p.c.logAt(ctx, levelError, "seqsched/jetstream: backoff function failed; DefaultBackoff used",
+			"stream", p.stream, "consumer", p.name, "sequence", h.seq, "err", h.bErr)
 
 	case stepWait:
 		h.next = stepAttempt
@@ -162,8 +162,7 @@ func (p *partition) step(ctx context.Context, h *held) {
 			h.next = stepTerm
 			return
 		}
-		h.dlTries++
-		h.next, h.dlErr = stepDeadFailed, ErrHandlerGoexit
+		h.next, h.dlErr = stepDeadFailed, errDeadLetterGoexit
 		var err error
 		if perr := call(func() { err = cfg.deadLetter(ctx, h.msg, h.attempt, h.err) }); perr != nil {
 			err = perr
@@ -175,20 +174,20 @@ func (p *partition) step(ctx context.Context, h *held) {
 		}
 
 	case stepDeadFailed:
+		h.dlFails++
 		switch {
 		case ctx.Err() != nil:
 			h.next = stepDone
 		case p.isClosing(): // the next owner tries again, from the first attempt
 			h.next = stepGiveBack
-		case h.dlTries >= cfg.attempts:
-			h.next = stepTerm
 		default:
-			h.next, h.delay = stepDeadWait, DefaultBackoff(ctx, h.msg, h.dlTries, h.dlErr)
-			var d time.Duration
-			if perr := call(func() { d = cfg.backoff(ctx, h.msg, h.dlTries, h.dlErr) }); perr == nil {
-				h.delay = d
-			}
+			h.next = stepDeadBackoff
 		}
+		p.c.logAt(ctx, levelError, "seqsched/jetstream: dead-letter function failed; will retry",
+			"stream", p.stream, "consumer", p.name, "sequence", h.seq, "err", h.dlErr)
+
+	case stepDeadBackoff:
+		p.askBackoff(ctx, h, cfg.attempts+h.dlFails, h.dlErr, stepDeadWait)
 
 	case stepDeadWait:
 		h.next = stepDeadLetter
@@ -206,13 +205,9 @@ func (p *partition) step(ctx context.Context, h *held) {
 		h.next = stepDone
 		args := []any{"stream", p.stream, "consumer", p.name, "subject", h.msg.Subject(),
 			"sequence", h.seq, "attempts", h.attempt, "err", h.err}
-		switch {
-		case h.dlDone:
+		if h.dlDone {
 			p.c.logAt(ctx, slog.LevelDebug, "seqsched/jetstream: message dead-lettered and terminated", args...)
-		case cfg.deadLetter != nil:
-			p.c.logAt(ctx, levelError, "seqsched/jetstream: message terminated; dead-letter function failed",
-				append(args, "dead_letter_err", h.dlErr)...)
-		default:
+		} else {
 			p.c.logAt(ctx, levelError, "seqsched/jetstream: message terminated", args...)
 		}
 
@@ -224,6 +219,20 @@ func (p *partition) step(ctx context.Context, h *held) {
 		h.next = stepDone
 		p.resolve(h, replyNak)
 	}
+}
+
+// askBackoff sets h's wait before next from the backoff function, asked
+// about attempt and err. A backoff that panics or calls runtime.Goexit is
+// logged (stepBackoffFailed) and DefaultBackoff gives the wait.
+func (p *partition) askBackoff(ctx context.Context, h *held, attempt int, err error, next step) {
+	h.delay = DefaultBackoff(ctx, h.msg, attempt, err)
+	h.next, h.bNext, h.bErr = stepBackoffFailed, next, errBackoffGoexit // what a Goexit means
+	var d time.Duration
+	if perr := call(func() { d = p.c.cfg.backoff(ctx, h.msg, attempt, err) }); perr != nil {
+		h.bErr = perr
+		return
+	}
+	h.next, h.delay, h.bErr = next, d, nil
 }
 
 // interrupted is the step after a wait cut short: nothing when ctx ended

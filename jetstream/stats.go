@@ -15,7 +15,7 @@ type Stats struct {
 	Duplicates   uint64 // redeliveries of a message still held or already resolved here (by its sequence, or on a pinned consumer by its key's): not handled again
 	Retries      uint64 // failed attempts retried in place
 	Termed       uint64 // messages terminated after a terminal error or their last attempt
-	DeadLettered uint64 // of Termed, those the dead-letter function accepted
+	DeadLettered uint64 // of Termed, those that went through the dead-letter step (WithDeadLetter)
 	GivenBack    uint64 // messages given back (Nak) for redelivery: by Close, or delivered while closing
 	Dropped      uint64 // messages left unanswered, for JetStream to redeliver: their partition was lost, Close had ended, or (pinned) the answer came past the message's answer window (see the package doc)
 	Heartbeats   uint64 // InProgress signals sent for held messages
@@ -26,11 +26,13 @@ type Stats struct {
 	InFlight          int // messages in progress: running their handler, waiting to retry, or being dead-lettered
 	Buffered          int // messages held: delivered and not yet acked, terminated, given back or dropped
 
-	// HandlerDuration counts the duration of every handler attempt, and
-	// QueueTime the time from each message's delivery to the start of its
-	// first attempt, in the buckets of seqsched.HistogramBounds.
-	HandlerDuration seqsched.Histogram
-	QueueTime       seqsched.Histogram
+	// HandlerTime counts the duration of each handler call (each
+	// attempt), in seqsched.HistogramBounds' buckets.
+	HandlerTime seqsched.Histogram
+	// QueueTime counts, for each message, the time from its delivery to
+	// the start of its first handler call: waiting for its key's earlier
+	// messages, for a catch-up, for a concurrency slot.
+	QueueTime seqsched.Histogram
 
 	Consumers []ConsumerStats // one per JetStream consumer, in NewConsumer's order
 }
@@ -68,9 +70,9 @@ type ConsumerStats struct {
 // concurrent use, also after Close.
 func (c *Consumer) Stats() Stats {
 	s := Stats{
-		HandlerDuration: snapshot(&c.handlerTime),
-		QueueTime:       snapshot(&c.queueTime),
-		Consumers:       make([]ConsumerStats, 0, len(c.parts)),
+		HandlerTime: snapshot(&c.handlerTime),
+		QueueTime:   snapshot(&c.queueTime),
+		Consumers:   make([]ConsumerStats, 0, len(c.parts)),
 	}
 	for _, p := range c.parts {
 		cs := ConsumerStats{

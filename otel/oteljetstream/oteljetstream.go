@@ -213,8 +213,8 @@ func (m *Metrics) Produce(ctx context.Context) ([]metricdata.ScopeMetrics, error
 	return []metricdata.ScopeMetrics{{
 		Scope: instrumentation.Scope{Name: ScopeName},
 		Metrics: []metricdata.Metrics{
-			{Name: "seqsched.jetstream.handler.duration", Unit: "s", Data: histogram(st.HandlerDuration),
-				Description: "Duration of every handler attempt."},
+			{Name: "seqsched.jetstream.handler.duration", Unit: "s", Data: histogram(st.HandlerTime),
+				Description: "Duration of each handler call (each attempt)."},
 			{Name: "seqsched.jetstream.queue_time", Unit: "s", Data: histogram(st.QueueTime),
 				Description: "Time from a message's delivery to the start of its first attempt."},
 		},

@@ -47,8 +47,8 @@ func histogramOf(ds ...time.Duration) seqsched.Histogram {
 // distinct, so that a figure reported under the wrong name or consumer
 // shows.
 var stats = jetstream.Stats{
-	HandlerDuration: histogramOf(time.Microsecond, 3*time.Millisecond, 2*time.Minute),
-	QueueTime:       histogramOf(40 * time.Second),
+	HandlerTime: histogramOf(time.Microsecond, 3*time.Millisecond, 2*time.Minute),
+	QueueTime:   histogramOf(40 * time.Second),
 	Consumers: []jetstream.ConsumerStats{
 		{Stream: "ORDERS", Consumer: "p0", Pinned: true, Owned: true, CatchingUp: true,
 			Received: 1, Acked: 2, Duplicates: 3, Retries: 4, Termed: 5, DeadLettered: 6, GivenBack: 7, Dropped: 8, Heartbeats: 9,

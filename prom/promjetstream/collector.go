@@ -152,7 +152,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			send(prometheus.NewConstMetric(c.gauges[i], prometheus.GaugeValue, v, cs.Stream, cs.Consumer))
 		}
 	}
-	send(prom.HistogramMetric(c.handler, st.HandlerDuration))
+	send(prom.HistogramMetric(c.handler, st.HandlerTime))
 	send(prom.HistogramMetric(c.queue, st.QueueTime))
 }
 
