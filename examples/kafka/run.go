@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/seqsched/seqsched/kafka"
+	"github.com/seqsched/seqsched/seqkafka"
 )
 
 type params struct {
@@ -160,7 +160,7 @@ func produce(ctx context.Context, cl *kgo.Client, p params, topic string) (high 
 		if p.poison > 0 && i%(p.records/p.poison) == p.records/p.poison/2 {
 			r.Value = []byte("poison")
 		} else if rng.IntN(100) < p.highPct {
-			r.Headers = []kgo.RecordHeader{{Key: kafka.DefaultPriorityHeader, Value: []byte("high")}}
+			r.Headers = []kgo.RecordHeader{{Key: seqkafka.DefaultPriorityHeader, Value: []byte("high")}}
 			high++
 		}
 		rs[i] = r
@@ -178,7 +178,7 @@ func hash(s string) uint32 {
 
 func isHigh(r *kgo.Record) bool {
 	for _, h := range r.Headers {
-		if h.Key == kafka.DefaultPriorityHeader {
+		if h.Key == seqkafka.DefaultPriorityHeader {
 			return true
 		}
 	}
@@ -215,14 +215,14 @@ func (l *lockedRand) duration(max time.Duration) time.Duration {
 
 // member is one group member of the ordered run.
 type member struct {
-	c      *kafka.Consumer
+	c      *seqkafka.Consumer
 	dialer *killableDialer
 	frozen chan struct{} // closed when the member is killed
 	done   chan error
 }
 
 func consumeOrdered(ctx context.Context, p params, seeds []string, topic, dlqTopic string, producer *kgo.Client, st *store) (time.Duration, string, error) {
-	dlq, err := kafka.DeadLetterTopic(producer, dlqTopic)
+	dlq, err := seqkafka.DeadLetterTopic(producer, dlqTopic)
 	if err != nil {
 		return 0, "", err
 	}
@@ -246,7 +246,7 @@ func consumeOrdered(ctx context.Context, p params, seeds []string, topic, dlqTop
 			st.apply(r, isHigh(r), false)
 			return nil
 		}
-		c, err := kafka.NewConsumer([]kgo.Opt{
+		c, err := seqkafka.NewConsumer([]kgo.Opt{
 			kgo.SeedBrokers(seeds...),
 			kgo.ConsumerGroup("orders-" + topic),
 			kgo.ConsumeTopics(topic),
@@ -258,18 +258,18 @@ func consumeOrdered(ctx context.Context, p params, seeds []string, topic, dlqTop
 			kgo.HeartbeatInterval(p.session / 10),
 			kgo.Dialer(m.dialer.dial),
 		}, h,
-			kafka.WithMaxConcurrency(p.concurrency),
-			kafka.WithRetries(3, func(context.Context, *kgo.Record, int, error) time.Duration { return time.Millisecond }),
-			kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
+			seqkafka.WithMaxConcurrency(p.concurrency),
+			seqkafka.WithRetries(3, func(context.Context, *kgo.Record, int, error) time.Duration { return time.Millisecond }),
+			seqkafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
 				if err := dlq(ctx, r, attempts, err); err != nil {
 					return err
 				}
 				st.apply(r, isHigh(r), true)
 				return nil
 			}),
-			kafka.WithCommitInterval(100*time.Millisecond),
-			kafka.WithCommitTimeout(time.Second),
-			kafka.WithDrainTimeout(2*p.session), // below the rebalance timeout
+			seqkafka.WithCommitInterval(100*time.Millisecond),
+			seqkafka.WithCommitTimeout(time.Second),
+			seqkafka.WithDrainTimeout(2*p.session), // below the rebalance timeout
 		)
 		if err != nil {
 			return nil, err
