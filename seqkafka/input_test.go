@@ -70,6 +70,27 @@ func TestRunAndCloseRejectNilContextAndRunAfterClose(t *testing.T) {
 	require.NoError(t, cons.Close(context.Background()), "second Close")
 }
 
+// Close of a member cut off from the brokers cannot leave the group: it
+// says so in its error, for its caller to decide, rather than in a log
+// line.
+func TestCloseReturnsTheLeaveGroupError(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "1")})
+	st := newStore()
+	d := &killableDialer{}
+	cons, err := seqkafka.NewConsumer(groupOpts(c, kgo.Dialer(d.dial)), func(ctx context.Context, r *kgo.Record) error {
+		st.apply(r)
+		return nil
+	}, seqkafka.WithCommitTimeout(time.Second))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-st.at(1)
+	d.kill()
+	err = m.close(t, 10*time.Second)
+	require.ErrorIs(t, err, errKilled)
+	require.ErrorContains(t, err, "seqkafka: leave group: ")
+}
+
 // A second Run while one is in progress returns ErrRunning, and leaves the
 // first running.
 func TestSecondRunReturnsErrRunning(t *testing.T) {

@@ -3,7 +3,7 @@ package seqkafka
 import (
 	"context"
 	"errors"
-	"log/slog"
+	"fmt"
 	"sync"
 )
 
@@ -58,7 +58,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 // finish, commits, leaves the group and closes the client, then returns
 // nil, or a *CommitError naming the partitions whose final commit failed
 // (their records done since their last commit are read again by their
-// next owner).
+// next owner), or the error of leaving the group (the broker unreachable:
+// the group then waits the session timeout before it moves this member's
+// partitions), joined.
 //
 // If ctx ends first, Close gives up, as the core's Scheduler.Close does at
 // once: running handlers see their ctx canceled, queued records never
@@ -164,18 +166,22 @@ func (c *Consumer) close(ctx context.Context) error {
 	_ = c.timers.Shutdown(context.Background()) // its tasks end with their ctx
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.commitTimeout)
 	defer cancel()
+	var leaveErr error
 	if lerr := c.cl.LeaveGroupContext(lctx); lerr != nil && err == nil && !errors.Is(lerr, context.DeadlineExceeded) {
-		c.log(ctx, slog.LevelWarn, "seqkafka: leave group", "err", lerr)
+		leaveErr = fmt.Errorf("seqkafka: leave group: %w", lerr)
 	}
 	c.cl.Close()
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
-	switch {
-	case commitErr == nil:
-		return err
-	case err == nil:
-		return commitErr
+	var errs []error
+	for _, e := range []error{err, commitErr, leaveErr} {
+		if e != nil {
+			errs = append(errs, e)
+		}
 	}
-	return errors.Join(err, commitErr)
+	if len(errs) == 1 {
+		return errs[0] // unchanged: a ctx error stays comparable, a *CommitError stays itself
+	}
+	return errors.Join(errs...)
 }
