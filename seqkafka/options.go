@@ -119,8 +119,11 @@ func WithMaxConcurrency(n int) Option {
 // others (a partition that is behind while others are not stops fetching,
 // with kgo's PauseFetchPartitions). The member thus holds at most
 // high + (high-low)/2 records per assigned partition, plus what the client
-// itself buffers (bounded by kgo's fetch size options). It must be
-// 0 <= low < high; the default is 1,000 and 500.
+// itself buffers (bounded by kgo's fetch size options). A paused
+// partition is fetched again at the next fetch its broker answers, which
+// can be one already waiting (up to kgo.FetchMaxWait) on the broker's
+// other partitions. It must be 0 <= low < high; the default is 1,000 and
+// 500.
 func WithMaxBuffered(high, low int) Option {
 	name := fmt.Sprintf("WithMaxBuffered(%d, %d)", high, low)
 	return optFunc{name, func(c *config) {
