@@ -89,8 +89,9 @@ func runExample(ctx context.Context, p params, out io.Writer) error {
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	topic, dlqTopic := "orders-"+suffix, "orders-dlq-"+suffix
 
-	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond))
+	// kgo's default partitioner sends a key to the partition Kafka's own
+	// producers would (murmur2 of the key).
+	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return err
 	}
@@ -167,7 +168,6 @@ func produce(ctx context.Context, cl *kgo.Client, p params, topic string) (high 
 	for i := range rs {
 		key := fmt.Sprint("customer-", zipf.Uint64())
 		r := &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(fmt.Sprint("order ", i))}
-		r.Partition = int32(hash(key) % uint32(p.partitions))
 		if p.poison > 0 && i%(p.records/p.poison) == p.records/p.poison/2 {
 			r.Value = []byte("poison")
 		} else if rng.IntN(100) < p.highPct {
@@ -177,14 +177,6 @@ func produce(ctx context.Context, cl *kgo.Client, p params, topic string) (high 
 		rs[i] = r
 	}
 	return high, cl.ProduceSync(ctx, rs...).FirstErr()
-}
-
-func hash(s string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint32(s[i])) * 16777619
-	}
-	return h
 }
 
 func isHigh(r *kgo.Record) bool {
