@@ -36,11 +36,7 @@ func TestDeliveryLostOnItsWayIsNotOvertakenByItsKeysLaterMessages(t *testing.T) 
 	js, _, consumerFor := pinnedFixture(t) // AckWait 500ms
 	cons, lost := loseFirst(t, consumerFor(t), 2)
 	l := newLedger()
-	c, err := seqjetstream.NewConsumer([]jetstream.Consumer{cons}, func(ctx context.Context, m jetstream.Msg) error {
-		l.apply("k", seqOf(t, m))
-		return nil
-	}, seqjetstream.WithMaxBuffered(100), seqjetstream.WithFetchExpiry(300*time.Millisecond))
-	require.NoError(t, err)
+	c := pinnedConsumer(t, cons, l.applier(t), 300*time.Millisecond)
 	start(t, c)
 
 	publish(t, js, "k.a", "1")
@@ -165,11 +161,7 @@ func TestCatchUpCheckWaitsForTheServerWithoutHoldingUpDeliveries(t *testing.T) {
 	js, _, consumerFor := pinnedFixture(t) // PinnedTTL 1m
 	hang := &hangingInfo{Consumer: consumerFor(t), release: make(chan struct{})}
 	l := newLedger()
-	c, err := seqjetstream.NewConsumer([]jetstream.Consumer{hang}, func(ctx context.Context, m jetstream.Msg) error {
-		l.apply("k", seqOf(t, m))
-		return nil
-	}, seqjetstream.WithMaxBuffered(100), seqjetstream.WithFetchExpiry(10*time.Second)) // checks wait up to 10s
-	require.NoError(t, err)
+	c := pinnedConsumer(t, hang, l.applier(t), 10*time.Second) // checks wait up to 10s
 	start(t, c)
 
 	publish(t, js, "k.a", "1") // gains the pin: the catch-up asks for the consumer's info
@@ -217,11 +209,7 @@ func TestCatchUpCheckAskedBeforeAGapDoesNotEndTheCatchUp(t *testing.T) {
 	stale := &staleInfo{Consumer: lossy.(wrapConsumer).Consumer, release: make(chan struct{})}
 	cons := wrapConsumer{stale, lossy.(wrapConsumer).wrap}
 	l := newLedger()
-	c, err := seqjetstream.NewConsumer([]jetstream.Consumer{cons}, func(ctx context.Context, m jetstream.Msg) error {
-		l.apply("k", seqOf(t, m))
-		return nil
-	}, seqjetstream.WithMaxBuffered(100), seqjetstream.WithFetchExpiry(300*time.Millisecond))
-	require.NoError(t, err)
+	c := pinnedConsumer(t, cons, l.applier(t), 300*time.Millisecond)
 	start(t, c)
 
 	publish(t, js, "k.a", "1") // gains the pin: the catch-up's first check counts 1 alone

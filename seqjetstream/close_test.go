@@ -242,11 +242,7 @@ func TestLostPinDropsQueuedWorkAndAnswersNothingForIt(t *testing.T) {
 
 	// The second instance's pull waits at the server for as long as the
 	// test runs: the pin goes to it, not to a new pull of the first.
-	second, err := seqjetstream.NewConsumer([]jetstream.Consumer{consumerFor(t)}, func(ctx context.Context, m jetstream.Msg) error {
-		l.apply("k", seqOf(t, m))
-		return nil
-	}, seqjetstream.WithMaxBuffered(100), seqjetstream.WithFetchExpiry(30*time.Second))
-	require.NoError(t, err)
+	second := pinnedConsumer(t, consumerFor(t), l.applier(t), 30*time.Second)
 	start(t, second)
 	probe, err := s.Consumer(context.Background(), "part")
 	require.NoError(t, err)

@@ -234,3 +234,25 @@ func runtimeGoexit() { runtime.Goexit() }
 var seqschedErrWouldDeadlock = seqsched.ErrWouldDeadlock
 
 var seqschedErrGoexit = seqsched.ErrGoexit
+
+// applier returns a handler that applies each message to l under key "k",
+// in the order the handler runs.
+func (l *ledger) applier(t testing.TB) seqjetstream.Handler {
+	return func(ctx context.Context, m jetstream.Msg) error {
+		l.apply("k", seqOf(t, m))
+		return nil
+	}
+}
+
+// pinnedConsumer returns a Consumer of cons with the bound the pinned
+// tests use (WithMaxBuffered(100)), pulls that wait at most expiry, and
+// extra options after them.
+func pinnedConsumer(t testing.TB, cons jetstream.Consumer, h seqjetstream.Handler, expiry time.Duration, extra ...seqjetstream.Option) *seqjetstream.Consumer {
+	t.Helper()
+	c, err := seqjetstream.NewConsumer([]jetstream.Consumer{cons}, h,
+		append([]seqjetstream.Option{seqjetstream.WithMaxBuffered(100), seqjetstream.WithFetchExpiry(expiry)}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
