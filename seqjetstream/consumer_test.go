@@ -474,3 +474,28 @@ func sorted(seqs []uint64) []uint64 {
 	slices.Sort(out)
 	return out
 }
+
+// HandlerTime counts every handler call, retries included; QueueTime
+// counts each message once, up to its first call.
+func TestStatsHandlerTimeCountsEveryHandlerCall(t *testing.T) {
+	f := newFixture(t, jetstream.ConsumerConfig{})
+	var once sync.Once
+	c := f.consumer(t, func(ctx context.Context, m jetstream.Msg) error {
+		failed := false
+		if string(m.Data()) == "flaky" {
+			once.Do(func() { failed = true })
+		}
+		if failed {
+			return errors.New("not yet")
+		}
+		return nil
+	}, seqjetstream.WithRetries(2, fast))
+	start(t, c)
+	publish(t, f.js, "k.a", "flaky")
+	publish(t, f.js, "k.a", "ok")
+	eventually(t, func() bool { return c.Stats().Acked == 2 }, "acked: %+v", statsOf(c))
+	s := c.Stats()
+	assert.Equal(t, uint64(3), s.HandlerTime.Count, "2 messages, 1 retry")
+	assert.Equal(t, uint64(2), s.QueueTime.Count, "one per message")
+	assert.Equal(t, uint64(1), s.Retries)
+}

@@ -126,3 +126,31 @@ func TestStatsLagAndInFlight(t *testing.T) {
 	<-st.at(3)
 	require.NoError(t, m.close(t, 10*time.Second))
 }
+
+// HandlerTime counts every handler call, retries included; QueueTime
+// counts each record once, up to its first call.
+func TestStatsHandlerTimeCountsEveryHandlerCall(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "flaky"), rec(0, "a", "ok")})
+	st := newStore()
+	var once sync.Once
+	cons, err := seqkafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+		failed := false
+		if string(r.Value) == "flaky" {
+			once.Do(func() { failed = true })
+		}
+		if failed {
+			return errors.New("not yet")
+		}
+		st.apply(r)
+		return nil
+	}, seqkafka.WithRetries(2, fixedBackoff(0)))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-st.at(2)
+	require.NoError(t, m.close(t, 10*time.Second))
+	s := cons.Stats()
+	require.Equal(t, uint64(3), s.HandlerTime.Count, "2 records, 1 retry")
+	require.Equal(t, uint64(2), s.QueueTime.Count, "one per record")
+	require.Equal(t, uint64(1), s.Retries)
+}
