@@ -34,11 +34,11 @@ func (r registry) scrape() {
 // Exporting the scheduler's figures to a metrics system. Use the modules
 // that do it, rather than wiring it by hand:
 //
-//   - github.com/seqsched/seqsched/prom: prom.NewCollector(s) is a
+//   - github.com/seqsched/seqsched/seqprom: seqprom.NewCollector(s) is a
 //     prometheus.Collector of every figure (seqsched_tasks_total,
 //     seqsched_task_wait_seconds, ...), histograms included;
-//     prom/promjetstream does the same for a jetstream Consumer.
-//   - github.com/seqsched/seqsched/otel: seqotel.New(s) registers them as
+//     seqprom/promjetstream does the same for a seqjetstream Consumer.
+//   - github.com/seqsched/seqsched/seqotel: seqotel.New(s) registers them as
 //     asynchronous instruments on a metric.Meter, and its histograms as
 //     an sdkmetric.Producer.
 //

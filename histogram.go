@@ -11,7 +11,7 @@ import (
 const HistogramBuckets = histogram.Buckets
 
 // HistogramBounds returns the upper bounds, ascending, of the buckets of
-// every [Histogram] the scheduler and its modules (kafka, jetstream) report:
+// every [Histogram] the scheduler and its modules (seqkafka, seqjetstream) report:
 // 1 µs to 60 s, 1-2-5 per decade. A bound belongs to its bucket: a duration
 // d falls in the first bucket whose bound is ≥ d. The slice is a copy.
 func HistogramBounds() []time.Duration {

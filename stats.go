@@ -9,7 +9,7 @@ import (
 // Stats is a snapshot of a scheduler's state. When the scheduler is quiet
 // (every future resolved), Sessions, Running and Queued are 0 and Submitted
 // equals Completed. The counters only grow, so an exporter can report them
-// as they are (see the prom and otel modules).
+// as they are (see the seqprom and seqotel modules).
 type Stats struct {
 	Sessions  int    // sessions with queued or running work (idle records are not counted)
 	Running   int    // sessions running a task right now

@@ -13,9 +13,9 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/seqsched/seqsched v0.0.0-00010101000000-000000000000
-	github.com/seqsched/seqsched/jetstream v0.0.0-00010101000000-000000000000
-	github.com/seqsched/seqsched/kafka v0.0.0-00010101000000-000000000000
-	github.com/seqsched/seqsched/prom v0.0.0-00010101000000-000000000000
+	github.com/seqsched/seqsched/seqjetstream v0.0.0-00010101000000-000000000000
+	github.com/seqsched/seqsched/seqkafka v0.0.0-00010101000000-000000000000
+	github.com/seqsched/seqsched/seqprom v0.0.0-00010101000000-000000000000
 	github.com/seqsched/seqsched/seqwatermill v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go v1.22.2
@@ -65,10 +65,10 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 )
 
-replace github.com/seqsched/seqsched/kafka => ../kafka
+replace github.com/seqsched/seqsched/seqkafka => ../seqkafka
 
-replace github.com/seqsched/seqsched/jetstream => ../jetstream
+replace github.com/seqsched/seqsched/seqjetstream => ../seqjetstream
 
-replace github.com/seqsched/seqsched/prom => ../prom
+replace github.com/seqsched/seqsched/seqprom => ../seqprom
 
 replace github.com/seqsched/seqsched/seqwatermill => ../seqwatermill

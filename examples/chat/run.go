@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seqsched/seqsched/examples/chat/internal/hub"
-	"github.com/seqsched/seqsched/prom"
+	"github.com/seqsched/seqsched/seqprom"
 )
 
 // usageError is an error in the command line: run returns exit code 2 for
@@ -113,7 +113,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks
 		h.ready <- url
 	}
 
-	metrics, err := prom.NewCollector(room) // the room's scheduler, read at each scrape
+	metrics, err := seqprom.NewCollector(room) // the room's scheduler, read at each scrape
 	if err != nil {
 		return err
 	}

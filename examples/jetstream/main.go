@@ -1,5 +1,5 @@
 // Command jetstream consumes a partitioned NATS JetStream stream with
-// seqsched/jetstream: messages of one key in stream order, keys in
+// seqjetstream: messages of one key in stream order, keys in
 // parallel, order kept across instances. It starts a nats-server in this
 // process, publishes keyed messages with skewed (zipf) key popularity to a
 // stream partitioned by key, consumes them with two instances sharing the

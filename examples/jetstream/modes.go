@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/seqsched/seqsched/jetstream"
+	"github.com/seqsched/seqsched/seqjetstream"
 )
 
 // env is what the runs share: the parameters, the server and the stream.
@@ -23,8 +23,8 @@ import (
 type env struct {
 	p      params
 	url    string
-	js     natsjs.JetStream
-	stream natsjs.Stream
+	js     jetstream.JetStream
+	stream jetstream.Stream
 }
 
 // result is what the ordered run reports.
@@ -37,16 +37,16 @@ type result struct {
 }
 
 // instance is one consumer process of the ordered run: its own
-// connection and its own jetstream.Consumer of every partition.
+// connection and its own seqjetstream.Consumer of every partition.
 type instance struct {
 	id   int
 	name string
 	nc   *nats.Conn
-	c    *jetstream.Consumer
+	c    *seqjetstream.Consumer
 	done chan struct{}
 }
 
-// ordered consumes the stream with n instances of seqsched/jetstream, each
+// ordered consumes the stream with n instances of seqjetstream, each
 // given every partition's pinned consumer. With more than one instance
 // they share the partitions out with WithBalance: n-1 start, the n-th
 // joins once they have shared every partition out (a scale-out), and the
@@ -61,20 +61,20 @@ func (e *env) ordered(ctx context.Context, name string, n int, kill bool, st *st
 	if balance {
 		// On the same server; the TTL (how long a dead instance stays a
 		// member) at most the PinnedTTL.
-		if _, err := e.js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{
-			Bucket: bucket, TTL: time.Second, Storage: natsjs.MemoryStorage,
+		if _, err := e.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: bucket, TTL: time.Second, Storage: jetstream.MemoryStorage,
 		}); err != nil {
 			return result{}, err
 		}
 	}
 	for part := range p.partitions {
-		_, err := e.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
+		_, err := e.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 			Durable:        fmt.Sprintf("%s-%d", name, part),
 			FilterSubject:  fmt.Sprintf("part.%d.*", part),
-			AckPolicy:      natsjs.AckExplicitPolicy,
+			AckPolicy:      jetstream.AckExplicitPolicy,
 			AckWait:        time.Second,
 			MaxAckPending:  1000,
-			PriorityPolicy: natsjs.PriorityPolicyPinned,
+			PriorityPolicy: jetstream.PriorityPolicyPinned,
 			PriorityGroups: []string{"owners"},
 			PinnedTTL:      2 * time.Second, // how long a silent instance keeps its partitions
 		})
@@ -97,12 +97,12 @@ func (e *env) ordered(ctx context.Context, name string, n int, kill bool, st *st
 		if err != nil {
 			return err
 		}
-		js, err := natsjs.New(nc)
+		js, err := jetstream.New(nc)
 		if err != nil {
 			nc.Close()
 			return err
 		}
-		var cons []natsjs.Consumer
+		var cons []jetstream.Consumer
 		for part := range p.partitions {
 			cn, err := js.Consumer(ctx, "EVENTS", fmt.Sprintf("%s-%d", name, part))
 			if err != nil {
@@ -111,19 +111,19 @@ func (e *env) ordered(ctx context.Context, name string, n int, kill bool, st *st
 			}
 			cons = append(cons, cn)
 		}
-		opts := []jetstream.Option{jetstream.WithMaxConcurrency(p.concurrency), jetstream.WithMaxBuffered(1000),
-			jetstream.WithHandover(js), jetstream.WithLogger(logger)}
+		opts := []seqjetstream.Option{seqjetstream.WithMaxConcurrency(p.concurrency), seqjetstream.WithMaxBuffered(1000),
+			seqjetstream.WithHandover(js), seqjetstream.WithLogger(logger)}
 		if balance {
-			opts = append(opts, jetstream.WithBalance(js, bucket))
+			opts = append(opts, seqjetstream.WithBalance(js, bucket))
 		}
-		c, err := jetstream.NewConsumer(cons, func(ctx context.Context, m natsjs.Msg) error {
+		c, err := seqjetstream.NewConsumer(cons, func(ctx context.Context, m jetstream.Msg) error {
 			// The message's stream sequence and its owner's epoch, from
 			// the ctx: no metadata to parse.
-			seq := jetstream.Sequence(ctx)
+			seq := seqjetstream.Sequence(ctx)
 			if err := work(ctx, seq, p.latency); err != nil {
 				return err
 			}
-			return st.applyOwned(id, partOf(m.Subject()), keyOf(m.Subject()), seq, jetstream.Epoch(ctx))
+			return st.applyOwned(id, partOf(m.Subject()), keyOf(m.Subject()), seq, seqjetstream.Epoch(ctx))
 		}, opts...)
 		if err != nil {
 			nc.Close()
@@ -288,11 +288,11 @@ func (e *env) perPartition(ctx context.Context, st *store) (time.Duration, error
 		return 0, err
 	}
 	defer nc.Close()
-	var cons []natsjs.Consumer
+	var cons []jetstream.Consumer
 	for part := range p.partitions {
-		cn, err := e.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
+		cn, err := e.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 			Durable: fmt.Sprint("map1-", part), FilterSubject: fmt.Sprintf("part.%d.*", part),
-			AckPolicy: natsjs.AckExplicitPolicy, MaxAckPending: 1,
+			AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1,
 		})
 		if err != nil {
 			return 0, err
@@ -302,7 +302,7 @@ func (e *env) perPartition(ctx context.Context, st *store) (time.Duration, error
 		}
 		cons = append(cons, cn)
 	}
-	return e.loops(ctx, st, cons, func(ctx context.Context, m natsjs.Msg) {
+	return e.loops(ctx, st, cons, func(ctx context.Context, m jetstream.Msg) {
 		e.handle(ctx, st, m)
 	})
 }
@@ -316,8 +316,8 @@ func (e *env) pool(ctx context.Context, st *store) (time.Duration, error) {
 		return 0, err
 	}
 	defer nc.Close()
-	if _, err := e.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
-		Durable: "pool", AckPolicy: natsjs.AckExplicitPolicy, MaxAckPending: 1000,
+	if _, err := e.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "pool", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1000,
 	}); err != nil {
 		return 0, err
 	}
@@ -325,7 +325,7 @@ func (e *env) pool(ctx context.Context, st *store) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	work := make(chan natsjs.Msg, p.concurrency)
+	work := make(chan jetstream.Msg, p.concurrency)
 	var wg sync.WaitGroup
 	for range p.concurrency {
 		wg.Go(func() {
@@ -334,7 +334,7 @@ func (e *env) pool(ctx context.Context, st *store) (time.Duration, error) {
 			}
 		})
 	}
-	d, err := e.loops(ctx, st, []natsjs.Consumer{cn}, func(ctx context.Context, m natsjs.Msg) {
+	d, err := e.loops(ctx, st, []jetstream.Consumer{cn}, func(ctx context.Context, m jetstream.Msg) {
 		select {
 		case work <- m:
 		case <-ctx.Done():
@@ -346,7 +346,7 @@ func (e *env) pool(ctx context.Context, st *store) (time.Duration, error) {
 }
 
 // handle does a baseline's work for m and acks it.
-func (e *env) handle(ctx context.Context, st *store, m natsjs.Msg) {
+func (e *env) handle(ctx context.Context, st *store, m jetstream.Msg) {
 	meta, err := m.Metadata()
 	if err != nil {
 		return
@@ -360,7 +360,7 @@ func (e *env) handle(ctx context.Context, st *store, m natsjs.Msg) {
 
 // loops runs a plain Fetch loop per consumer, handing each message to h,
 // until every message is applied; it returns how long that took.
-func (e *env) loops(ctx context.Context, st *store, cons []natsjs.Consumer, h func(context.Context, natsjs.Msg)) (time.Duration, error) {
+func (e *env) loops(ctx context.Context, st *store, cons []jetstream.Consumer, h func(context.Context, jetstream.Msg)) (time.Duration, error) {
 	start := time.Now()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -370,7 +370,7 @@ func (e *env) loops(ctx context.Context, st *store, cons []natsjs.Consumer, h fu
 		wg.Go(func() {
 			for ctx.Err() == nil && !done.Load() {
 				fctx, cancel := context.WithTimeout(ctx, time.Second)
-				b, err := cn.Fetch(1000, natsjs.FetchContext(fctx))
+				b, err := cn.Fetch(1000, jetstream.FetchContext(fctx))
 				if err == nil {
 					for m := range b.Messages() {
 						h(ctx, m)
@@ -388,12 +388,12 @@ func (e *env) loops(ctx context.Context, st *store, cons []natsjs.Consumer, h fu
 	return d, err
 }
 
-func connect(url string) (*nats.Conn, natsjs.JetStream, error) {
+func connect(url string) (*nats.Conn, jetstream.JetStream, error) {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		return nil, nil, err
 	}
-	js, err := natsjs.New(nc)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 type params struct {
@@ -86,17 +86,17 @@ func runExample(ctx context.Context, p params, out io.Writer) error {
 		return err
 	}
 	defer nc.Close()
-	js, err := natsjs.New(nc)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
-	stream, err := js.CreateStream(ctx, natsjs.StreamConfig{
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:     "EVENTS",
 		Subjects: []string{"events.*"},
-		SubjectTransform: &natsjs.SubjectTransformConfig{
+		SubjectTransform: &jetstream.SubjectTransformConfig{
 			Source: "events.*", Destination: fmt.Sprintf("part.{{partition(%d,1)}}.{{wildcard(1)}}", p.partitions),
 		},
-		Storage: natsjs.MemoryStorage,
+		Storage: jetstream.MemoryStorage,
 	})
 	if err != nil {
 		return err
@@ -117,7 +117,7 @@ func runExample(ctx context.Context, p params, out io.Writer) error {
 	if res.killed != "" {
 		how += fmt.Sprintf(", %s killed at %d applied (it owned %d partitions)", res.killed, res.killedAt, res.killedOwned)
 	}
-	fmt.Fprintf(out, "seqsched/jetstream, %s:\n", how)
+	fmt.Fprintf(out, "seqjetstream, %s:\n", how)
 	for _, l := range res.layouts {
 		fmt.Fprintln(out, l)
 	}
@@ -133,7 +133,7 @@ func runExample(ctx context.Context, p params, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "the same work on one instance:\n")
-	fmt.Fprintf(out, "  seqsched/jetstream, %d handlers:        %s, order violations %d\n",
+	fmt.Fprintf(out, "  seqjetstream, %d handlers:        %s, order violations %d\n",
 		p.concurrency, rate(p.messages, soloRes.elapsed, ""), solo.audit().disorder)
 	perPart := newStore(prev)
 	d, err := env.perPartition(ctx, perPart)
@@ -209,8 +209,8 @@ func plan(p params) (keys []string, prev map[uint64]uint64) {
 
 // publish stores one message per key, in order, and checks each was
 // stored at the sequence plan gave it.
-func publish(ctx context.Context, js natsjs.JetStream, keys []string) error {
-	futures := make([]natsjs.PubAckFuture, len(keys))
+func publish(ctx context.Context, js jetstream.JetStream, keys []string) error {
+	futures := make([]jetstream.PubAckFuture, len(keys))
 	for i, k := range keys {
 		f, err := js.PublishAsync("events."+k, fmt.Appendf(nil, "event %d", i))
 		if err != nil {

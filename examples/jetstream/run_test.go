@@ -22,7 +22,7 @@ func TestKilledInstanceLosesNothingAndBreaksNoOrder(t *testing.T) {
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	for _, want := range []string{
 		"jetstream: 1500 messages, 40 keys (zipf), 3 partitions, handler 0–1ms, on nats-server ",
-		"seqsched/jetstream, 3 instances, instance-",
+		"seqjetstream, 3 instances, instance-",
 		"  lost:                0\n",
 		"  order violations:    0\n",
 		"  duplicates applied:  0 (",
@@ -37,7 +37,7 @@ func TestKilledInstanceLosesNothingAndBreaksNoOrder(t *testing.T) {
 	assert.Regexp(t, `\n  partitions after scale-out: +instance-\d \[\d\], instance-\d \[\d\], instance-\d \[\d\]\n`, out.String())
 	assert.Regexp(t, `\n  partitions after the kill: +instance-\d \[\d( \d)?\], instance-\d \[\d( \d)?\]\n`, out.String())
 	assert.NotContains(t, out.String(), "not settled")
-	assert.Regexp(t, `seqsched/jetstream, 4 handlers: +\d+ msg/s \(.*\), order violations 0\n`, out.String())
+	assert.Regexp(t, `seqjetstream, 4 handlers: +\d+ msg/s \(.*\), order violations 0\n`, out.String())
 	assert.Regexp(t, `a consumer per partition, MaxAckPending=1: +\d+ msg/s \(.*\), order violations 0\n`, out.String())
 	assert.Regexp(t, `a pool of 4 workers on one consumer: +\d+ msg/s \(.*\), order violations \d+\n`, out.String())
 	t.Log("\n" + out.String())

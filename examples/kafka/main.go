@@ -1,4 +1,4 @@
-// Command kafka consumes keyed Kafka records with a seqsched kafka.Consumer
+// Command kafka consumes keyed Kafka records with a seqkafka.Consumer
 // group: records of one key in order, different keys in parallel. It starts
 // a 3-broker in-process cluster (kfake), produces records with skewed key
 // popularity, some marked High and a few poison, consumes them with three

@@ -6,17 +6,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/seqsched/seqsched/kafka"
+	"github.com/seqsched/seqsched/seqkafka"
 )
 
 type params struct {
@@ -87,8 +89,9 @@ func runExample(ctx context.Context, p params, out io.Writer) error {
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	topic, dlqTopic := "orders-"+suffix, "orders-dlq-"+suffix
 
-	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond))
+	// kgo's default partitioner sends a key to the partition Kafka's own
+	// producers would (murmur2 of the key).
+	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return err
 	}
@@ -103,25 +106,34 @@ func runExample(ctx context.Context, p params, out io.Writer) error {
 	fmt.Fprintf(out, "kafka: %d records, %d keys (zipf), %d partitions on %s\n", p.records, p.keys, p.partitions, where)
 
 	st := newStore(p.records)
-	elapsed, killed, err := consumeOrdered(ctx, p, seeds, topic, dlqTopic, admin, st)
+	elapsed, killedLines, err := consumeOrdered(ctx, p, seeds, topic, dlqTopic, admin, st)
 	if err != nil {
 		return err
 	}
 	count, redeliver, dead, violations := st.snapshot()
 	lost := p.records - count
+	// The speed-up compares like with like: one member each, on the same
+	// records, with no kill and no rebalance in either time.
+	single, err := consumeSingle(ctx, p, seeds, topic)
+	if err != nil {
+		return err
+	}
 	base, err := consumeBaseline(ctx, p, seeds, topic)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "members:            3, then %s killed ungracefully halfway and 1 added\n", killed)
+	fmt.Fprintf(out, "members:            3, then member 2 killed ungracefully halfway and 1 added\n")
 	fmt.Fprintf(out, "records:            %d (%d High)\n", p.records, high)
 	fmt.Fprintf(out, "keys:               %d\n", p.keys)
-	fmt.Fprintf(out, "throughput:         %.0f records/s (%v)\n", float64(p.records)/elapsed.Seconds(), elapsed.Round(time.Millisecond))
+	fmt.Fprintf(out, "throughput:         %.0f records/s (%v, the kill and its rebalances included)\n", float64(p.records)/elapsed.Seconds(), elapsed.Round(time.Millisecond))
 	fmt.Fprintf(out, "order violations:   %d (max per key, Normal records)\n", violations)
 	fmt.Fprintf(out, "lost:               %d\n", lost)
 	fmt.Fprintf(out, "duplicates applied: 0 (%d redeliveries ignored by the idempotent store)\n", redeliver)
 	fmt.Fprintf(out, "dead-lettered:      %d\n", dead)
-	fmt.Fprintf(out, "goroutine per partition: %v; speed-up %.1fx\n", base.Round(time.Millisecond), base.Seconds()/elapsed.Seconds())
+	fmt.Fprintf(out, "killed member:      %d lines logged after the kill (it cannot reach the brokers)\n", killedLines)
+	fmt.Fprintf(out, "one member each, same records, no kill:\n")
+	fmt.Fprintf(out, "  seqkafka:                %v (%.0f records/s)\n", single.Round(time.Millisecond), float64(p.records)/single.Seconds())
+	fmt.Fprintf(out, "  goroutine per partition: %v; speed-up %.1fx\n", base.Round(time.Millisecond), base.Seconds()/single.Seconds())
 	if violations > 0 || lost > 0 || dead != p.poison {
 		return fmt.Errorf("%d order violations, %d lost, %d dead-lettered of %d poison", violations, lost, dead, p.poison)
 	}
@@ -156,11 +168,10 @@ func produce(ctx context.Context, cl *kgo.Client, p params, topic string) (high 
 	for i := range rs {
 		key := fmt.Sprint("customer-", zipf.Uint64())
 		r := &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(fmt.Sprint("order ", i))}
-		r.Partition = int32(hash(key) % uint32(p.partitions))
 		if p.poison > 0 && i%(p.records/p.poison) == p.records/p.poison/2 {
 			r.Value = []byte("poison")
 		} else if rng.IntN(100) < p.highPct {
-			r.Headers = []kgo.RecordHeader{{Key: kafka.DefaultPriorityHeader, Value: []byte("high")}}
+			r.Headers = []kgo.RecordHeader{{Key: seqkafka.DefaultPriorityHeader, Value: []byte("high")}}
 			high++
 		}
 		rs[i] = r
@@ -168,17 +179,9 @@ func produce(ctx context.Context, cl *kgo.Client, p params, topic string) (high 
 	return high, cl.ProduceSync(ctx, rs...).FirstErr()
 }
 
-func hash(s string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint32(s[i])) * 16777619
-	}
-	return h
-}
-
 func isHigh(r *kgo.Record) bool {
 	for _, h := range r.Headers {
-		if h.Key == kafka.DefaultPriorityHeader {
+		if h.Key == seqkafka.DefaultPriorityHeader {
 			return true
 		}
 	}
@@ -186,6 +189,15 @@ func isHigh(r *kgo.Record) bool {
 }
 
 var errPoison = errors.New("poison record")
+
+// fetchMaxWait bounds how long a fetch waits on a broker whose partitions
+// have no new records. A partition whose buffer filled is paused and later
+// resumed (see seqkafka.WithMaxBuffered), and a fetch already waiting on
+// its broker for the broker's other, drained partitions is not cut short
+// by the resume: with kgo's default 5s wait, the tail of a run could stall
+// for seconds. Records are all produced before the consumers start, so a
+// short wait costs nothing.
+const fetchMaxWait = 100 * time.Millisecond
 
 // work simulates the handler's work: uniform in [0, max].
 func work(ctx context.Context, rng *lockedRand, max time.Duration) error {
@@ -215,21 +227,30 @@ func (l *lockedRand) duration(max time.Duration) time.Duration {
 
 // member is one group member of the ordered run.
 type member struct {
-	c      *kafka.Consumer
+	c      *seqkafka.Consumer
 	dialer *killableDialer
 	frozen chan struct{} // closed when the member is killed
+	after  atomic.Int64  // lines its consumer logged after the kill
 	done   chan error
 }
 
-func consumeOrdered(ctx context.Context, p params, seeds []string, topic, dlqTopic string, producer *kgo.Client, st *store) (time.Duration, string, error) {
-	dlq, err := kafka.DeadLetterTopic(producer, dlqTopic)
+// consumeOrdered runs the group with the kill. It returns the time until
+// every record was applied, and how many lines the killed member's
+// consumer logged after the kill (see killedHandler).
+func consumeOrdered(ctx context.Context, p params, seeds []string, topic, dlqTopic string, producer *kgo.Client, st *store) (_ time.Duration, killedLines int64, err error) {
+	dlq, err := seqkafka.DeadLetterTopic(producer, dlqTopic)
 	if err != nil {
-		return 0, "", err
+		return 0, 0, err
 	}
 	rng := &lockedRand{rng: rand.New(rand.NewPCG(3, 4))}
 	start := time.Now()
 	newMember := func() (*member, error) {
 		m := &member{dialer: &killableDialer{}, frozen: make(chan struct{}), done: make(chan error, 1)}
+		// A killed member's consumer goes on failing to reach the brokers
+		// until its Close returns (a crashed process would be silent):
+		// its lines after the kill are counted and reported below, the
+		// others go to slog.Default as usual.
+		logger := slog.New(&killedHandler{m: m, next: slog.Default().Handler()})
 		h := func(ctx context.Context, r *kgo.Record) error {
 			select {
 			case <-m.frozen: // a killed process does nothing more
@@ -246,7 +267,7 @@ func consumeOrdered(ctx context.Context, p params, seeds []string, topic, dlqTop
 			st.apply(r, isHigh(r), false)
 			return nil
 		}
-		c, err := kafka.NewConsumer([]kgo.Opt{
+		c, err := seqkafka.NewConsumer([]kgo.Opt{
 			kgo.SeedBrokers(seeds...),
 			kgo.ConsumerGroup("orders-" + topic),
 			kgo.ConsumeTopics(topic),
@@ -256,20 +277,22 @@ func consumeOrdered(ctx context.Context, p params, seeds []string, topic, dlqTop
 			// for it before going on without it.
 			kgo.RebalanceTimeout(3 * p.session),
 			kgo.HeartbeatInterval(p.session / 10),
+			kgo.FetchMaxWait(fetchMaxWait),
 			kgo.Dialer(m.dialer.dial),
 		}, h,
-			kafka.WithMaxConcurrency(p.concurrency),
-			kafka.WithRetries(3, func(int) time.Duration { return time.Millisecond }),
-			kafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, err error) error {
-				if err := dlq(ctx, r, err); err != nil {
+			seqkafka.WithMaxConcurrency(p.concurrency),
+			seqkafka.WithRetries(3, func(context.Context, *kgo.Record, int, error) time.Duration { return time.Millisecond }),
+			seqkafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
+				if err := dlq(ctx, r, attempts, err); err != nil {
 					return err
 				}
 				st.apply(r, isHigh(r), true)
 				return nil
 			}),
-			kafka.WithCommitInterval(100*time.Millisecond),
-			kafka.WithCommitTimeout(time.Second),
-			kafka.WithDrainTimeout(2*p.session), // below the rebalance timeout
+			seqkafka.WithCommitInterval(100*time.Millisecond),
+			seqkafka.WithCommitTimeout(time.Second),
+			seqkafka.WithDrainTimeout(2*p.session), // below the rebalance timeout
+			seqkafka.WithLogger(logger),
 		)
 		if err != nil {
 			return nil, err
@@ -278,49 +301,121 @@ func consumeOrdered(ctx context.Context, p params, seeds []string, topic, dlqTop
 		go func() { m.done <- c.Run(context.Background()) }()
 		return m, nil
 	}
-	closeMember := func(m *member, d time.Duration) {
+	closeMember := func(m *member, d time.Duration) error {
 		cctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
-		_ = m.c.Close(cctx)
-		<-m.done
+		err := m.c.Close(cctx)
+		if rerr := <-m.done; rerr != nil && err == nil {
+			err = rerr
+		}
+		return err
 	}
 
 	var members []*member
 	defer func() {
-		for _, m := range members {
-			closeMember(m, 10*time.Second)
+		// Together: closed one after another, each member's leave would
+		// start a rebalance that the next one's Close must wait through.
+		var wg sync.WaitGroup
+		errs := make([]error, len(members))
+		for i, m := range members {
+			wg.Go(func() { errs[i] = closeMember(m, 10*time.Second) })
+		}
+		wg.Wait()
+		if cerr := errors.Join(errs...); cerr != nil && err == nil {
+			err = fmt.Errorf("close: %w", cerr)
 		}
 	}()
 	for range 3 {
 		m, err := newMember()
 		if err != nil {
-			return 0, "", err
+			return 0, 0, err
 		}
 		members = append(members, m)
 	}
 	select {
 	case <-st.half:
 	case <-ctx.Done():
-		return 0, "", ctx.Err()
+		return 0, 0, ctx.Err()
 	}
 	victim := members[1]
 	members = append(members[:1], members[2:]...)
 	close(victim.frozen)
 	victim.dialer.kill()
+	// A crashed process would call nothing more; this one must still be
+	// closed to free its goroutines, and its Close fails: it cannot reach
+	// the brokers to commit or to leave the group (errMemberKilled), or
+	// its frozen handlers outlast the 200ms (context.DeadlineExceeded).
+	// Those failures are the kill's, expected; any other is reported.
 	var wg sync.WaitGroup
-	wg.Go(func() { closeMember(victim, 200*time.Millisecond) })
-	defer wg.Wait()
+	var victimErr error
+	wg.Go(func() {
+		if cerr := closeMember(victim, 200*time.Millisecond); cerr != nil &&
+			!errors.Is(cerr, errMemberKilled) && !errors.Is(cerr, context.DeadlineExceeded) {
+			victimErr = fmt.Errorf("close of the killed member: %w", cerr)
+		}
+	})
+	defer func() {
+		wg.Wait()
+		killedLines = victim.after.Load()
+		if victimErr != nil && err == nil {
+			err = victimErr
+		}
+	}()
 	m, err := newMember()
 	if err != nil {
-		return 0, "", err
+		return 0, 0, err
 	}
 	members = append(members, m)
 	select {
 	case <-st.done:
 	case <-ctx.Done():
-		return 0, "", ctx.Err()
+		return 0, 0, ctx.Err()
 	}
-	return time.Since(start), "member 2", nil
+	return time.Since(start), 0, nil
+}
+
+// consumeSingle reads the same topic with one seqkafka member, with the
+// same handler latency and no store; poison records are skipped without
+// retries, as in consumeBaseline.
+func consumeSingle(ctx context.Context, p params, seeds []string, topic string) (time.Duration, error) {
+	rng := &lockedRand{rng: rand.New(rand.NewPCG(3, 4))}
+	var handled atomic.Int64
+	all := make(chan struct{})
+	start := time.Now()
+	c, err := seqkafka.NewConsumer([]kgo.Opt{
+		kgo.SeedBrokers(seeds...),
+		kgo.ConsumerGroup("single-" + topic),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(fetchMaxWait),
+	}, func(ctx context.Context, r *kgo.Record) error {
+		if err := work(ctx, rng, p.latency); err != nil {
+			return err
+		}
+		if handled.Add(1) == int64(p.records) {
+			close(all)
+		}
+		return nil
+	}, seqkafka.WithMaxConcurrency(p.concurrency))
+	if err != nil {
+		return 0, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var elapsed time.Duration
+	select {
+	case <-all:
+		elapsed = time.Since(start)
+	case <-ctx.Done():
+	}
+	cerr := c.Close(context.Background())
+	if rerr := <-done; cerr == nil {
+		cerr = rerr
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return elapsed, cerr
 }
 
 // consumeBaseline reads the same topic with one goroutine per partition
@@ -329,7 +424,8 @@ func consumeOrdered(ctx context.Context, p params, seeds []string, topic, dlqTop
 // retries.
 func consumeBaseline(ctx context.Context, p params, seeds []string, topic string) (time.Duration, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup("baseline-"+topic),
-		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
+		kgo.FetchMaxWait(fetchMaxWait))
 	if err != nil {
 		return 0, err
 	}
@@ -377,6 +473,37 @@ func consumeBaseline(ctx context.Context, p params, seeds []string, topic string
 	return time.Since(start), nil
 }
 
+var errMemberKilled = errors.New("member killed")
+
+// killedHandler passes a member's log lines on to next until the member is
+// killed, and counts them after.
+type killedHandler struct {
+	m    *member
+	next slog.Handler
+}
+
+func (h *killedHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.next.Enabled(ctx, l)
+}
+
+func (h *killedHandler) Handle(ctx context.Context, r slog.Record) error {
+	select {
+	case <-h.m.frozen:
+		h.m.after.Add(1)
+		return nil
+	default:
+		return h.next.Handle(ctx, r)
+	}
+}
+
+func (h *killedHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &killedHandler{m: h.m, next: h.next.WithAttrs(as)}
+}
+
+func (h *killedHandler) WithGroup(name string) slog.Handler {
+	return &killedHandler{m: h.m, next: h.next.WithGroup(name)}
+}
+
 // killableDialer cuts a member off the network at once, as if its process
 // died: open connections are closed and new dials fail.
 type killableDialer struct {
@@ -390,7 +517,7 @@ func (k *killableDialer) dial(ctx context.Context, network, host string) (net.Co
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.dead {
-		return nil, errors.New("member killed")
+		return nil, errMemberKilled
 	}
 	c, err := k.d.DialContext(ctx, network, host)
 	if err == nil {

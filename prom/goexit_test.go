@@ -1,5 +1,0 @@
-package prom_test
-
-import "runtime"
-
-func runtimeGoexit() { runtime.Goexit() }

@@ -1,0 +1,240 @@
+package seqjetstream
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A pinned partition's catch-up (see the partition type's comment): it
+// begins when an epoch starts and again at a gap in the delivery
+// sequence, asks the server for the consumer's info off the fetch
+// goroutine, ends once the messages this instance holds cover the
+// server's count of unacknowledged ones, and is given up after a bound.
+
+// beginCatchUpLocked starts a catch-up (see type partition), or starts
+// the one in progress over after another gap: a check asked before the
+// gap may miss what was lost in it, so its answer is not taken (cuGen)
+// and the next check is due at once. The time the catch-up began stays,
+// for its bound (see giveUpDueLocked): the redeliveries of a message
+// that nats.go drops make a gap every AckWait. Called with mu held.
+func (p *partition) beginCatchUpLocked() {
+	if !p.catchUp {
+		p.cuSince, p.cuOverdue = time.Now(), time.Time{}
+	}
+	p.catchUp, p.cuNeed, p.cuD, p.cuMine = true, -1, 0, 0
+	p.cuGen++
+}
+
+// catchUpLimit is how many of the longest redelivery waits (AckWait, or
+// the longest BackOff step) a catch-up may last. Everything it waits for
+// comes back within about two: a message lost on its way after one, one
+// a previous owner of this package held after at most its answer window
+// and one more wait.
+const catchUpLimit = 4
+
+// giveUpDueLocked reports whether a catch-up whose check, asked at
+// asked, found messages missing is to be given up: it has lasted
+// cuLimit, and an earlier check, asked at least a tick before, found
+// messages missing past it too. The second check keeps an instance that
+// was paused (or starved of CPU) during its catch-up from giving up for
+// messages that were redelivered to it meanwhile and wait, not yet
+// taken, in its connection. The bound counts real time, as the server's
+// redeliveries do. Called with mu held.
+func (p *partition) giveUpDueLocked(asked time.Time) bool {
+	switch {
+	case asked.Sub(p.cuSince) < p.cuLimit:
+		return false
+	case p.cuOverdue.IsZero():
+		p.cuOverdue = asked
+		return false
+	}
+	return asked.Sub(p.cuOverdue) >= p.tick
+}
+
+// giveUpLocked ends a catch-up that waited cuLimit for more messages than
+// ever came: the server counts short more unacknowledged messages than
+// this instance holds. Such a message may be one that no client can
+// receive (nats.go takes an empty message with a Status header for a
+// control message and drops it: the server counts it delivered and
+// redelivers it every AckWait, for ever or until MaxDeliver), or one
+// held past its AckWait elsewhere (a client other than this package
+// keeping it in progress). Waiting longer would halt the partition, so
+// the held messages run; a missing message that does come back later
+// runs then, after later ones of its key (order, never the message).
+// The epoch remembers short as unreachable, and its later catch-ups (a
+// redelivery of such a message that nats.go drops again shows as a gap)
+// do not wait for them; the count shrinks when the server's does.
+// Called with mu held.
+func (p *partition) giveUpLocked(short int) {
+	p.unreachable += short
+	p.st.catchUpsAbandoned.Add(1)
+}
+
+// noteDeliveryLocked follows a pinned epoch's deliveries by their consumer
+// sequence: one that does not follow the last means deliveries were lost
+// on their way, and the epoch catches up again (see type partition).
+// It also notes the epoch's first first delivery (see resolvedLocked).
+// Called with mu held, for every delivery the epoch takes, duplicates
+// included.
+func (p *partition) noteDeliveryLocked(h *held) {
+	if p.group == "" {
+		return
+	}
+	if p.lastDel == 0 {
+		p.fence = h.del // the epoch's first delivery (see Epoch)
+	}
+	if p.lastDel != 0 && h.del != p.lastDel+1 {
+		// The lost deliveries are of messages below this one (first
+		// deliveries come in stream order): the key rule no longer
+		// covers them (see resolvedLocked), so a lost message that comes
+		// back after later ones of its key ran, past a catch-up a stalled
+		// previous owner's late answer ended early, runs rather than
+		// being taken for a duplicate.
+		p.own = 0
+		p.beginCatchUpLocked()
+	}
+	p.lastDel = h.del
+	if p.own == 0 && h.first {
+		p.own = h.seq
+	}
+}
+
+func (p *partition) catchingUp() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.catchUp
+}
+
+// catchUpDue reports whether the catch-up may be over, as far as the last
+// check knew: none was made yet in this epoch, or the messages held now
+// cover the count it found. It makes the check run as soon as it can
+// succeed, not only once per pull.
+func (p *partition) catchUpDue() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.catchUp && (p.cuNeed < 0 || p.cuMine >= p.cuNeed)
+}
+
+// A catch-up check asks the server for the consumer's info on a goroutine
+// of its own, so that the fetch goroutine never waits for it: while it
+// waited, it would send no pull (and the pin lapses PinnedTTL after the
+// last one) and take no message (and a message not taken gets no
+// InProgress, so the server redelivers it after its AckWait, to whoever
+// holds the pin by then). The answer comes back to the fetch goroutine
+// on p.checked, which holds at most one: one check is in flight at a
+// time, and the goroutine, counted in Run's wait group, never blocks.
+
+// checkResult is a catch-up check's answer, for the catch-up it was asked
+// for: a later one (the epoch changed, or a delivery was lost since)
+// needs a count taken after it began.
+type checkResult struct {
+	info  *jetstream.ConsumerInfo
+	err   error
+	quiet bool // err because Run ended: no log
+	epoch uint64
+	gen   uint64
+	asked time.Time // when it was asked, by the real clock (see giveUpDue)
+}
+
+// checkCatchUp asks for a catch-up check, unless one is in flight: its
+// answer is applied against the messages held when it comes, which
+// covers whatever arrived meanwhile (see catchUpChecked).
+func (p *partition) checkCatchUp(ctx context.Context) {
+	if p.checking {
+		return
+	}
+	p.mu.Lock()
+	if !p.catchUp {
+		p.mu.Unlock()
+		return
+	}
+	epoch, gen := p.epoch, p.cuGen
+	p.mu.Unlock()
+	p.checking = true
+	asked := time.Now()
+	wg := p.runWG
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ictx, cancel := context.WithTimeout(ctx, max(p.expiry, time.Second))
+		info, err := p.cons.Info(ictx)
+		cancel()
+		p.checked <- checkResult{info: info, err: err, quiet: ctx.Err() != nil, epoch: epoch, gen: gen, asked: asked}
+	}()
+}
+
+// catchUpChecked ends the catch-up once every message the server counts
+// as unacknowledged is one this instance holds: then none is still out
+// with a previous owner or lost on its way, and the held messages run in
+// stream order. Messages delivered after the server's count have a higher
+// sequence than its Delivered.Stream and are not counted; those delivered
+// before it and held now were unacknowledged when it was taken. The count
+// relies on every held message being unacknowledged at the server, which
+// only an answer that arrives after the message's AckWait ran out can
+// break: this package's owners withhold those (answerableLocked), other
+// clients may not (see the package doc). It runs on the fetch goroutine.
+func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
+	p.checking = false
+	if r.err != nil {
+		// The next delivery, or the pull's end, asks again.
+		if !r.quiet {
+			p.c.logAt(p.c.life, levelWarn, "seqjetstream: consumer info failed while catching up; retrying",
+				"stream", p.stream, "consumer", p.name, "err", r.err)
+		}
+		return
+	}
+	info := r.info
+	p.mu.Lock()
+	if !p.catchUp {
+		p.mu.Unlock()
+		return
+	}
+	if r.epoch != p.epoch || r.gen != p.cuGen {
+		// Taken before this catch-up began: it may miss what this one
+		// waits for. Ask again, after it.
+		p.mu.Unlock()
+		p.checkCatchUp(ctx)
+		return
+	}
+	for _, g := range info.PriorityGroups {
+		if g.Group == p.group && g.PinnedClientID != "" && g.PinnedClientID != p.pin {
+			p.mu.Unlock()
+			p.lose("pinned to another client")
+			return
+		}
+	}
+	mine := 0
+	for seq := range p.held {
+		if seq <= info.Delivered.Stream {
+			mine++
+		}
+	}
+	if surplus := max(0, info.NumAckPending-mine); surplus < p.unreachable {
+		p.unreachable = surplus // some of them are gone from the server's count
+	}
+	need := info.NumAckPending - p.unreachable
+	p.cuNeed, p.cuD, p.cuMine = need, info.Delivered.Stream, mine
+	short, waited := 0, r.asked.Sub(p.cuSince)
+	if need > mine {
+		if !p.giveUpDueLocked(r.asked) {
+			p.mu.Unlock()
+			return
+		}
+		short = need - mine
+		p.giveUpLocked(short)
+	}
+	p.catchUp = false
+	out := p.waiting
+	p.waiting = nil
+	p.mu.Unlock()
+	sortBySeq(out)
+	for _, h := range out {
+		p.submit(h)
+	}
+	if short > 0 {
+		p.c.logAt(p.c.life, levelError, "seqjetstream: catch-up given up: the server counts unacknowledged messages that never came to this instance (an empty message with a Status header, which nats.go drops, or one held past its AckWait by another client); the held messages run now, and a missing one that comes back runs after later messages of its key",
+			"stream", p.stream, "consumer", p.name, "missing", short, "waited", waited, "released", len(out))
+	}
+}

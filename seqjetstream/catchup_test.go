@@ -1,0 +1,226 @@
+package seqjetstream_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seqsched/seqsched/seqjetstream"
+)
+
+// loseFirst is a pinned consumer whose first delivery of stream sequence
+// seq is lost on its way (see wrapConsumer): the server counts it
+// delivered, and redelivers it only after its AckWait, after the
+// deliveries that followed it.
+func loseFirst(t *testing.T, cons jetstream.Consumer, seq uint64) (jetstream.Consumer, *atomic.Bool) {
+	var lost atomic.Bool
+	return wrapConsumer{cons, func(m jetstream.Msg) jetstream.Msg {
+		if seqOf(t, m) == seq && lost.CompareAndSwap(false, true) {
+			return nil
+		}
+		return m
+	}}, &lost
+}
+
+// A delivery lost on its way to the partition's owner comes back only
+// after later messages of its key were delivered. The owner sees the gap
+// in the consumer's delivery sequence and catches up again: its later
+// messages wait for the lost one.
+func TestDeliveryLostOnItsWayIsNotOvertakenByItsKeysLaterMessages(t *testing.T) {
+	js, _, consumerFor := pinnedFixture(t) // AckWait 500ms
+	cons, lost := loseFirst(t, consumerFor(t), 2)
+	l := newLedger()
+	c := pinnedConsumer(t, cons, l.applier(t), 300*time.Millisecond)
+	start(t, c)
+
+	publish(t, js, "k.a", "1")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "1 handled, the epoch's catch-up over: %+v", statsOf(c))
+	publish(t, js, "k.a", "2") // lost on its way
+	eventually(t, lost.Load, "2 delivered and lost")
+	publish(t, js, "k.a", "3")
+
+	eventually(t, func() bool { return l.count() == 3 }, "three applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Equal(t, []uint64{1, 2, 3}, l.key("k"), "in stream order")
+	eventually(t, func() bool { return c.Stats().Acked == 3 }, "three acked: %+v", statsOf(c))
+	st := c.Stats()
+	assert.Equal(t, uint64(3), st.Received, "deliveries that arrived: 1, 3 and 2's redelivery")
+	assert.Zero(t, st.Duplicates)
+}
+
+// A previous owner that is not this package (here a plain client that
+// took 1 and 2 and kept only 1 in progress) may answer a message the
+// server has meanwhile redelivered to the new owner; this package's own
+// owners withhold such answers (see stall_test.go). The new owner's
+// catch-up counts that message (2) as its own and ends while 1 is still
+// out: 1 comes back after 3, a later message of its key, ran. That is the
+// limit the package doc names; what must not happen on top of it is that
+// the key rule takes 1 for a duplicate and acknowledges it unrun. 1 was
+// first delivered before this owner's pin, so the key rule leaves it be.
+func TestStalledOwnersLateAnswerCostsOrderNotTheMessage(t *testing.T) {
+	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms
+	publish(t, js, "k.a", "1")
+	publish(t, js, "k.a", "2")
+
+	// The old owner takes 1 and 2, and keeps 1 in progress until it
+	// learns it lost the pin.
+	b, err := consumerFor(t).Fetch(2, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("g"))
+	require.NoError(t, err)
+	var old []jetstream.Msg
+	for m := range b.Messages() {
+		old = append(old, m)
+	}
+	require.Len(t, old, 2, "the old owner's fetch: %v", b.Error())
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				_ = old[0].InProgress()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-stopped
+	})
+
+	l := newLedger()
+	calls := newLedger()
+	c, err := seqjetstream.NewConsumer([]jetstream.Consumer{consumerFor(t)}, func(ctx context.Context, m jetstream.Msg) error {
+		calls.call(seqOf(t, m))
+		l.apply("k", seqOf(t, m))
+		return nil
+	}, seqjetstream.WithMaxBuffered(100), seqjetstream.WithFetchExpiry(300*time.Millisecond))
+	require.NoError(t, err)
+	start(t, c)
+	// Only the new owner pulls (the old one took its messages and pulls no
+	// more), so the pin can go to no one else.
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 1 }, "the new owner's pull waiting")
+	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
+	publish(t, js, "k.a", "3") // pins the new owner, which catches up
+
+	eventually(t, func() bool { return c.Stats().Consumers[0].Waiting == 2 }, "2 redelivered to the new owner: %+v", statsOf(c))
+	require.NoError(t, old[1].DoubleAck(context.Background()), "the old owner's late answer")
+	eventually(t, func() bool { return l.count() == 2 }, "the catch-up over early, 2 and 3 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	close(stop) // the old owner learns it lost the pin: 1 comes back after its AckWait
+
+	eventually(t, func() bool { return l.count() == 3 }, "1 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Equal(t, []uint64{2, 3, 1}, l.key("k"), "the documented limit: 1 after 3")
+	assert.Equal(t, 1, calls.calledFor(1), "handler calls for 1")
+	eventually(t, func() bool { return info(t, probe).NumAckPending == 0 }, "nothing pending")
+	st := c.Stats()
+	assert.Zero(t, st.Duplicates, "duplicates")
+	assert.Equal(t, uint64(3), st.Acked, "acks after a handler")
+}
+
+// hangingInfo is a consumer whose Info waits until release is closed (or
+// its ctx ends), as a busy server's answer would; it counts the calls
+// begun and ended.
+type hangingInfo struct {
+	jetstream.Consumer
+	release      chan struct{}
+	begun, ended atomic.Int32
+}
+
+func (h *hangingInfo) Info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+	h.begun.Add(1)
+	defer h.ended.Add(1)
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return h.Consumer.Info(ctx)
+}
+
+// A catch-up check waits for the server's answer off the fetch goroutine:
+// meanwhile the new owner goes on taking its deliveries (and keeping them
+// in progress) and pulling (and keeping its pin). Were it to wait on the
+// fetch goroutine, deliveries would sit untaken past their AckWait, the
+// server would redeliver them, and the pin would lapse PinnedTTL after
+// the last pull: a previous owner's late answers that a catch-up cannot
+// count.
+func TestCatchUpCheckWaitsForTheServerWithoutHoldingUpDeliveries(t *testing.T) {
+	js, _, consumerFor := pinnedFixture(t) // PinnedTTL 1m
+	hang := &hangingInfo{Consumer: consumerFor(t), release: make(chan struct{})}
+	l := newLedger()
+	c := pinnedConsumer(t, hang, l.applier(t), 10*time.Second) // checks wait up to 10s
+	start(t, c)
+
+	publish(t, js, "k.a", "1") // gains the pin: the catch-up asks for the consumer's info
+	eventually(t, func() bool { return hang.begun.Load() == 1 }, "the catch-up's check asked")
+	for i := 2; i <= 5; i++ {
+		publish(t, js, "k.a", fmt.Sprint(i))
+	}
+	eventually(t, func() bool { return c.Stats().Received == 5 }, "five received: %+v", statsOf(c))
+	assert.Zero(t, hang.ended.Load(), "taken while the check still waited")
+	assert.Equal(t, 5, c.Stats().Consumers[0].Waiting, "held back by the catch-up")
+
+	close(hang.release)
+	eventually(t, func() bool { return l.count() == 5 }, "five applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Equal(t, []uint64{1, 2, 3, 4, 5}, l.key("k"), "in stream order")
+}
+
+// staleInfo is a consumer whose Info takes the server's answer at once
+// but hands it over only once release is closed: an answer that was
+// already old when it arrived, as a slow network or a busy process
+// makes it.
+type staleInfo struct {
+	jetstream.Consumer
+	release chan struct{}
+	begun   atomic.Int32
+}
+
+func (s *staleInfo) Info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+	ci, err := s.Consumer.Info(ctx)
+	if s.begun.Add(1) == 1 {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return ci, err
+}
+
+// A delivery lost on its way while a catch-up's check is out: the check's
+// answer, taken before the loss, knows nothing of the lost message, and
+// must not end the catch-up. The gap starts the catch-up's checks over.
+func TestCatchUpCheckAskedBeforeAGapDoesNotEndTheCatchUp(t *testing.T) {
+	js, _, consumerFor := pinnedFixture(t) // AckWait 500ms
+	lossy, lost := loseFirst(t, consumerFor(t), 2)
+	stale := &staleInfo{Consumer: lossy.(wrapConsumer).Consumer, release: make(chan struct{})}
+	cons := wrapConsumer{stale, lossy.(wrapConsumer).wrap}
+	l := newLedger()
+	c := pinnedConsumer(t, cons, l.applier(t), 300*time.Millisecond)
+	start(t, c)
+
+	publish(t, js, "k.a", "1") // gains the pin: the catch-up's first check counts 1 alone
+	eventually(t, func() bool { return stale.begun.Load() == 1 }, "the catch-up's check asked")
+	publish(t, js, "k.a", "2") // lost on its way
+	eventually(t, lost.Load, "2 delivered and lost")
+	publish(t, js, "k.a", "3") // the gap shows
+	eventually(t, func() bool { return c.Stats().Received == 2 }, "1 and 3 received: %+v", statsOf(c))
+	close(stale.release)
+
+	eventually(t, func() bool { return l.count() == 3 }, "three applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Equal(t, []uint64{1, 2, 3}, l.key("k"), "in stream order")
+	assert.Zero(t, c.Stats().CatchUpsAbandoned)
+}

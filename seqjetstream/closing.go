@@ -1,0 +1,161 @@
+package seqjetstream
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// beginClose gives back, at once, the messages that have not started:
+// queued ones and those held back by a catch-up.
+func (p *partition) beginClose() {
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	p.mu.Lock()
+	p.closing = true
+	var back []*held
+	if !p.closed {
+		back = p.takeUnstartedLocked()
+	}
+	back, late := p.answerableOnlyLocked(back)
+	p.waiting, p.catchUp = nil, false
+	p.checkDrainedLocked()
+	p.mu.Unlock()
+	p.giveBackAll(back, late)
+}
+
+// takeUnstartedLocked takes the held messages whose task has not started
+// out of the partition, to be given back: nothing more is sent for them
+// but that. Called with the gate read-locked and mu held.
+func (p *partition) takeUnstartedLocked() []*held {
+	var back []*held
+	for _, h := range p.held {
+		if !h.started {
+			h.gone = true
+			delete(p.held, h.seq)
+			back = append(back, h)
+		}
+	}
+	return back
+}
+
+func bySeq(a, b *held) int { return cmp.Compare(a.seq, b.seq) }
+
+// giveBackAll gives hs back in stream order, and counts late more as
+// dropped (see answerableOnlyLocked). Called with no lock but the gate.
+func (p *partition) giveBackAll(hs []*held, late int) {
+	slices.SortFunc(hs, bySeq)
+	for _, h := range hs {
+		giveBack(h.msg)
+	}
+	p.st.givenBack.Add(uint64(len(hs)))
+	p.st.dropped.Add(uint64(late))
+}
+
+// answerableOnlyLocked keeps, in place, the messages of hs that may still
+// be given back, and counts the others: past their answer window, they
+// come back after their AckWait (see answerableLocked). Called with mu
+// held.
+func (p *partition) answerableOnlyLocked(hs []*held) (kept []*held, late int) {
+	t := now()
+	kept = hs[:0]
+	for _, h := range hs {
+		if p.answerableLocked(h, t) {
+			kept = append(kept, h)
+		}
+	}
+	clear(hs[len(kept):])
+	return kept, len(hs) - len(kept)
+}
+
+// drainedCh returns a channel closed once no message is held (while
+// closing).
+func (p *partition) drainedCh() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drained == nil {
+		p.drained = make(chan struct{})
+		p.checkDrainedLocked()
+	}
+	return p.drained
+}
+
+func (p *partition) checkDrainedLocked() {
+	if p.drained != nil && len(p.held) == 0 {
+		select {
+		case <-p.drained:
+		default:
+			close(p.drained)
+		}
+	}
+}
+
+// close ends the partition for good: what is still held is given back,
+// the InProgress timer stops, and from then on nothing is sent.
+func (p *partition) close() {
+	p.gate.Lock()
+	p.mu.Lock()
+	p.closing = true
+	var back []*held
+	for _, h := range p.held {
+		h.gone = true
+		back = append(back, h)
+	}
+	back, late := p.answerableOnlyLocked(back)
+	clear(p.held)
+	p.waiting, p.catchUp = nil, false
+	p.hbStop = true
+	if p.hbArmed && p.hb.Stop() {
+		p.hbArmed = false
+		p.hbWG.Done()
+	}
+	p.mu.Unlock()
+	p.giveBackAll(back, late)
+	p.mu.Lock()
+	p.closed = true
+	p.checkDrainedLocked()
+	cancel := p.ecancel
+	p.mu.Unlock()
+	p.gate.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	p.hbWG.Wait()
+}
+
+// handoverWait bounds Close's wait for the server's answers to its
+// unpins (see unpinAll).
+const handoverWait = time.Second
+
+// unpinAll unpins the pinned consumers this instance owns, at once, and
+// waits for the server's answers at most handoverWait (or until ctx
+// ends): a request to a server that is down would otherwise wait out
+// ctx, partition after partition. A partition whose unpin gets no answer
+// in time is taken over after its PinnedTTL instead.
+func (c *Consumer) unpinAll(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, handoverWait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range c.parts {
+		p.mu.Lock()
+		owned := p.owned && p.group != ""
+		p.mu.Unlock()
+		if owned {
+			wg.Go(func() { p.unpin(ctx, c.handover) })
+		}
+	}
+	wg.Wait()
+}
+
+// unpin gives up this instance's pin, for a standby to take over at once.
+func (p *partition) unpin(ctx context.Context, js jetstream.JetStream) {
+	s, err := js.Stream(ctx, p.stream)
+	if err != nil {
+		return // the standby takes over after PinnedTTL instead
+	}
+	_ = s.UnpinConsumer(ctx, p.name, p.group)
+}

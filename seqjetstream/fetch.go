@@ -1,0 +1,260 @@
+package seqjetstream
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// fetchLoop is a partition's fetch goroutine, started and waited for by
+// Run. User code runs on it at two sites, the key function and the
+// logger; when either calls runtime.Goexit, a fresh goroutine (also waited
+// for by Run) carries on from the partition's fetch state.
+func (p *partition) fetchLoop(ctx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	p.runWG = wg
+	normal := false
+	defer func() {
+		if !normal {
+			wg.Add(1)
+			go p.fetchLoop(ctx, wg)
+		}
+	}()
+	p.fetch(ctx)
+	normal = true
+}
+
+// fetch keeps one pull request outstanding until ctx ends.
+func (p *partition) fetch(ctx context.Context) {
+	if h := p.keying; h != nil {
+		p.take(h) // the predecessor stopped in a callback while taking h
+	}
+	if p.batch != nil {
+		p.drainBatch(ctx)
+	}
+	for ctx.Err() == nil {
+		if p.c.bal != nil && !p.waitAssigned(ctx) {
+			return
+		}
+		n, expiry := p.pullSize()
+		fctx, cancel := context.WithTimeout(ctx, expiry)
+		opts := []jetstream.FetchOpt{jetstream.FetchContext(fctx)}
+		if p.group != "" {
+			opts = append(opts, jetstream.FetchPriorityGroup(p.group))
+		}
+		p.pullAt = now()
+		b, err := p.cons.Fetch(n, opts...)
+		if err != nil {
+			cancel()
+			p.fetchFailed(ctx, err)
+			continue
+		}
+		p.batch, p.batchCancel = b, cancel
+		p.drainBatch(ctx)
+	}
+}
+
+// pullSize returns the next pull's batch and its expiry. The batch is the
+// room left under the bound, at most the consumer's MaxAckPending (the
+// server never has more for this instance at once, and newPartitions
+// checks that MaxRequestBatch allows it), and at least 1: a pinned
+// consumer must keep pulling to keep its pin. The expiry is, on a pinned
+// consumer, at most a tick, whatever WithFetchExpiry says, so that a
+// message arrives with most of its answer window ahead (its anchor is the
+// pull's start: see answerableLocked); this also checks a catch-up every
+// tick, and the catch-up after gaining a pin early (the pull that
+// receives the pin goes on, and a pull is never ended early: nats.go
+// drops what is in flight to it).
+func (p *partition) pullSize() (int, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := max(1, min(p.bound-len(p.held), p.maxPull))
+	return n, p.pullExpiry()
+}
+
+// pullExpiry is how long each pull waits (see pullSize).
+func (p *partition) pullExpiry() time.Duration {
+	if p.group != "" {
+		return max(min(p.expiry, p.tick), 100*time.Millisecond)
+	}
+	return p.expiry
+}
+
+// drainBatch takes every message of the current pull, and the catch-up
+// checks' answers meanwhile, then handles how the pull ended.
+func (p *partition) drainBatch(ctx context.Context) {
+	msgs := p.batch.Messages()
+	for msgs != nil {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				msgs = nil
+				break
+			}
+			p.receive(m)
+			if p.catchUpDue() {
+				p.checkCatchUp(ctx)
+			}
+		case r := <-p.checked:
+			p.catchUpChecked(ctx, r)
+		}
+	}
+	err := p.batch.Error()
+	p.batch = nil
+	p.batchCancel()
+	p.batchCancel = nil
+	switch {
+	case err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		p.failures = 0
+	case errors.Is(err, jetstream.ErrPinIDMismatch) && p.forgedPin:
+		p.failures = 0
+		p.forgedPin = false
+		p.lose(forgedPinReason)
+		p.unpinForged(ctx)
+	case errors.Is(err, jetstream.ErrPinIDMismatch):
+		p.failures = 0
+		p.lose("pinned to another client")
+	default:
+		p.fetchFailed(ctx, err)
+	}
+	if ctx.Err() == nil && p.catchingUp() {
+		p.checkCatchUp(ctx)
+	}
+}
+
+// receive reads m's sequence and priority, and takes it.
+func (p *partition) receive(m jetstream.Msg) {
+	p.st.received.Add(1)
+	meta, err := m.Metadata()
+	if err != nil {
+		p.c.logAt(p.c.life, levelWarn, "seqjetstream: message without JetStream metadata ignored",
+			"stream", p.stream, "consumer", p.name, "subject", m.Subject(), "err", err)
+		return
+	}
+	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, del: meta.Sequence.Consumer, first: meta.NumDelivered == 1, at: now(), anchor: p.pullAt}
+	if ph := p.c.cfg.priorityHeader; ph != "" {
+		h.high = strings.EqualFold(m.Headers().Get(ph), "high")
+	}
+	p.keying = h
+	p.take(h)
+	p.keying = nil
+}
+
+// take moves h through its stages: the epoch its pin says, its key, its
+// dispatch. Each stage is recorded before the user code in it runs (the
+// key function, the logger), so that a goroutine taking over after a
+// runtime.Goexit goes on from the next stage.
+func (p *partition) take(h *held) {
+	if h.stage == stageNew {
+		h.stage = stageEpoch
+		if p.group != "" {
+			pin, forged := pinOf(h.msg)
+			p.forgedPin = forged
+			p.followPin(pin)
+		}
+	}
+	if h.stage == stageEpoch {
+		h.stage = stageKey
+		h.key = sessionKey{part: p.idx, key: p.keyOf(h)}
+		h.stage = stageKeyed
+	}
+	if h.stage == stageKey {
+		// The key function, or the log of its panic, called Goexit.
+		h.stage = stageKeyed
+		h.key = sessionKey{part: p.idx}
+		p.dispatch(h)
+		p.keying = nil
+		p.c.logAt(p.c.life, levelError, "seqjetstream: key function called runtime.Goexit; message ordered under the empty key",
+			"stream", p.stream, "consumer", p.name, "sequence", h.seq)
+		return
+	}
+	p.dispatch(h)
+}
+
+// pinOf returns the pin id the server delivered m under: the last
+// Nats-Pin-Id header, which the server appends to whatever headers the
+// message was stored with. A publisher may have stored one of its own
+// (forwarding a delivered message with all its headers, say), which then
+// comes first; forged reports that, for nats.go takes the first for the
+// pin and sends it with its next pull, which the server refuses (see
+// unpinForged).
+func pinOf(m jetstream.Msg) (pin string, forged bool) {
+	vs := m.Headers().Values(pinHeader)
+	if len(vs) == 0 {
+		return "", false
+	}
+	pin = vs[len(vs)-1]
+	return pin, vs[0] != pin
+}
+
+// forgedPinReason is why a partition is lost after a stored pin header.
+const forgedPinReason = "a message's stored Nats-Pin-Id header made nats.go pull with a pin that is not this instance's; the server pins the partition anew after PinnedTTL, or at once with WithHandover"
+
+// unpinForged unpins the partition through WithHandover's (or
+// WithBalance's) JetStream, if any, after a pull was refused for a pin that a message's stored header
+// gave nats.go (see pinOf): the server still pins this instance's real
+// pin, which no pull carries any more, so without the unpin no one would
+// get the partition until PinnedTTL. The server then pins the next pull,
+// this instance's or a standby's, whose catch-up keeps key order. Should
+// the pin have moved meanwhile (its PinnedTTL ran out just then), the
+// unpin costs its new owner a catch-up, not order. The request runs on a
+// goroutine of its own, counted in Run's wait group, within
+// handoverWait.
+func (p *partition) unpinForged(ctx context.Context) {
+	js := p.c.handover
+	if js == nil || ctx.Err() != nil {
+		return
+	}
+	p.runWG.Go(func() {
+		uctx, cancel := context.WithTimeout(ctx, handoverWait)
+		defer cancel()
+		p.unpin(uctx, js)
+	})
+}
+
+// keyOf returns h's ordering key: the key function's, the key header's,
+// or the subject.
+func (p *partition) keyOf(h *held) string {
+	cfg := p.c.cfg
+	switch {
+	case cfg.key != nil:
+		var k string
+		if perr := call(func() { k = cfg.key(h.msg) }); perr != nil {
+			p.c.logAt(p.c.life, levelError, "seqjetstream: key function panicked; message ordered under the empty key",
+				"stream", p.stream, "consumer", p.name, "sequence", h.seq, "err", perr)
+			return ""
+		}
+		return k
+	case cfg.keyHeader != "":
+		return h.msg.Headers().Get(cfg.keyHeader)
+	default:
+		return h.msg.Subject()
+	}
+}
+
+// fetchFailed logs a failed pull (the first of a run of failures, then
+// every tenth) and waits before the next: 100ms, doubling up to 5s.
+func (p *partition) fetchFailed(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	p.failures++
+	if p.failures%10 == 1 {
+		p.c.logAt(p.c.life, levelWarn, "seqjetstream: fetch failed; retrying",
+			"stream", p.stream, "consumer", p.name, "failures", p.failures, "err", err)
+	}
+	d := 100 * time.Millisecond
+	for i := 1; i < p.failures && d < 5*time.Second; i++ {
+		d *= 2
+	}
+	t := time.NewTimer(min(d, 5*time.Second))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,400 @@
+package seqjetstream
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// partition is the consumer's state for one JetStream consumer: a
+// partition of a partitioned stream when the consumer is pinned, or a
+// plain consumer. It is the unit of independence: its bound, its lock and
+// its fetch goroutine are its own, so a stuck key stalls at most its own
+// partition.
+//
+// Epochs. A plain consumer is owned for the consumer's whole life (one
+// epoch). A pinned one is owned while this instance holds the server's pin:
+// each pin gained starts an epoch, each pin lost ends it. A message belongs
+// to the epoch it was delivered in; nothing is sent to the server for it
+// once its epoch ended (lose) or the partition closed (close).
+//
+// Catch-up. When an epoch of a pinned consumer starts, the previous owner
+// may have left messages unacknowledged; JetStream redelivers them after
+// their AckWait, in no particular order, while it already delivers newer
+// ones. So the epoch starts catching up: every message is held back, not
+// run, until the server's count of unacknowledged messages is covered by
+// the messages this instance holds (checkCatchUp). Then they are submitted
+// in stream order, and per-key order holds across the hand-over.
+//
+// A pinned epoch also catches up again when a delivery of its own was
+// lost on its way (a pull that ended while messages were in flight to it,
+// a reconnect): the server redelivers such a message only after its
+// AckWait, after the deliveries that followed it. Every delivery the
+// server makes under the epoch's pin goes to this instance, one after the
+// other in the consumer's delivery sequence, so a gap in that sequence
+// tells of the loss (noteDeliveryLocked), and the deliveries from the gap
+// on are held back until the lost ones are back. The messages submitted
+// before the gap need not wait: the lost deliveries came after them, so
+// they are later messages, or redeliveries of ones this epoch holds or
+// resolved.
+//
+// Lock order: gate, then mu. Neither is held while user code runs.
+type partition struct {
+	c      *Consumer
+	idx    int32
+	cons   jetstream.Consumer
+	stream string
+	name   string
+	group  string        // the pinned priority group; "" for a plain consumer
+	tick   time.Duration // a third of the shortest redelivery wait: InProgress goes out every tick or sooner
+	// beatEvery is the InProgress timer's period: a tick, or half of one on
+	// a pinned consumer, whose answer windows leave less room (see beat).
+	beatEvery time.Duration
+	// fresh is, on a pinned consumer, how long after its anchor a held
+	// message may still be answered: the shortest redelivery wait less
+	// half a tick, the answer's allowance for its way to the server (see
+	// answerableLocked).
+	fresh time.Duration
+	// cuLimit is how long a catch-up may wait before it is given up
+	// (see giveUpLocked): catchUpLimit times the longest redelivery wait.
+	cuLimit time.Duration
+	expiry  time.Duration // WithFetchExpiry, or on a pinned consumer its default (see pullExpiry)
+	bound   int           // WithMaxBuffered
+	maxPull int           // the consumer's MaxAckPending: no pull asks for more
+
+	// gate orders replies to the server against lose and close: every
+	// Ack, Nak, Term and InProgress is sent under its read lock, after the
+	// epoch and closed are checked; lose and close take the write lock, so
+	// once they return no reply of the old epoch (or at all) goes out.
+	gate sync.RWMutex
+
+	mu        sync.Mutex
+	epoch     uint64 // bumped when an epoch starts or ends
+	owned     bool   // an epoch is in progress
+	pin       string // the pin id of this epoch ("" for a plain consumer)
+	ectx      context.Context
+	ecancel   context.CancelFunc
+	held      map[uint64]*held // by stream sequence: this epoch's messages not yet resolved
+	catchUp   bool             // this epoch is catching up (see above)
+	cuNeed    int              // catching up: the server's unacknowledged count at the last check; -1 before one
+	cuD       uint64           // catching up: the server's last delivered sequence at that check
+	cuMine    int              // catching up: held messages at or below cuD
+	cuGen     uint64           // bumped when a catch-up begins, to tell its checks from older ones
+	cuSince   time.Time        // catching up: when it began, by the real clock
+	cuOverdue time.Time        // catching up: when the first check past cuLimit that found messages missing was asked; zero before
+	// unreachable is, in this epoch, how many of the messages the server
+	// counts as unacknowledged an abandoned catch-up found that never came
+	// (see giveUpLocked); later catch-ups do not wait for them.
+	unreachable int
+	fence       uint64        // pinned: the consumer sequence of this epoch's first delivery (see Epoch)
+	lastDel     uint64        // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
+	own         uint64        // pinned: the stream sequence of this epoch's first first delivery; 0 before it (see resolvedLocked)
+	lastFirst   uint64        // the stream sequence of the latest first delivery (see noteReplayLocked)
+	waiting     []*held       // held back while catching up
+	resolved    resolvedSet   // recently resolved, to recognise their redeliveries
+	applied     appliedKeys   // pinned: per key, the highest resolved in this epoch (see resolved.go)
+	closing     bool          // Close has begun: deliveries are given back
+	closed      bool          // Close has ended: nothing more is sent
+	drained     chan struct{} // made by drainedCh, closed once held is empty while closing
+	hb          *time.Timer   // the InProgress timer, armed while messages are held
+	hbArmed     bool
+	hbStop      bool
+	hbWG        sync.WaitGroup // the InProgress callback in flight, if any
+	hbBuf       []beatItem
+	// skipProgress, set by tests only, makes beat send no InProgress for
+	// the sequences it names, as if it came too late for them.
+	skipProgress func(seq uint64) bool
+
+	// Fetch goroutine only (handed to its replacement after a Goexit).
+	batch       jetstream.MessageBatch
+	batchCancel context.CancelFunc
+	keying      *held            // the message being taken (see take)
+	pullAt      time.Time        // when the current pull request was made: before the server got it
+	failures    int              // fetch errors in a row
+	forgedPin   bool             // the last delivery's first pin header was a stored one (see pinOf)
+	runWG       *sync.WaitGroup  // Run's, which waits for the catch-up checks too
+	checking    bool             // a catch-up check is in flight (see checkCatchUp)
+	checked     chan checkResult // its answer; room for one
+
+	// assigned is false while WithBalance assigns the partition to another
+	// instance: the fetch goroutine does not pull then (see waitAssigned).
+	// assignWake is closed, and replaced, at each change. Guarded by mu.
+	assigned   bool
+	assignWake chan struct{}
+
+	inflight atomic.Int32
+	st       counters
+}
+
+// counters are a partition's running totals.
+type counters struct {
+	received, acked, duplicates, retries, termed, deadLettered atomic.Uint64
+	givenBack, dropped, heartbeats, catchUpsAbandoned          atomic.Uint64
+}
+
+// The stages of a message as the fetch goroutine takes it (see take).
+const (
+	stageNew   uint8 = iota
+	stageEpoch       // its epoch is settled; its key is next
+	stageKey         // its key function runs
+	stageKeyed       // its key is known
+)
+
+// held is a message of an epoch, from its delivery until it is resolved
+// (acked, terminated, given back) or dropped with its epoch.
+type held struct {
+	p     *partition
+	msg   jetstream.Msg
+	seq   uint64 // stream sequence
+	del   uint64 // consumer sequence: which delivery of the consumer this is
+	first bool   // the message's first delivery
+	key   sessionKey
+	high  bool
+	epoch uint64
+	fence uint64          // the epoch's, for Epoch
+	ctx   context.Context // the epoch's: the task's submit ctx
+	at    time.Time       // delivered
+	// anchor is, on a pinned consumer, a time at or before the server last
+	// started the message's AckWait: when this instance made the pull that
+	// brought it (or its latest redelivery), or sent its latest InProgress.
+	// Guarded by p.mu.
+	anchor time.Time
+	stage  uint8 // fetch goroutine: how far take got
+
+	gone    bool // guarded by p.mu: nothing more is sent for it; its task does nothing
+	started bool // guarded by p.mu: its task began
+
+	attemptNo atomic.Int32 // for Attempt
+	actx      attemptCtx   // the handler's ctx: the task's, with Attempt's value
+
+	// The message task's own state (see process).
+	next    step
+	attempt int
+	err     error // the last attempt's
+	delay   time.Duration
+	bErr    error // the backoff function's failure (stepBackoffFailed)
+	bNext   step  // the wait that follows it
+	dlFails int   // the dead-letter function's failures so far
+	dlErr   error
+	dlDone  bool
+}
+
+const pinHeader = "Nats-Pin-Id"
+
+// answerableLocked reports whether an Ack or Term for h, sent at t, surely
+// reaches the server before h's AckWait runs out there, on a pinned
+// consumer (on a plain one it always is: see below). The server starts
+// the AckWait when it delivers h and again when an InProgress for it
+// arrives; h.anchor is a time at or before that. An answer sent within
+// fresh of the anchor arrives in time, provided it takes less than half a
+// tick on its way. Past that, the server may have redelivered h, to
+// another instance if this one lost its pin meanwhile without knowing it
+// yet (it stalled): an Ack from here would then take from the server's
+// count of unacknowledged messages one that the new owner holds, and the
+// new owner's catch-up could end while a message it waits for is still
+// out (see checkCatchUp). So such an answer is withheld: h is remembered
+// as resolved, and its next delivery to this instance, if any, gets the
+// answer; on another instance it runs again (at least once).
+//
+// A Nak (a message given back) is withheld past the window too: from an
+// owner that lost the pin it would make the server redeliver, after
+// giveBackDelay, a message the new owner holds and counts on for its own
+// window. The message comes back anyway, after its AckWait.
+//
+// A plain consumer has no catch-up to miscount: its answers always go.
+// Called with mu held.
+func (p *partition) answerableLocked(h *held, t time.Time) bool {
+	if p.group == "" {
+		return true
+	}
+	// The monotonic clock stops while the host sleeps (a suspended
+	// laptop or VM), the server's AckWait does not: the time on the wall
+	// clock counts too, whichever is longer.
+	return t.Sub(h.anchor) < p.fresh && t.Round(0).Sub(h.anchor.Round(0)) < p.fresh
+}
+
+// startEpochLocked starts an epoch owned under pin. Called with gate
+// write-locked and mu held (or before the consumer is shared).
+func (p *partition) startEpochLocked(pin string) {
+	p.epoch++
+	p.owned, p.pin = true, pin
+	p.ectx, p.ecancel = context.WithCancel(p.c.life)
+	p.lastDel, p.own = 0, 0
+	p.catchUp, p.unreachable = false, 0
+	if p.group != "" {
+		p.beginCatchUpLocked()
+	}
+}
+
+// noteReplayLocked tells a replay from the consumer's first deliveries,
+// which come in stream order: a first delivery at or below the highest
+// one this partition took means the consumer's delivery state was reset
+// (ResetConsumerToSequence, or deleted and made again under its name),
+// and the server delivers its messages again from there. They must run
+// again, so what was remembered as resolved is forgotten: a redelivery
+// of a replayed message (its answer, or the replay itself, lost on its
+// way) must not get the answer of the time before. (A first delivery
+// never counts as a duplicate anyway: see resolvedLocked.) Called with
+// mu held, for every delivery.
+func (p *partition) noteReplayLocked(h *held) {
+	if !h.first {
+		return
+	}
+	if h.seq <= p.lastFirst {
+		p.resolved.reset()
+		p.applied.reset()
+		p.own = 0 // noteDeliveryLocked sets it again from h
+	}
+	p.lastFirst = h.seq
+}
+
+// followPin settles the epoch a delivery under pin belongs to: a pin
+// other than this epoch's (or any, with no epoch) means the pin was lost
+// and gained again since, so the epoch ends and a new one starts.
+func (p *partition) followPin(pin string) {
+	p.gate.Lock()
+	p.mu.Lock()
+	if p.closed || (p.owned && (pin == "" || pin == p.pin)) {
+		p.mu.Unlock()
+		p.gate.Unlock()
+		return
+	}
+	dropped, cancel := p.endLocked()
+	p.startEpochLocked(pin)
+	p.mu.Unlock()
+	p.gate.Unlock()
+	p.afterEnd("pinned anew", dropped, cancel)
+}
+
+// lose ends the current epoch, if any: the pin is another client's now.
+func (p *partition) lose(why string) {
+	p.gate.Lock()
+	p.mu.Lock()
+	dropped, cancel := p.endLocked()
+	p.mu.Unlock()
+	p.gate.Unlock()
+	p.afterEnd(why, dropped, cancel)
+}
+
+// endLocked ends the current epoch, if any: its messages are dropped,
+// unacknowledged (the pin's new owner gets them again), and queued ones
+// never run. It returns how many were dropped (-1: no epoch) and the
+// cancel of the epoch's ctx, which afterEnd calls, so that running
+// handlers see their ctx canceled. Called with gate write-locked and mu
+// held.
+func (p *partition) endLocked() (int, context.CancelFunc) {
+	if !p.owned {
+		return -1, nil
+	}
+	p.epoch++
+	p.owned, p.pin = false, ""
+	n := len(p.held)
+	for _, h := range p.held {
+		h.gone = true
+	}
+	clear(p.held)
+	p.waiting, p.catchUp = nil, false
+	p.applied.reset() // a message this epoch dropped may come back behind one it applied
+	p.checkDrainedLocked()
+	return n, p.ecancel
+}
+
+// afterEnd finishes endLocked's work with no lock held; the log comes last,
+// for a log handler may call runtime.Goexit.
+func (p *partition) afterEnd(why string, dropped int, cancel context.CancelFunc) {
+	if cancel == nil {
+		return
+	}
+	cancel()
+	p.st.dropped.Add(uint64(dropped))
+	p.c.logAt(p.c.life, levelWarn, "seqjetstream: partition lost; its messages are left to the pin's new owner",
+		"stream", p.stream, "consumer", p.name, "reason", why, "dropped", dropped)
+}
+
+// dispatch takes a delivered message: a duplicate is answered or ignored,
+// a new one held and, unless the epoch is catching up, submitted.
+func (p *partition) dispatch(h *held) {
+	var submit *held
+	p.gate.RLock()
+	p.mu.Lock()
+	p.noteReplayLocked(h)
+	if !p.closed && !p.closing && p.owned {
+		p.noteDeliveryLocked(h)
+	}
+	switch {
+	case p.closed:
+		// Nothing may be sent any more: JetStream redelivers it.
+		p.st.dropped.Add(1)
+	case p.closing || !p.owned:
+		late := !p.answerableLocked(h, now())
+		p.mu.Unlock()
+		if late {
+			p.st.dropped.Add(1)
+		} else {
+			giveBack(h.msg)
+			p.st.givenBack.Add(1)
+		}
+		p.gate.RUnlock()
+		return
+	case p.held[h.seq] != nil:
+		// Redelivered while held (an InProgress came late): the held copy
+		// goes on; this one needs no answer. Its AckWait started again
+		// with this delivery, to this instance.
+		if o := p.held[h.seq]; h.anchor.After(o.anchor) {
+			o.anchor = h.anchor
+		}
+		p.st.duplicates.Add(1)
+	default:
+		if termed, ok := p.resolvedLocked(h); ok {
+			// Resolved here before, and the answer was lost: answer again,
+			// unless this delivery too may have run out (see
+			// answerableLocked): then the next one is answered.
+			if !p.answerableLocked(h, now()) {
+				p.mu.Unlock()
+				p.st.dropped.Add(1)
+				p.gate.RUnlock()
+				return
+			}
+			p.mu.Unlock()
+			if termed {
+				_ = h.msg.Term()
+			} else {
+				_ = h.msg.Ack()
+			}
+			p.st.duplicates.Add(1)
+			p.gate.RUnlock()
+			return
+		}
+		h.epoch, h.ctx, h.fence = p.epoch, p.ectx, p.fence
+		p.held[h.seq] = h
+		p.armLocked()
+		if p.catchUp {
+			p.waiting = append(p.waiting, h)
+			if h.seq <= p.cuD {
+				p.cuMine++
+			}
+		} else {
+			submit = h
+		}
+	}
+	p.mu.Unlock()
+	p.gate.RUnlock()
+	if submit != nil {
+		p.submit(submit)
+	}
+}
+
+// submit queues h's task on its key's session.
+func (p *partition) submit(h *held) {
+	prio := normal
+	if h.high {
+		prio = high
+	}
+	if err := p.c.sched.Post(h.ctx, h.key, h.run, prio); err != nil {
+		// Only a scheduler that Close shut down refuses: give it back.
+		p.resolve(h, replyNak)
+	}
+}

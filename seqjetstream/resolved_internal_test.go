@@ -1,0 +1,116 @@
+package seqjetstream
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// check verifies a's links: from lru to mru, every entry once, each
+// indexed under its key, in the order of want (least recently updated
+// first), if want is not nil.
+func (a *appliedKeys) check(t *testing.T, want []string) {
+	t.Helper()
+	if len(a.index) > a.max || len(a.ents) > a.max {
+		t.Fatalf("%d keys, %d entries; want at most %d", len(a.index), len(a.ents), a.max)
+	}
+	var order []string
+	prev := int32(-1)
+	for i := a.lru; i >= 0; i = a.ents[i].next {
+		e := a.ents[i]
+		if e.prev != prev {
+			t.Fatalf("entry %d (%s): prev %d; want %d", i, e.key, e.prev, prev)
+		}
+		if j, ok := a.index[e.key]; !ok || j != i {
+			t.Fatalf("entry %d (%s) indexed as %d, %v", i, e.key, j, ok)
+		}
+		order = append(order, e.key)
+		prev = i
+		if len(order) > len(a.index) {
+			t.Fatalf("a cycle in the update order")
+		}
+	}
+	if prev != a.mru || len(order) != len(a.index) {
+		t.Fatalf("walked %d entries to %d; want %d to mru %d", len(order), prev, len(a.index), a.mru)
+	}
+	if want != nil && fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("update order %v; want %v", order, want)
+	}
+}
+
+func TestAppliedKeysForgetTheKeyUpdatedLeastRecently(t *testing.T) {
+	var a appliedKeys
+	a.init(3)
+	a.add("a", 1, false)
+	a.add("b", 2, false)
+	a.add("c", 3, true)
+	a.check(t, []string{"a", "b", "c"})
+	a.add("a", 4, false) // refreshed: b is now the oldest
+	a.check(t, []string{"b", "c", "a"})
+	a.add("d", 5, false)
+	a.check(t, []string{"c", "a", "d"})
+	if _, _, ok := a.get("b"); ok {
+		t.Fatalf("b remembered past the cap")
+	}
+	a.add("a", 2, false) // a lower sequence (a High message overtook it) refreshes, keeps 4
+	a.check(t, []string{"c", "d", "a"})
+	for key, want := range map[string]uint64{"a": 4, "c": 3, "d": 5} {
+		if seq, _, ok := a.get(key); !ok || seq != want {
+			t.Errorf("get(%s) = %d, %v; want %d", key, seq, ok, want)
+		}
+	}
+	if _, termed, _ := a.get("c"); !termed {
+		t.Errorf("c: terminated forgotten")
+	}
+	a.reset()
+	a.check(t, []string{})
+	if _, _, ok := a.get("a"); ok || a.len() != 0 {
+		t.Fatalf("reset left %d keys", a.len())
+	}
+	a.add("e", 6, false)
+	a.check(t, []string{"e"})
+}
+
+// TestAppliedKeysStayBoundedWithAMillionKeys feeds a million keys, new
+// ones and old ones again, through a memory of 4,000: it never holds
+// more, and always the 4,000 keys updated last.
+func TestAppliedKeysStayBoundedWithAMillionKeys(t *testing.T) {
+	const max, n = 4000, 1 << 20
+	var a appliedKeys
+	a.init(max)
+	rng := rand.New(rand.NewPCG(1, 2))
+	last := make(map[string]int) // key → when it was updated last
+	keys := make([]string, 0, n)
+	for i := range n {
+		var k string
+		if len(keys) > 0 && rng.IntN(4) == 0 {
+			k = keys[len(keys)-1-rng.IntN(min(len(keys), 2*max))] // one seen lately, maybe forgotten
+		} else {
+			k = fmt.Sprint("key-", i)
+			keys = append(keys, k)
+		}
+		a.add(k, uint64(i+1), false)
+		last[k] = i
+		if a.len() > max {
+			t.Fatalf("after %d updates: %d keys; want at most %d", i+1, a.len(), max)
+		}
+	}
+	a.check(t, nil)
+	if a.len() != max {
+		t.Fatalf("%d keys; want %d", a.len(), max)
+	}
+	// The remembered keys are the max updated last.
+	oldest := n
+	for i := a.lru; i >= 0; i = a.ents[i].next {
+		oldest = min(oldest, last[a.ents[i].key])
+	}
+	forgottenLater := 0
+	for k, at := range last {
+		if _, _, ok := a.get(k); !ok && at > oldest {
+			forgottenLater++
+		}
+	}
+	if forgottenLater > 0 {
+		t.Fatalf("%d keys updated after the oldest remembered one are forgotten", forgottenLater)
+	}
+}

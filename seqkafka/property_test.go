@@ -1,0 +1,284 @@
+package seqkafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seqsched/seqsched/seqkafka"
+)
+
+// TestPropertyNoCommitPassesAnIncompleteOffset runs a group on random
+// data with random latencies and failures, adds, kills and fences members
+// at random points (some members taking records in batches), and checks that every record was applied at least once,
+// that each key's first applications are in offset order, and that no
+// commit the broker received ever passed an offset that was not applied
+// (or listed one in its metadata that was not).
+func TestPropertyNoCommitPassesAnIncompleteOffset(t *testing.T) {
+	seeds := []uint64{1, 2, 3}
+	if testing.Short() {
+		seeds = seeds[:1]
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { runProperty(t, seed) })
+	}
+}
+
+func runProperty(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	const parts = 4
+	n := 1200 + rng.IntN(600)
+	keys := []int{1, 5, 60, 1000}[rng.IntN(4)]
+	zipf := rand.NewZipf(rng, 1.3, 1, uint64(keys-1))
+	rs := make([]*kgo.Record, n)
+	perPart := make([]int64, parts)
+	for i := range rs {
+		p := int32(rng.IntN(parts))
+		key := ""
+		if rng.IntN(10) > 0 { // one record in ten has no key
+			key = fmt.Sprint("k", zipf.Uint64())
+		}
+		rs[i] = rec(p, key, fmt.Sprint(i))
+		perPart[p]++
+	}
+	t.Logf("seed %d: %d records, %d keys", seed, n, keys)
+
+	c := cluster(t, parts)
+	produce(t, c, rs)
+	st := newStore()
+
+	// The commit check: each commit must cover only applied offsets.
+	var violations []string
+	var vmu sync.Mutex
+	var committedEnd atomic.Int64 // partitions whose commit reached their end
+	endReached := make([]bool, parts)
+	allCommitted := make(chan struct{})
+	w := watchCommits(c)
+	w.check = func(part int32, offset int64, meta string) {
+		bad := func(format string, args ...any) {
+			vmu.Lock()
+			violations = append(violations, fmt.Sprintf("partition %d commit %d: ", part, offset)+fmt.Sprintf(format, args...))
+			vmu.Unlock()
+		}
+		for o := int64(0); o < offset; o++ {
+			if !st.isApplied(part, o) {
+				bad("offset %d below it not applied", o)
+				return
+			}
+		}
+		if strings.HasPrefix(meta, "seqsched") {
+			wm, done, err := seqkafka.DecodeMetadata(meta)
+			if err != nil || wm != offset {
+				bad("metadata %q: watermark %d, err %v", meta, wm, err)
+				return
+			}
+			for _, r := range done {
+				for o := r.From; o < r.To; o++ {
+					if !st.isApplied(part, o) {
+						bad("metadata lists offset %d, not applied", o)
+						return
+					}
+				}
+			}
+		}
+		if offset == perPart[part] && !endReached[part] {
+			endReached[part] = true
+			if committedEnd.Add(1) == parts {
+				close(allCommitted)
+			}
+		}
+	}
+
+	fails := func(r *kgo.Record, attempt int) bool {
+		h := fnv.New64a()
+		fmt.Fprint(h, seed, r.Partition, r.Offset)
+		v := h.Sum64()
+		switch {
+		case v%100 == 0: // poison: fails every attempt
+			return true
+		case v%10 == 1: // fails its first attempt or two
+			return attempt <= int(v/10%2)+1
+		}
+		return false
+	}
+
+	type memberState struct {
+		m      *member
+		dialer *killableDialer
+		killed atomic.Bool
+	}
+	var attempts sync.Map // "member/partition/offset" -> *atomic.Int32
+	// Members of odd id take records in batches (NewBatchConsumer), so
+	// the group mixes both kinds.
+	newMember := func(id int) *memberState {
+		ms := &memberState{dialer: &killableDialer{}}
+		lat := rand.New(rand.NewPCG(seed, uint64(id)))
+		var latMu sync.Mutex
+		work := func() { // the handler's work, not synchronisation
+			latMu.Lock()
+			d := time.Duration(lat.IntN(2001)) * time.Microsecond
+			latMu.Unlock()
+			time.Sleep(d)
+		}
+		one := func(r *kgo.Record) error {
+			v, _ := attempts.LoadOrStore(fmt.Sprint(id, "/", r.Partition, "/", r.Offset), new(atomic.Int32))
+			if fails(r, int(v.(*atomic.Int32).Add(1))) {
+				return errors.New("transient")
+			}
+			st.apply(r)
+			return nil
+		}
+		h := func(ctx context.Context, r *kgo.Record) error {
+			if ms.killed.Load() { // a dead process does nothing more
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			work()
+			return one(r)
+		}
+		bh := func(ctx context.Context, rs []*kgo.Record) error {
+			if ms.killed.Load() {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			work() // one bulk call for the batch
+			errs := make([]error, len(rs))
+			for i, r := range rs {
+				errs[i] = one(r)
+			}
+			return &seqkafka.BatchError{Errs: errs}
+		}
+		dlq := func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
+			if ms.killed.Load() {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			st.apply(r) // dead-lettered counts as done
+			return nil
+		}
+		opts := []seqkafka.Option{
+			seqkafka.WithMaxConcurrency(8),
+			// Per partition: 4 partitions hold about what the 200 of the
+			// consumer-wide bound before v2 held.
+			seqkafka.WithMaxBuffered(50, 25),
+			seqkafka.WithRetries(3, fixedBackoff(time.Millisecond)),
+			seqkafka.WithDeadLetter(dlq),
+			seqkafka.WithCommitInterval(20 * time.Millisecond),
+			seqkafka.WithCommitTimeout(300 * time.Millisecond),
+			seqkafka.WithDrainTimeout(2 * time.Second),
+		}
+		copts := groupOpts(c, kgo.Dialer(ms.dialer.dial))
+		var cons *seqkafka.Consumer
+		var err error
+		if id%2 == 1 {
+			cons, err = seqkafka.NewBatchConsumer(copts, bh, append(opts, seqkafka.WithBatch(16, time.Millisecond))...)
+		} else {
+			cons, err = seqkafka.NewConsumer(copts, h, opts...)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms.m = startMember(t, cons)
+		return ms
+	}
+
+	live := []*memberState{newMember(0), newMember(1)}
+	nextID := 2
+	// Four events at random points of the run: add, kill, fence, add.
+	points := []int{n/10 + rng.IntN(n/6), n/3 + rng.IntN(n/6), n/2 + rng.IntN(n/6), 3*n/4 + rng.IntN(n/6)}
+	var killedWG sync.WaitGroup
+	guard := time.After(20 * time.Second)
+	for i, at := range points {
+		select {
+		case <-st.at(at):
+		case <-guard:
+			t.Fatalf("only %d of %d records applied", st.count(), n)
+		}
+		switch i {
+		case 1: // kill: cut off the network at once, as a crash would
+			k := rng.IntN(len(live))
+			victim := live[k]
+			live = append(live[:k], live[k+1:]...)
+			victim.killed.Store(true)
+			victim.dialer.kill()
+			killedWG.Go(func() { victim.m.close(t, 300*time.Millisecond) })
+		case 2: // fence: the coordinator forgets a member; it loses its partitions and rejoins
+			select {
+			case <-fence(c, live[rng.IntN(len(live))].m.c):
+			case <-guard:
+				t.Fatal("the member was not fenced")
+			}
+		default:
+			live = append(live, newMember(nextID))
+			nextID++
+		}
+	}
+	select {
+	case <-st.at(n):
+	case <-guard:
+		t.Fatalf("only %d of %d records applied", st.count(), n)
+	}
+	select {
+	case <-allCommitted:
+	case <-guard:
+		for _, ms := range live {
+			t.Logf("member stats: %+v", ms.m.c.Stats())
+		}
+		t.Fatalf("commits did not reach the end of every partition %v: %v", perPart, w.all()[max(0, len(w.all())-8):])
+	}
+	// Close the members together: one after another, each leave would
+	// start a rebalance of its own that the next Close waits through.
+	var closeWG sync.WaitGroup
+	for _, ms := range live {
+		closeWG.Go(func() {
+			if err := ms.m.close(t, 10*time.Second); err != nil {
+				t.Errorf("Close = %v; want nil", err)
+			}
+		})
+	}
+	closeWG.Wait()
+	killedWG.Wait()
+
+	vmu.Lock()
+	defer vmu.Unlock()
+	if len(violations) > 0 {
+		t.Fatalf("%d commits passed unapplied offsets, first: %s", len(violations), violations[0])
+	}
+	st.checkOrder(t)
+	if got := st.count(); got != n {
+		t.Fatalf("applied %d distinct records; want %d", got, n)
+	}
+	t.Logf("%d commits checked", len(w.all()))
+}
+
+// fence makes the coordinator answer cons's next heartbeat with
+// UNKNOWN_MEMBER_ID, as when it evicted the member: kgo reports its
+// partitions lost, and the member rejoins. The channel is closed once the
+// heartbeat was answered so.
+func fence(c *kfake.Cluster, cons *seqkafka.Consumer) <-chan struct{} {
+	done := make(chan struct{})
+	c.ControlKey(int16(kmsg.Heartbeat), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.HeartbeatRequest)
+		if member, _ := cons.Client().GroupMetadata(); member == "" || req.MemberID != member {
+			return nil, nil, false // someone else's: kept for the next
+		}
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.Version = req.Version
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		close(done)
+		return resp, nil, true
+	})
+	return done
+}

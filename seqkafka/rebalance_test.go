@@ -1,0 +1,147 @@
+package seqkafka_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seqsched/seqsched/seqkafka"
+)
+
+// gate holds handlers of chosen offsets until opened.
+type gate struct {
+	open    chan struct{}
+	entered chan int64 // offsets that reached the gate
+}
+
+func newGate() *gate { return &gate{open: make(chan struct{}), entered: make(chan int64, 64)} }
+
+func (g *gate) wait(ctx context.Context, off int64) error {
+	g.entered <- off
+	select {
+	case <-g.open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func TestRevokedPartitionFinishesInFlightBeforeItsCommit(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "0"), rec(0, "a", "1"), rec(0, "b", "2")})
+	st := newStore()
+	w := watchCommits(c)
+	var committedBeforeApplied atomic.Bool
+	w.check = func(part int32, offset int64, _ string) {
+		for o := int64(0); o < offset; o++ {
+			if !st.isApplied(part, o) {
+				committedBeforeApplied.Store(true)
+			}
+		}
+	}
+	g := newGate()
+	logs := newLogSink()
+	a, err := seqkafka.NewConsumer(groupOpts(c, kgo.Balancers(kgo.RangeBalancer())),
+		func(ctx context.Context, r *kgo.Record) error {
+			if r.Offset == 0 {
+				if err := g.wait(ctx, r.Offset); err != nil {
+					return err
+				}
+			}
+			st.apply(r)
+			return nil
+		}, seqkafka.WithLogger(logs.logger()), seqkafka.WithCommitInterval(time.Hour))
+	require.NoError(t, err)
+	ma := startMember(t, a)
+	<-g.entered // offset 0 is in flight on a
+
+	// b joins: with the eager range balancer a must revoke its partition.
+	var bApplied atomic.Int32
+	b, err := seqkafka.NewConsumer(groupOpts(c, kgo.Balancers(kgo.RangeBalancer())),
+		func(ctx context.Context, r *kgo.Record) error {
+			bApplied.Add(1)
+			st.apply(r)
+			return nil
+		}, seqkafka.WithCommitInterval(time.Hour))
+	require.NoError(t, err)
+	mb := startMember(t, b)
+	<-logs.when("draining revoked partitions")
+	require.Empty(t, w.all(), "a committed before its in-flight record finished")
+
+	// a's revocation commits 3 once all three are applied; b then owns
+	// the partition from offset 3 and has nothing to do. The watch is in
+	// place before the gate opens: the commit may follow at once.
+	commitAt3 := make(chan struct{})
+	var once sync.Once
+	w.mu.Lock()
+	prev := w.check
+	w.check = func(part int32, offset int64, meta string) {
+		prev(part, offset, meta)
+		if offset == 3 {
+			once.Do(func() { close(commitAt3) })
+		}
+	}
+	w.mu.Unlock()
+	close(g.open)
+	select {
+	case <-commitAt3:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no commit of offset 3; commits %v", w.all())
+	}
+	require.NoError(t, ma.close(t, 10*time.Second))
+	require.NoError(t, mb.close(t, 10*time.Second))
+	require.False(t, committedBeforeApplied.Load(), "a commit passed an unapplied offset: %v", w.all())
+	require.Zero(t, bApplied.Load(), "b replayed records a had finished")
+}
+
+func TestLostPartitionCommitsNothing(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "0"), rec(0, "b", "1"), rec(0, "b", "2")})
+	st := newStore()
+	w := watchCommits(c)
+	g := newGate()
+	var handled atomic.Int32
+	cons, err := seqkafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+		if r.Offset == 0 {
+			if err := g.wait(ctx, r.Offset); err != nil {
+				return err
+			}
+		}
+		handled.Add(1)
+		st.apply(r)
+		return nil
+	}, seqkafka.WithCommitInterval(time.Hour), seqkafka.WithRetries(1, nil))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-g.entered // offset 0 in flight; 1 and 2 (key b) finish on their own
+	<-st.at(2)
+
+	// The coordinator now says the member is unknown: kgo reports the
+	// partition lost. Offsets 1 and 2 are done and 0 is not; a commit now
+	// would carry them in its metadata.
+	var fenced atomic.Bool
+	c.ControlKey(int16(kmsg.Heartbeat), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if fenced.Swap(true) {
+			return nil, nil, false
+		}
+		resp := kmsg.NewPtrHeartbeatResponse()
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil, true
+	})
+	// The lost assignment's handler sees its ctx canceled; the member
+	// rejoins, gets the partition again and, with nothing committed,
+	// starts over at offset 0.
+	<-g.entered
+	require.Empty(t, w.all(), "a lost partition was committed")
+	close(g.open)
+	<-st.at(3)
+	require.NoError(t, m.close(t, 10*time.Second))
+	require.GreaterOrEqual(t, handled.Load(), int32(5), "records 1 and 2 were not replayed after the loss")
+}

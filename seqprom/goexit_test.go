@@ -1,0 +1,5 @@
+package seqprom_test
+
+import "runtime"
+
+func runtimeGoexit() { runtime.Goexit() }
