@@ -34,9 +34,12 @@
 //	seqsched.queued      updowncounter           {task}     priority           seqsched_queued
 //	seqsched.yields      counter                 {yield}                       seqsched_yields_total
 //	seqsched.slow_tasks  counter                 {task}                        seqsched_slow_tasks_total
+//	seqsched.paused      updowncounter           {session}                     seqsched_paused
+//	seqsched.paced       updowncounter           {session}                     seqsched_paced
+//	seqsched.halts       counter                 {halt}                        seqsched_halts_total
 //
 // priority is "high" or "normal"; outcome is "succeeded", "failed",
-// "panicked", "skipped" or "discarded". The histograms' bounds are
+// "panicked", "skipped", "discarded" or "replaced". The histograms' bounds are
 // [seqsched.HistogramBounds] in seconds (1e-06 ... 60); they are reported
 // always, and stay empty unless the scheduler was made with
 // WithWaitHistogram or WithRunHistogram. Their start time is New's. No

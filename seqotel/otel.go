@@ -59,7 +59,7 @@ func New(s StatsReader, opts ...Option) (*Metrics, error) {
 // Label values of the priority and outcome attributes.
 var (
 	priorities = [...]string{"high", "normal"}
-	outcomes   = [...]string{"succeeded", "failed", "panicked", "skipped", "discarded"}
+	outcomes   = [...]string{"succeeded", "failed", "panicked", "skipped", "discarded", "replaced"}
 )
 
 // with returns the attributes of a data point: WithAttributes's, then kv.
@@ -88,7 +88,13 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 		metric.WithDescription("Times a session gave up its turn to another."))
 	slow, err6 := meter.Int64ObservableCounter("seqsched.slow_tasks", metric.WithUnit("{task}"),
 		metric.WithDescription("Tasks that ran longer than seqsched.WithSlowTask's limit."))
-	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+	paused, err7 := meter.Int64ObservableUpDownCounter("seqsched.paused", metric.WithUnit("{session}"),
+		metric.WithDescription("Sessions paused (Pause, or a halt) with no task running."))
+	paced, err8 := meter.Int64ObservableUpDownCounter("seqsched.paced", metric.WithUnit("{session}"),
+		metric.WithDescription("Sessions waiting for a token of their seqsched.WithRate bucket."))
+	halts, err9 := meter.Int64ObservableCounter("seqsched.halts", metric.WithUnit("{halt}"),
+		metric.WithDescription("Times a failed seqsched.HaltOnError task halted its session."))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8, err9); err != nil {
 		return nil, err
 	}
 	set := func(kv ...attribute.KeyValue) metric.ObserveOption { return metric.WithAttributeSet(m.with(kv...)) }
@@ -100,7 +106,7 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 		for i, ps := range [...]*seqsched.PriorityStats{&st.High, &st.Normal} {
 			p := attribute.String("priority", priorities[i])
 			oc := ps.Outcomes
-			for j, n := range [...]uint64{oc.Succeeded, oc.Failed, oc.Panicked, oc.Skipped, oc.Discarded} {
+			for j, n := range [...]uint64{oc.Succeeded, oc.Failed, oc.Panicked, oc.Skipped, oc.Discarded, oc.Replaced} {
 				o.ObserveInt64(tasks, int64(n), set(p, attribute.String("outcome", outcomes[j])))
 			}
 			o.ObserveInt64(queued, int64(ps.Queued), set(p))
@@ -109,8 +115,11 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 		o.ObserveInt64(running, int64(st.Running), set())
 		o.ObserveInt64(yields, int64(st.Yields), set())
 		o.ObserveInt64(slow, int64(st.SlowTasks), set())
+		o.ObserveInt64(paused, int64(st.Paused), set())
+		o.ObserveInt64(paced, int64(st.Paced), set())
+		o.ObserveInt64(halts, int64(st.Halts), set())
 		return nil
-	}, tasks, sessions, running, queued, yields, slow)
+	}, tasks, sessions, running, queued, yields, slow, paused, paced, halts)
 }
 
 // Produce reads Stats once and returns the wait and run-time histograms,

@@ -135,6 +135,17 @@ func TestCollectionAfterAKnownWorkloadIsExact(t *testing.T) {
 		}
 		require.NoError(t, s.Remove(ctx, "a"))
 		require.NoError(t, s.Remove(ctx, "b"))
+		// e: a Replace-tagged task replaced while e is paused, and its
+		// replacement run (wait 0, run 0); f: a HaltOnError task fails and
+		// halts f (wait 0, run 0).
+		require.NoError(t, s.Pause("e"))
+		goes(ctx, "e", sleep(0, nil), seqsched.Replace("r"))
+		goes(ctx, "e", sleep(0, nil), seqsched.Replace("r"))
+		require.NoError(t, s.Resume("e"))
+		goes(ctx, "f", sleep(0, errors.New("failed")), seqsched.HaltOnError)
+		for _, f := range fs {
+			_, _ = f.Await(ctx)
+		}
 
 		got, err := collect(t, r)
 		require.NoError(t, err)
@@ -143,17 +154,20 @@ func TestCollectionAfterAKnownWorkloadIsExact(t *testing.T) {
 			"seqsched.running{scheduler=x}":                0,
 			"seqsched.yields{scheduler=x}":                 0,
 			"seqsched.slow_tasks{scheduler=x}":             3,
+			"seqsched.paused{scheduler=x}":                 1,
+			"seqsched.paced{scheduler=x}":                  0,
+			"seqsched.halts{scheduler=x}":                  1,
 			"seqsched.queued{priority=high,scheduler=x}":   0,
 			"seqsched.queued{priority=normal,scheduler=x}": 0,
 
-			"seqsched.task.wait_count{priority=normal,scheduler=x}":           3,
+			"seqsched.task.wait_count{priority=normal,scheduler=x}":           5,
 			"seqsched.task.wait_sum{priority=normal,scheduler=x}":             5,
-			"seqsched.task.wait_bucket{priority=normal,scheduler=x,le=1e-06}": 1,
+			"seqsched.task.wait_bucket{priority=normal,scheduler=x,le=1e-06}": 3,
 			"seqsched.task.wait_bucket{priority=normal,scheduler=x,le=1}":     1,
 			"seqsched.task.wait_bucket{priority=normal,scheduler=x,le=5}":     1,
-			"seqsched.task.run_count{priority=normal,scheduler=x}":            3,
+			"seqsched.task.run_count{priority=normal,scheduler=x}":            5,
 			"seqsched.task.run_sum{priority=normal,scheduler=x}":              4,
-			"seqsched.task.run_bucket{priority=normal,scheduler=x,le=1e-06}":  1,
+			"seqsched.task.run_bucket{priority=normal,scheduler=x,le=1e-06}":  3,
 			"seqsched.task.run_bucket{priority=normal,scheduler=x,le=1}":      1,
 			"seqsched.task.run_bucket{priority=normal,scheduler=x,le=5}":      1,
 			"seqsched.task.wait_count{priority=high,scheduler=x}":             3,
@@ -167,14 +181,16 @@ func TestCollectionAfterAKnownWorkloadIsExact(t *testing.T) {
 			"seqsched.task.run_bucket{priority=high,scheduler=x,le=+Inf}":     1,
 		}
 		for _, p := range []string{"high", "normal"} {
-			for _, o := range []string{"succeeded", "failed", "panicked", "skipped", "discarded"} {
+			for _, o := range []string{"succeeded", "failed", "panicked", "skipped", "discarded", "replaced"} {
 				want["seqsched.tasks{outcome="+o+",priority="+p+",scheduler=x}"] = 0
 			}
 		}
 		want["seqsched.tasks{outcome=succeeded,priority=high,scheduler=x}"] = 3
-		for _, o := range []string{"succeeded", "failed", "panicked", "skipped", "discarded"} {
+		for _, o := range []string{"succeeded", "failed", "panicked", "skipped", "discarded", "replaced"} {
 			want["seqsched.tasks{outcome="+o+",priority=normal,scheduler=x}"] = 1
 		}
+		want["seqsched.tasks{outcome=succeeded,priority=normal,scheduler=x}"] = 2 // a1, e's replacement
+		want["seqsched.tasks{outcome=failed,priority=normal,scheduler=x}"] = 2    // a2, f's halting task
 		assert.Equal(t, want, got)
 	})
 }

@@ -22,6 +22,7 @@ type Collector struct {
 	s StatsReader
 
 	tasks, wait, run, sessions, running, queued, yields, slow *prometheus.Desc
+	paused, paced, halts                                      *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -29,7 +30,7 @@ var _ prometheus.Collector = (*Collector)(nil)
 // Label values of the priority and outcome labels.
 var (
 	priorities = [...]string{"high", "normal"}
-	outcomes   = [...]string{"succeeded", "failed", "panicked", "skipped", "discarded"}
+	outcomes   = [...]string{"succeeded", "failed", "panicked", "skipped", "discarded", "replaced"}
 )
 
 // NewCollector returns a Collector of s's Stats. It returns an error
@@ -57,12 +58,16 @@ func NewCollector(s StatsReader, opts ...Option) (*Collector, error) {
 		queued:   desc("queued", "Tasks waiting to start.", "priority"),
 		yields:   desc("yields_total", "Times a session gave up its turn to another."),
 		slow:     desc("slow_tasks_total", "Tasks that ran longer than seqsched.WithSlowTask's limit."),
+		paused:   desc("paused", "Sessions paused (Pause, or a halt) with no task running."),
+		paced:    desc("paced", "Sessions waiting for a token of their seqsched.WithRate bucket."),
+		halts:    desc("halts_total", "Times a failed seqsched.HaltOnError task halted its session."),
 	}, nil
 }
 
 // Describe sends the descriptors of every metric the collector reports.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.tasks, c.wait, c.run, c.sessions, c.running, c.queued, c.yields, c.slow} {
+	for _, d := range []*prometheus.Desc{c.tasks, c.wait, c.run, c.sessions, c.running, c.queued, c.yields, c.slow,
+		c.paused, c.paced, c.halts} {
 		ch <- d
 	}
 }
@@ -85,7 +90,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for i, ps := range [...]*seqsched.PriorityStats{&st.High, &st.Normal} {
 		p := priorities[i]
 		o := ps.Outcomes
-		for j, n := range [...]uint64{o.Succeeded, o.Failed, o.Panicked, o.Skipped, o.Discarded} {
+		for j, n := range [...]uint64{o.Succeeded, o.Failed, o.Panicked, o.Skipped, o.Discarded, o.Replaced} {
 			send(prometheus.NewConstMetric(c.tasks, prometheus.CounterValue, float64(n), p, outcomes[j]))
 		}
 		send(HistogramMetric(c.wait, ps.WaitHistogram, p))
@@ -96,6 +101,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	send(prometheus.NewConstMetric(c.running, prometheus.GaugeValue, float64(st.Running)))
 	send(prometheus.NewConstMetric(c.yields, prometheus.CounterValue, float64(st.Yields)))
 	send(prometheus.NewConstMetric(c.slow, prometheus.CounterValue, float64(st.SlowTasks)))
+	send(prometheus.NewConstMetric(c.paused, prometheus.GaugeValue, float64(st.Paused)))
+	send(prometheus.NewConstMetric(c.paced, prometheus.GaugeValue, float64(st.Paced)))
+	send(prometheus.NewConstMetric(c.halts, prometheus.CounterValue, float64(st.Halts)))
 }
 
 // ErrNilStats is returned by NewCollector when given no StatsReader.

@@ -156,6 +156,15 @@ func TestScrapeCountsAKnownWorkloadExactly(t *testing.T) {
 		require.ErrorIs(t, await(t, d2), seqsched.ErrDiscarded)
 		require.NoError(t, s.Remove(ctx, "a"))
 		require.NoError(t, s.Remove(ctx, "b"))
+		// Session e: a Replace-tagged task replaced while e is paused, its
+		// replacement run. Session f: a HaltOnError task fails and halts f.
+		require.NoError(t, s.Pause("e"))
+		e1 := must(s.Go(ctx, "e", sleep(0, nil), seqsched.Replace("r")))
+		e2 := must(s.Go(ctx, "e", sleep(0, nil), seqsched.Replace("r")))
+		require.NoError(t, s.Resume("e"))
+		require.ErrorIs(t, await(t, e1), seqsched.ErrReplaced)
+		require.NoError(t, await(t, e2))
+		require.Error(t, await(t, must(s.Go(ctx, "f", sleep(0, errors.New("failed")), seqsched.HaltOnError))))
 
 		require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP seqsched_tasks_total Tasks whose future resolved, by priority and by how they ended.
@@ -163,13 +172,15 @@ func TestScrapeCountsAKnownWorkloadExactly(t *testing.T) {
 seqsched_tasks_total{outcome="discarded",priority="high"} 0
 seqsched_tasks_total{outcome="discarded",priority="normal"} 1
 seqsched_tasks_total{outcome="failed",priority="high"} 0
-seqsched_tasks_total{outcome="failed",priority="normal"} 1
+seqsched_tasks_total{outcome="failed",priority="normal"} 2
 seqsched_tasks_total{outcome="panicked",priority="high"} 0
 seqsched_tasks_total{outcome="panicked",priority="normal"} 1
+seqsched_tasks_total{outcome="replaced",priority="high"} 0
+seqsched_tasks_total{outcome="replaced",priority="normal"} 1
 seqsched_tasks_total{outcome="skipped",priority="high"} 0
 seqsched_tasks_total{outcome="skipped",priority="normal"} 1
 seqsched_tasks_total{outcome="succeeded",priority="high"} 3
-seqsched_tasks_total{outcome="succeeded",priority="normal"} 1
+seqsched_tasks_total{outcome="succeeded",priority="normal"} 2
 # HELP seqsched_sessions Sessions with queued or running work.
 # TYPE seqsched_sessions gauge
 seqsched_sessions 0
@@ -186,15 +197,24 @@ seqsched_yields_total 0
 # HELP seqsched_slow_tasks_total Tasks that ran longer than seqsched.WithSlowTask's limit.
 # TYPE seqsched_slow_tasks_total counter
 seqsched_slow_tasks_total 3
+# HELP seqsched_paused Sessions paused (Pause, or a halt) with no task running.
+# TYPE seqsched_paused gauge
+seqsched_paused 1
+# HELP seqsched_paced Sessions waiting for a token of their seqsched.WithRate bucket.
+# TYPE seqsched_paced gauge
+seqsched_paced 0
+# HELP seqsched_halts_total Times a failed seqsched.HaltOnError task halted its session.
+# TYPE seqsched_halts_total counter
+seqsched_halts_total 1
 `), "seqsched_tasks_total", "seqsched_sessions", "seqsched_running", "seqsched_queued",
-			"seqsched_yields_total", "seqsched_slow_tasks_total"))
+			"seqsched_yields_total", "seqsched_slow_tasks_total", "seqsched_paused", "seqsched_paced", "seqsched_halts_total"))
 
 		for _, c := range []struct {
 			name, priority string
 			want           series
 		}{
-			{"seqsched_task_wait_seconds", "normal", series{3, 5, map[string]uint64{"1e-06": 1, "1": 1, "5": 1}}},
-			{"seqsched_task_run_seconds", "normal", series{3, 4, map[string]uint64{"1e-06": 1, "1": 1, "5": 1}}},
+			{"seqsched_task_wait_seconds", "normal", series{5, 5, map[string]uint64{"1e-06": 3, "1": 1, "5": 1}}},
+			{"seqsched_task_run_seconds", "normal", series{5, 4, map[string]uint64{"1e-06": 3, "1": 1, "5": 1}}},
 			{"seqsched_task_wait_seconds", "high", series{3, 90, map[string]uint64{"1e-06": 2, "+Inf": 1}}},
 			{"seqsched_task_run_seconds", "high", series{3, 100, map[string]uint64{"1e-06": 1, "10": 1, "+Inf": 1}}},
 		} {

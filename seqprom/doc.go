@@ -21,9 +21,12 @@
 //	seqsched_queued{priority}               gauge      tasks waiting to start
 //	seqsched_yields_total                   counter    turns a session gave up to another
 //	seqsched_slow_tasks_total               counter    tasks that ran past WithSlowTask's limit
+//	seqsched_paused                         gauge      sessions paused (Pause, or a halt)
+//	seqsched_paced                          gauge      sessions waiting for their WithRate bucket
+//	seqsched_halts_total                    counter    sessions halted by a failed HaltOnError task
 //
 // priority is "high" or "normal"; outcome is "succeeded", "failed",
-// "panicked", "skipped" or "discarded" (see [seqsched.Outcomes]). The
+// "panicked", "skipped", "discarded" or "replaced" (see [seqsched.Outcomes]). The
 // histograms' buckets are those of [seqsched.HistogramBounds], 1 µs to
 // 60 s; they are reported always, and stay empty unless the scheduler
 // was made with the option that records them. No metric has a per-key

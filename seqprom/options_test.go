@@ -96,6 +96,10 @@ seqsched_tasks_total{outcome="panicked",priority="high",scheduler="chat"} 0
 seqsched_tasks_total{outcome="panicked",priority="high",scheduler="jobs"} 0
 seqsched_tasks_total{outcome="panicked",priority="normal",scheduler="chat"} 0
 seqsched_tasks_total{outcome="panicked",priority="normal",scheduler="jobs"} 0
+seqsched_tasks_total{outcome="replaced",priority="high",scheduler="chat"} 0
+seqsched_tasks_total{outcome="replaced",priority="high",scheduler="jobs"} 0
+seqsched_tasks_total{outcome="replaced",priority="normal",scheduler="chat"} 0
+seqsched_tasks_total{outcome="replaced",priority="normal",scheduler="jobs"} 0
 seqsched_tasks_total{outcome="skipped",priority="high",scheduler="chat"} 0
 seqsched_tasks_total{outcome="skipped",priority="high",scheduler="jobs"} 0
 seqsched_tasks_total{outcome="skipped",priority="normal",scheduler="chat"} 0
