@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -191,7 +192,7 @@ func haltPhase(ctx context.Context, b *ledger.Bank, h *halts, ids []ledger.Accou
 	if n := len(h.ch); n > 0 {
 		fail(ids[0], "%d more halts than accounts", n)
 	}
-	slices.SortStableFunc(res.failures, func(a, b replay.Failure) int { return int(a.Account - b.Account) })
+	slices.SortStableFunc(res.failures, func(a, b replay.Failure) int { return cmp.Compare(a.Account, b.Account) })
 	return res, nil
 }
 
