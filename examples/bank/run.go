@@ -32,6 +32,11 @@ const (
 
 // run is the whole program; it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runHooked(ctx, args, stdout, stderr, hooks{})
+}
+
+// runHooked is run with hooks.
+func runHooked(ctx context.Context, args []string, stdout, stderr io.Writer, hk hooks) int {
 	fs := flag.NewFlagSet("bank", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dsn := fs.String("db", "", "SQLite file path, or a postgres:// URL (default: a file in a fresh temp dir)")
@@ -42,6 +47,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Traffic, "traffic", 100, "other accounts, whose transfers, reads and audits are interleaved")
 	fs.IntVar(&cfg.Workers, "workers", 8, "goroutines submitting operations")
 	fs.IntVar(&cfg.Window, "window", 10, "accounts each worker has in flight at once")
+	nHalts := fs.Int("halts", 10, "accounts that get the script from too low a balance, halt, and wait for the operator (ordered runs only)")
+	operator := fs.String("operator", opResume, "what the operator does with a halted account: resume (after a credit) or discard")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -49,11 +56,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bank: unexpected argument %q (all options are flags)\n", fs.Arg(0))
 		return 2
 	}
-	if err := checkFlags(cfg); err != nil {
+	if err := checkFlags(cfg, *nHalts, *operator); err != nil {
 		fmt.Fprintln(stderr, "bank:", err)
 		return 2
 	}
-	if err := runE(ctx, *dsn, *journalPath, *unordered, cfg, stdout); err != nil {
+	if *unordered {
+		*nHalts = 0 // no sessions to halt
+	}
+	if err := runE(ctx, *dsn, *journalPath, *unordered, cfg, *nHalts, *operator, stdout, hk); err != nil {
 		var failed errFailures
 		if errors.As(err, &failed) {
 			return 1
@@ -66,8 +76,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // checkFlags rejects flag values the run cannot use, before it touches a
 // database.
-func checkFlags(cfg replay.Config) error {
+func checkFlags(cfg replay.Config, halts int, operator string) error {
 	switch {
+	case halts < 0 || halts > maxAccounts:
+		return fmt.Errorf("-halts %d: must be 0..%d", halts, maxAccounts)
+	case operator != opResume && operator != opDiscard:
+		return fmt.Errorf("-operator %q: must be %s or %s", operator, opResume, opDiscard)
 	case cfg.Accounts < 1 || cfg.Accounts > maxAccounts:
 		return fmt.Errorf("-accounts %d: must be 1..%d", cfg.Accounts, maxAccounts)
 	case cfg.Traffic < 2 || cfg.Traffic > maxAccounts:
@@ -85,7 +99,8 @@ type errFailures int
 
 func (e errFailures) Error() string { return fmt.Sprintf("%d failures", int(e)) }
 
-func runE(ctx context.Context, dsn, journalPath string, unordered bool, cfg replay.Config, out io.Writer) error {
+func runE(ctx context.Context, dsn, journalPath string, unordered bool, cfg replay.Config,
+	nHalts int, operator string, out io.Writer, hk hooks) error {
 	if dsn == "" || journalPath == "" {
 		dir, err := os.MkdirTemp("", "seqsched-bank-")
 		if err != nil {
@@ -110,10 +125,13 @@ func runE(ctx context.Context, dsn, journalPath string, unordered bool, cfg repl
 	}
 	defer journal.Close()
 	counted := &lineCounter{w: journal}
-	bank, err := ledger.New(db, ledger.Config{Journal: counted, Unordered: unordered})
+	halted := &halts{first: ledger.AccountID(cfg.Accounts + cfg.Traffic + 1), ch: make(chan ledger.AccountID, 2*nHalts)}
+	bank, err := ledger.New(db, ledger.Config{Journal: counted, Unordered: unordered,
+		HaltWithdrawals: nHalts > 0, OnHalt: halted.note})
 	if err != nil {
 		return err
 	}
+	halted.bank = bank
 
 	mode := "ordered by seqsched: one session per account"
 	if unordered {
@@ -122,6 +140,14 @@ func runE(ctx context.Context, dsn, journalPath string, unordered bool, cfg repl
 	fmt.Fprintf(out, "bank: %d accounts x [withdraw 50, deposit 100, withdraw 150] from balance 100,\n", cfg.Accounts)
 	fmt.Fprintf(out, "      %d other accounts' transfers, reads and audits interleaved (%s)\n", cfg.Traffic, mode)
 	res, err := replay.Run(ctx, bank, cfg)
+	var hres haltResult
+	if err == nil && nHalts > 0 {
+		ids := make([]ledger.AccountID, nHalts)
+		for i := range ids {
+			ids[i] = halted.first + ledger.AccountID(i)
+		}
+		hres, err = haltPhase(ctx, bank, halted, ids, operator, hk)
+	}
 	if cerr := bank.Close(ctx); err == nil {
 		err = cerr
 	}
@@ -129,7 +155,10 @@ func runE(ctx context.Context, dsn, journalPath string, unordered bool, cfg repl
 		return err
 	}
 	report(out, res, counted.lines)
-	if n := len(res.Failures); n > 0 {
+	if nHalts > 0 {
+		reportHalts(out, hres)
+	}
+	if n := len(res.Failures) + len(hres.failures); n > 0 {
 		return errFailures(n)
 	}
 	return nil

@@ -27,7 +27,9 @@ var hhmm = regexp.MustCompile(`^\d\d:\d\d$`)
 // count, their own messages set apart, every message with its time; a burst
 // that the rate limit refuses in part shows every refused message to its
 // sender as not delivered, text kept, with Retry; a kicked tab gets its
-// kick message and nothing queued after it, and can reconnect; on shutdown
+// kick message and nothing queued after it, and can reconnect; one tab
+// sees the other typing; one tab kicks the other by typing "/kick name",
+// and the kicked one again gets nothing queued after its kick; on shutdown
 // both are told at once and their controls are disabled, and Reconnect
 // brings them back. CHAT_SCREENSHOTS=dir saves what the tabs looked like.
 func TestTwoBrowserTabsChat(t *testing.T) {
@@ -38,6 +40,12 @@ func TestTwoBrowserTabsChat(t *testing.T) {
 	held, open := make(chan struct{}), make(chan struct{})
 	var holdOnce, releaseOnce sync.Once
 	release := func() { releaseOnce.Do(func() { close(open) }) }
+	// The desk tab once reconnected (client 3) can be held the same way,
+	// on "held again", before the phone kicks it from the page.
+	const desk3 = hub.ClientID(3)
+	heldAgain, openAgain := make(chan struct{}), make(chan struct{})
+	var holdAgainOnce, releaseAgainOnce sync.Once
+	releaseAgain := func() { releaseAgainOnce.Do(func() { close(openAgain) }) }
 	srv := startServer(t, "0", func(cfg *hub.Config) {
 		cfg.BeforeWrite = func(id hub.ClientID, data []byte) {
 			if id == desk1 && bytes.Contains(data, []byte(`"text":"held back"`)) {
@@ -46,9 +54,16 @@ func TestTwoBrowserTabsChat(t *testing.T) {
 					<-open
 				})
 			}
+			if id == desk3 && bytes.Contains(data, []byte(`"text":"held again"`)) {
+				holdAgainOnce.Do(func() {
+					close(heldAgain)
+					<-openAgain
+				})
+			}
 		}
 	})
 	t.Cleanup(release) // before the server stops, should the test fail while it holds
+	t.Cleanup(releaseAgain)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*bound)
 	defer cancel()
@@ -231,6 +246,47 @@ func TestTwoBrowserTabsChat(t *testing.T) {
 	desk.do(chromedp.Click(chromedp.ID("reconnect")))
 	desk.until(`document.getElementById("status").dataset.state === "open"`)
 	assert.Equal(t, "connected as guest-3", desk.text("status"))
+	phone.until(`document.getElementById("members").textContent === "2 online"`)
+
+	// Typing: while the desk types, the phone says so; the message, once
+	// sent, ends it.
+	desk.do(chromedp.SendKeys(chromedp.ID("text"), "typed slowly"))
+	phone.until(`document.getElementById("typing").textContent === "guest-3 is typing…"`)
+	desk.do(chromedp.SendKeys(chromedp.ID("text"), "\r"))
+	phone.until(`[...document.querySelectorAll("#log li.chat")].some(li => li.querySelector(".body").textContent === "typed slowly")`)
+	assert.Empty(t, phone.text("typing"), "the indicator ends with the message")
+
+	// Kick from the page: while the desk tab is held in the middle of a
+	// message, with more chat queued behind it, the phone types
+	// "/kick guest-3". The command is answered (no bubble stays for it)
+	// and the room told; the desk gets the message being written, its
+	// kick message, and nothing after it: the kick's task discarded the
+	// rest of its session's queue.
+	deskSeen = len(desk.log())
+	srv.room.Broadcast("server", "held again")
+	select {
+	case <-heldAgain:
+	case <-time.After(bound):
+		t.Fatal("the desk tab's message was never written")
+	}
+	srv.room.Broadcast("server", "queued again")
+	phone.say("/kick guest-3")
+	phone.until(`[...document.querySelectorAll("#log li.event")].some(li => li.lastChild.textContent === "guest-3 was kicked by guest-2")`)
+	phone.until(`document.querySelectorAll('#log li[data-state="pending"]').length === 0`)
+	assert.False(t, slices.ContainsFunc(phone.items(), func(it item) bool { return strings.HasPrefix(it.Text, "/kick") }),
+		"the answered command leaves no message behind")
+	phone.until(`document.getElementById("members").textContent === "1 online"`)
+	releaseAgain()
+	desk.until(`document.getElementById("status").dataset.state === "closed"`)
+	assert.Equal(t, []string{"chat: held again", "kick: You were removed: by guest-2"}, desk.log()[deskSeen:],
+		"what the tab kicked from the page got")
+	assert.Equal(t, "Disconnected: kicked: by guest-2.", desk.text("closed-reason"))
+	assert.Subset(t, phone.events(), []string{"guest-3 left", "guest-3 was kicked by guest-2"})
+	desk.screenshot("desktop-kicked-from-page")
+	phone.screenshot("phone-kicked-from-page")
+	desk.do(chromedp.Click(chromedp.ID("reconnect")))
+	desk.until(`document.getElementById("status").dataset.state === "open"`)
+	assert.Equal(t, "connected as guest-4", desk.text("status"))
 	phone.until(`document.getElementById("members").textContent === "2 online"`)
 
 	// Shutdown: both are told why, at once, and can only reconnect.

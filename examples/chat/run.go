@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
 
 	"github.com/seqsched/seqsched/examples/chat/internal/hub"
 	"github.com/seqsched/seqsched/seqprom"
@@ -69,6 +71,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks
 	fs.SetOutput(stderr)
 	port := fs.Int("port", 8080, "port to listen on, on 127.0.0.1 only (0: any free port)")
 	maxQueue := fs.Int("max-queue", 256, "messages that may wait for one client before it is disconnected")
+	sendRate := fs.Float64("send-rate", 50, "messages a second sent to one client at most; the rest wait in its queue (0: no limit)")
+	sendBurst := fs.Int("send-burst", 50, "messages sent to one client at once before -send-rate applies")
 	verbose := fs.Bool("v", false, "log joins, leaves and slow clients")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -84,14 +88,23 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks
 	if *maxQueue < 1 {
 		return usageError{error: fmt.Errorf("-max-queue %d: must be at least 1", *maxQueue)}
 	}
+	// NaN and +Inf are refused too: "no limit" is 0.
+	if !(*sendRate >= 0 && *sendRate <= math.MaxFloat64) {
+		return usageError{error: fmt.Errorf("-send-rate %v: must be 0 (no limit) or more", *sendRate)}
+	}
+	if *sendBurst < 1 {
+		return usageError{error: fmt.Errorf("-send-burst %d: must be at least 1", *sendBurst)}
+	}
 
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelInfo
 	}
 	cfg := hub.Config{
-		MaxQueue: *maxQueue,
-		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+		MaxQueue:  *maxQueue,
+		SendRate:  rate.Limit(*sendRate),
+		SendBurst: *sendBurst,
+		Logger:    slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	}
 	if h.config != nil {
 		h.config(&cfg)

@@ -202,6 +202,9 @@ func TestBadFlag(t *testing.T) {
 		"zero max-queue":     {[]string{"-max-queue", "0"}, "chat: -max-queue 0: must be at least 1\n"},
 		"negative max-queue": {[]string{"-max-queue", "-1"}, "chat: -max-queue -1: must be at least 1\n"},
 		"stray argument":     {[]string{"extra"}, "chat: unexpected argument \"extra\" (all options are flags)\n"},
+		"negative send-rate": {[]string{"-send-rate", "-1"}, "chat: -send-rate -1: must be 0 (no limit) or more\n"},
+		"NaN send-rate":      {[]string{"-send-rate", "NaN"}, "chat: -send-rate NaN: must be 0 (no limit) or more\n"},
+		"zero send-burst":    {[]string{"-send-burst", "0"}, "chat: -send-burst 0: must be at least 1\n"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

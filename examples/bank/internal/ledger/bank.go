@@ -31,6 +31,8 @@ const (
 	OpTransfer Op = "transfer"
 	OpFreeze   Op = "freeze"
 	OpAudit    Op = "audit"
+	OpCredit   Op = "credit" // an operator's correction; see Credit
+	OpReview   Op = "review" // an operator's look, outside the account's order; see Review
 )
 
 // Receipt is the outcome of a successful operation: the account's state
@@ -58,6 +60,19 @@ type Config struct {
 	// Unordered runs every operation on its own goroutine instead of its
 	// account's seqsched session: the "before" picture, for comparison.
 	Unordered bool
+	// HaltWithdrawals halts an account whose withdrawal fails (it is
+	// submitted with seqsched.HaltOnError): the account's later operations,
+	// those already queued and those submitted meanwhile, are accepted and
+	// held, unrun, until an operator resumes the account (Resume) or drops
+	// them (Discard). Close waits for held operations until its ctx ends,
+	// so resolve every halt first. Ignored when Unordered.
+	HaltWithdrawals bool
+	// OnHalt, if set, is told of each halt, before the account could run
+	// anything else: the account, and an error that wraps both
+	// seqsched.ErrHalted and the withdrawal's *OpError. It runs on the
+	// account's session, so it must not block: hand the halt to an
+	// operator. Without it a halt is logged (slog.Default, at Error).
+	OnHalt func(id AccountID, err error)
 }
 
 // Bank runs account operations against a database. Its methods are safe for
@@ -69,6 +84,7 @@ type Config struct {
 type Bank struct {
 	st      store
 	sched   *seqsched.Scheduler[AccountID] // nil when Unordered
+	halt    bool                           // Config.HaltWithdrawals, ordered
 	journal *journal
 	stats   recorder
 
@@ -90,9 +106,16 @@ type Bank struct {
 // account might never get a slot (see seqsched.WithMaxConcurrency). The
 // database pool is the real limit.
 func New(db *sql.DB, cfg Config) (*Bank, error) {
-	b := &Bank{st: store{db: db}}
+	b := &Bank{st: store{db: db}, halt: cfg.HaltWithdrawals && !cfg.Unordered}
 	if !cfg.Unordered {
-		s, err := seqsched.New[AccountID]()
+		var opts []seqsched.Option
+		if onHalt := cfg.OnHalt; onHalt != nil {
+			// Futures report no failure here: only a halt comes.
+			opts = append(opts, seqsched.WithErrorHandler(func(_ context.Context, id AccountID, err error) {
+				onHalt(id, err)
+			}))
+		}
+		s, err := seqsched.New[AccountID](opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -121,23 +144,27 @@ func (b *Bank) Deposit(ctx context.Context, id AccountID, amount int64) (Pending
 }
 
 // Withdraw takes amount (> 0) from id. It fails with ErrInsufficientFunds,
-// changing nothing, if the balance is lower.
+// changing nothing, if the balance is lower; with Config.HaltWithdrawals
+// that failure halts the account (see Resume).
 func (b *Bank) Withdraw(ctx context.Context, id AccountID, amount int64) (Pending, error) {
+	if b.halt {
+		return b.change(ctx, OpWithdraw, id, amount, -amount, seqsched.HaltOnError)
+	}
 	return b.change(ctx, OpWithdraw, id, amount, -amount)
 }
 
-func (b *Bank) change(ctx context.Context, op Op, id AccountID, amount, delta int64) (Pending, error) {
+func (b *Bank) change(ctx context.Context, op Op, id AccountID, amount, delta int64, opts ...seqsched.TaskOption) (Pending, error) {
 	if amount <= 0 {
 		return nil, &OpError{Op: op, Account: id, Amount: amount, Err: ErrInvalidAmount}
 	}
-	return b.run(ctx, op, id, amount, seqsched.Normal, func(ctx context.Context) (Receipt, error) {
+	return b.run(ctx, op, id, amount, func(ctx context.Context) (Receipt, error) {
 		return b.st.change(ctx, op, id, delta)
-	})
+	}, opts...)
 }
 
 // Balance reads id's balance after every operation submitted before it.
 func (b *Bank) Balance(ctx context.Context, id AccountID) (Pending, error) {
-	return b.run(ctx, OpBalance, id, 0, seqsched.Normal, func(ctx context.Context) (Receipt, error) {
+	return b.run(ctx, OpBalance, id, 0, func(ctx context.Context) (Receipt, error) {
 		return b.st.read(ctx, OpBalance, id)
 	})
 }
@@ -146,23 +173,24 @@ func (b *Bank) Balance(ctx context.Context, id AccountID) (Pending, error) {
 // fail with ErrFrozen. It is High priority: it runs before every operation
 // already queued for id (but after the one running).
 func (b *Bank) Freeze(ctx context.Context, id AccountID) (Pending, error) {
-	return b.run(ctx, OpFreeze, id, 0, seqsched.High, func(ctx context.Context) (Receipt, error) {
+	return b.run(ctx, OpFreeze, id, 0, func(ctx context.Context) (Receipt, error) {
 		return b.st.freeze(ctx, id)
-	})
+	}, seqsched.High)
 }
 
 // Audit snapshots id's state. It is High priority: the snapshot is taken
 // before the operations already queued for id run.
 func (b *Bank) Audit(ctx context.Context, id AccountID) (Pending, error) {
-	return b.run(ctx, OpAudit, id, 0, seqsched.High, func(ctx context.Context) (Receipt, error) {
+	return b.run(ctx, OpAudit, id, 0, func(ctx context.Context) (Receipt, error) {
 		return b.st.read(ctx, OpAudit, id)
-	})
+	}, seqsched.High)
 }
 
 // run submits fn as the next operation on id's session (or, Unordered, on a
-// goroutine of its own), measures it, and has the journal follow it.
-func (b *Bank) run(ctx context.Context, op Op, id AccountID, amount int64, prio seqsched.Priority,
-	fn func(context.Context) (Receipt, error)) (Pending, error) {
+// goroutine of its own) with opts, measures it, and has the journal follow
+// it.
+func (b *Bank) run(ctx context.Context, op Op, id AccountID, amount int64,
+	fn func(context.Context) (Receipt, error), opts ...seqsched.TaskOption) (Pending, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
@@ -173,7 +201,7 @@ func (b *Bank) run(ctx context.Context, op Op, id AccountID, amount int64, prio 
 	if b.sched == nil {
 		p = b.loosely(ctx, task)
 	} else {
-		f, err := seqsched.Submit(ctx, b.sched, id, task, prio)
+		f, err := seqsched.Submit(ctx, b.sched, id, task, opts...)
 		if err != nil {
 			return nil, &OpError{Op: op, Account: id, Amount: amount, Err: err}
 		}
@@ -204,7 +232,9 @@ func (b *Bank) measured(op Op, id AccountID, amount int64, fn func(context.Conte
 // Close stops accepting operations, waits for every accepted one to commit
 // (or fail) and for its journal line, then returns. If ctx ends first it
 // gives up: queued operations fail with seqsched.ErrClosed and Close returns
-// ctx's error. It does not close the database.
+// ctx's error. Operations held by a halted account wait for Resume or
+// Discard (which work during Close) like any other. It does not close the
+// database.
 func (b *Bank) Close(ctx context.Context) error {
 	b.mu.Lock()
 	b.closed = true

@@ -72,17 +72,31 @@ func (b *Bank) pair(ctx context.Context, from, to AccountID, commit func(context
 		lo, hi = hi, lo
 	}
 	loStarted := make(chan struct{}) // closed by lo's task when it runs
-	abandon := make(chan struct{})   // closed if lo's task was not accepted
+	// lo's future, once submitted (nil if it was not accepted): hi's task
+	// watches it, so that it gives up when lo's task is dropped unrun
+	// (Discard of a halted lo, or its submit ctx ended) instead of
+	// waiting for a start that never comes.
+	loFuture := make(chan *seqsched.Future[Receipt], 1)
 
 	b.xfer.Lock()
 	defer b.xfer.Unlock()
 	hiF, err := seqsched.Submit(ctx, b.sched, hi, func(ctx context.Context) (Receipt, error) {
+		var loF *seqsched.Future[Receipt]
+		select {
+		case loF = <-loFuture:
+		case <-ctx.Done(): // Shutdown gave up
+			return Receipt{}, ctx.Err()
+		}
+		if loF == nil {
+			return Receipt{}, ErrClosed
+		}
 		select {
 		case <-loStarted:
 			return commit(ctx)
-		case <-abandon:
-			return Receipt{}, ErrClosed
-		case <-ctx.Done(): // lo's task was skipped, or Shutdown gave up
+		case <-loF.Done(): // resolved without starting: dropped
+			_, err := loF.Await(ctx)
+			return Receipt{}, err
+		case <-ctx.Done(): // Shutdown gave up
 			return Receipt{}, ctx.Err()
 		}
 	})
@@ -93,8 +107,8 @@ func (b *Bank) pair(ctx context.Context, from, to AccountID, commit func(context
 		close(loStarted)
 		return hiF.Await(ctx) // another session: allowed
 	})
+	loFuture <- loF // nil if refused
 	if err != nil {
-		close(abandon)
 		return nil, err
 	}
 	return loF, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -25,6 +26,11 @@ type client struct {
 	s       *Server
 	h       *seqsched.Session[ClientID]
 	limiter *rate.Limiter
+	// typingTag is the seqsched.Replace tag of this client's typing
+	// indicators in the others' queues; typing is its state as last
+	// broadcast, guarded by s.mu.
+	typingTag string
+	typing    bool
 
 	// ctx is the connection's: every message for the client is posted with
 	// it, and cancel ends it once the client is gone, so that what is still
@@ -41,13 +47,14 @@ type client struct {
 	drain  bool // deliver what is queued before closing (shutdown)
 }
 
-// send queues data for the client. It never blocks. It fails with
-// seqsched.ErrQueueFull for a client too slow to keep up, and with an error
-// wrapping seqsched.ErrSessionClosing for one on its way out.
-func (c *client) send(data []byte, prio seqsched.Priority) error {
+// send queues data for the client, with opts (a priority, a Replace tag).
+// It never blocks. It fails with seqsched.ErrQueueFull for a client too
+// slow to keep up, and with an error wrapping seqsched.ErrSessionClosing
+// for one on its way out.
+func (c *client) send(data []byte, opts ...seqsched.TaskOption) error {
 	return c.h.Post(c.ctx, func(ctx context.Context) error {
 		return c.write(ctx, data)
-	}, prio)
+	}, opts...)
 }
 
 // write sends one message, bounded by the write timeout. ctx is the task's:
@@ -172,6 +179,8 @@ func (s *Server) join(ctx context.Context, conn *websocket.Conn) *client {
 		h:       h,
 		limiter: rate.NewLimiter(s.cfg.RateLimit, s.cfg.Burst),
 		ended:   make(chan struct{}),
+
+		typingTag: fmt.Sprintf("typing/%d", s.nextID),
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	s.clients[c.id] = c
@@ -221,6 +230,14 @@ func (c *client) readLoop() error {
 		var in inbound
 		if err := json.Unmarshal(data, &in); err != nil || len(in.Ref) > maxRef {
 			c.warn(fmt.Sprintf(`not understood: send {"text": "...", "ref": "..."} (ref at most %d bytes)`, maxRef))
+			continue
+		}
+		if in.Typing != nil && in.Text == "" {
+			c.s.typing(c, *in.Typing)
+			continue
+		}
+		if name, ok := strings.CutPrefix(in.Text, kickCommand); ok && (name == "" || name[0] == ' ') {
+			c.s.kickBy(c, strings.TrimSpace(name), in.Ref) // a command, not chat: not rate limited
 			continue
 		}
 		switch n := utf8.RuneCountInString(in.Text); {

@@ -3,14 +3,18 @@
 // that client's session, so each client receives messages one at a time and
 // in the order they were sent, however many goroutines broadcast at once;
 // control messages (notices, rate-limit warnings, kicks) use the High lane
-// and reach the client before chat still queued for it.
+// and reach the client before chat still queued for it. Typing indicators
+// are sent with seqsched.Replace, so that a client that falls behind gets
+// each member's latest state only; Config.SendRate paces what each client
+// is sent (seqsched.WithRate) without dropping any of it.
 //
 // Each connection holds a handle on its session (Scheduler.Open) and posts
 // its messages with Session.Post, passing the connection's ctx: once the
 // client is gone, what is still queued for it is dropped unsent. A kicked
 // client gets its kick message right after the message being written, and
 // nothing after it: the kick's task discards the rest of the queue
-// (Session.Discard). A client too slow to keep up fills its queue
+// (Session.Discard); a member kicks another from the page with the chat
+// command "/kick name". A client too slow to keep up fills its queue
 // (WithMaxQueue) and is dropped the same way, with a clear close reason,
 // without slowing anyone else.
 package hub
@@ -45,6 +49,15 @@ type Config struct {
 	// RateLimit means 5 per second with a burst of 10; rate.Inf, none.
 	RateLimit rate.Limit
 	Burst     int
+	// SendRate and SendBurst pace what the room sends each client: at
+	// most SendRate messages a second, SendBurst at once (seqsched.WithRate).
+	// The rest wait in the client's queue, in order, and none is dropped
+	// for it; a client whose queue fills (MaxQueue) is still disconnected
+	// as too slow. A zero SendRate (or rate.Inf) means no pacing; a
+	// SendBurst below 1 means 1. A paced client that leaves has its queue
+	// dropped at the same pace (a token per message).
+	SendRate  rate.Limit
+	SendBurst int
 	// Logger receives the room's log and the scheduler's: a client's join
 	// and leave (Info), a message not delivered (Debug; Error if its task
 	// panicked). Nil means slog.Default().
@@ -79,6 +92,9 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.SendBurst < 1 {
+		c.SendBurst = 1
+	}
 	return c
 }
 
@@ -112,11 +128,18 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, clients: make(map[ClientID]*client)}
-	sched, err := seqsched.New[ClientID](
+	opts := []seqsched.Option{
 		seqsched.WithWaitHistogram(), seqsched.WithRunHistogram(), // for /metrics
 		seqsched.WithMaxQueue(cfg.MaxQueue),
 		seqsched.WithLogger(cfg.Logger),
-		seqsched.WithErrorHandler(s.undelivered))
+		seqsched.WithErrorHandler(s.undelivered),
+	}
+	if cfg.SendRate != 0 && cfg.SendRate != rate.Inf {
+		opts = append(opts, seqsched.WithRate(func(ClientID) (float64, int) {
+			return float64(cfg.SendRate), cfg.SendBurst
+		}))
+	}
+	sched, err := seqsched.New[ClientID](opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -129,9 +152,10 @@ func (s *Server) Stats() seqsched.Stats { return s.sched.Stats() }
 
 // undelivered logs a message that did not reach client id (a failed Post).
 // A write fails when the connection broke, and a message is dropped unsent
-// when its client left, was kicked or was too slow: the client's handler
-// sees and logs that once, so each message is only worth a Debug line. A
-// panic is a bug, and an Error.
+// when its client left, was kicked or was too slow, or (a typing
+// indicator) replaced by a newer one: the client's handler sees and logs
+// that once, so each message is only worth a Debug line. A panic is a
+// bug, and an Error.
 func (s *Server) undelivered(_ context.Context, id ClientID, err error) {
 	level := slog.LevelDebug
 	var perr *seqsched.PanicError
@@ -234,6 +258,62 @@ func (s *Server) Notice(text string) {
 	for _, c := range s.clients {
 		_ = c.send(data, seqsched.High) // a full High lane: that client is being disconnected anyway
 	}
+}
+
+// typing tells the others that c started (on) or stopped typing, if that
+// changes what they were last told. The indicator is tagged with
+// seqsched.Replace: while one of c's waits unsent in a client's queue, the
+// newer one takes its place there, so a client that falls behind gets c's
+// latest state, once, where the first stale one would have come, and never
+// a backlog of them.
+func (s *Server) typing(c *client, on bool) {
+	s.mu.Lock()
+	if s.clients[c.id] != c || c.typing == on {
+		s.mu.Unlock()
+		return
+	}
+	c.typing = on
+	data := encode(Message{Type: KindTyping, Name: c.name, Typing: on})
+	var slow []*client
+	for _, o := range s.clients {
+		if o == c {
+			continue
+		}
+		if err := o.send(data, seqsched.Normal, seqsched.Replace(c.typingTag)); errors.Is(err, seqsched.ErrQueueFull) {
+			slow = append(slow, o)
+		}
+	}
+	s.mu.Unlock()
+	s.dropSlow(slow)
+}
+
+// kickBy carries out by's "/kick name": the member called name is kicked
+// (see Kick) with the reason "by <by's name>", the room is told, and by
+// gets done for its command ref; or by gets a refusal saying why not. Any
+// member may kick another: this is a demo, where a real room would check a
+// role.
+func (s *Server) kickBy(by *client, name, ref string) {
+	s.mu.Lock()
+	var target *client
+	for _, c := range s.clients {
+		if c.name == name {
+			target = c
+		}
+	}
+	s.mu.Unlock()
+	switch {
+	case name == "":
+		by.refuse(ref, "usage: /kick name")
+		return
+	case target == by:
+		by.refuse(ref, "you cannot kick yourself")
+		return
+	case target == nil || s.Kick(target.id, "by "+by.name) != nil: // gone meanwhile
+		by.refuse(ref, "no member named "+name)
+		return
+	}
+	s.Notice(name + " was kicked by " + by.name)
+	_ = by.send(encode(Message{Type: KindDone, Ref: ref}), seqsched.High)
 }
 
 // ErrNoClient is returned by Kick for an unknown client.
