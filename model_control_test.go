@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/seqsched/seqsched"
 )
@@ -512,4 +513,50 @@ func describeTagged(rcs []*rec, replaced map[*rec]bool) string {
 			rc.id, rc.submitBefore, rc.submitted, rc.epochBefore, rc.epochAfter, rc.posted, rc.start, replaced[rc])
 	}
 	return b.String()
+}
+
+// controlReached counts, over every plan of the test binary, what per-key
+// control did (see TestModel's log): that the generator reaches it.
+var controlReached struct {
+	pauses, resumes, halts, replaced, inLine, waitCanceled, waitRefused, pausedSpans, highBurstPlans atomic.Int64
+}
+
+// countControl adds what plan r did to controlReached. Called with r.mu
+// held, once the run is checked.
+func (r *run) countControl(st seqsched.Stats) {
+	c := &controlReached
+	for _, ev := range r.pauses {
+		if ev.ok && !ev.resume {
+			c.pauses.Add(1)
+		} else if ev.ok && ev.where == "driver" {
+			c.resumes.Add(1)
+		}
+	}
+	c.halts.Add(int64(st.Halts))
+	c.replaced.Add(int64(st.Replaced))
+	for _, rc := range r.recs {
+		switch {
+		case rc.inLine != 0:
+			c.inLine.Add(1)
+		}
+		if rc.wait && errors.Is(rc.rejected, context.Canceled) {
+			c.waitCanceled.Add(1)
+		}
+		var se *seqsched.SessionError
+		if rc.wait && (errors.Is(rc.rejected, seqsched.ErrClosed) || errors.As(rc.rejected, &se)) && rc.inLine != 0 {
+			c.waitRefused.Add(1)
+		}
+	}
+	c.pausedSpans.Add(int64(len(r.pausedSpans(false))))
+	if r.p.highBurst > 0 {
+		c.highBurstPlans.Add(1)
+	}
+}
+
+// controlReport describes controlReached.
+func controlReport() string {
+	c := &controlReached
+	return fmt.Sprintf("pauses=%d resumes(driver)=%d paused spans checked=%d halts=%d replaced=%d waiters in line=%d (canceled %d, refused %d) WithHighBurst plans=%d",
+		c.pauses.Load(), c.resumes.Load(), c.pausedSpans.Load(), c.halts.Load(), c.replaced.Load(), c.inLine.Load(),
+		c.waitCanceled.Load(), c.waitRefused.Load(), c.highBurstPlans.Load())
 }

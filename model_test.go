@@ -172,6 +172,7 @@ func TestModel(t *testing.T) {
 		})
 	}
 	t.Logf("actions taken by site: %s", reachReport())
+	t.Logf("per-key control: %s", controlReport())
 }
 
 // reachReport lists how often each action ran at each call site, and each
@@ -1609,6 +1610,7 @@ func (r *run) check() {
 	if st != want {
 		fail("final Stats = %+v; want %+v", st, want)
 	}
+	r.countControl(st)
 
 	// Invariant 8: each failed posted task reported once.
 	r.checkReports(postFailed, never, postDiscarded, postReplaced, neverCanceled, neverTagged, fail)
