@@ -169,11 +169,11 @@ func (r *run) endPlan() {
 	}
 }
 
-// window is a span of ticks in which a key is paused: from is when it is
-// known paused (a Pause returned nil, a HaltOnError task ended failed),
-// to when a Resume or an end of the key was first issued after (0:
-// never). hand: how many tasks may still start in it (the one a worker
-// had in hand when Pause came), and accepted before which tick.
+// pausedSpan is a span of ticks in which a key is paused: from is when it
+// is known paused (a Pause returned nil, a HaltOnError task ended
+// failed), to when a Resume or an end of the key was first issued after
+// (0: never). hand: how many tasks may still start in it (the one a
+// worker had in hand when Pause came), and accepted before which tick.
 type pausedSpan struct {
 	key, from, to int
 	hand          int

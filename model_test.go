@@ -54,6 +54,10 @@ import (
 //     error, Warn for a forced Shutdown's drop, Debug for a task whose
 //     submit ctx ended or that Discard dropped).
 //
+// Plans decoded with per-key control (issue 37) also pause and resume
+// keys, halt them, replace tasks and wait for room; model_control_test.go
+// adds invariants 9-14 for them.
+//
 // Most plans carry a hostile layer (model_inject_test.go): posted tasks,
 // counted handles, Discard, Close, an error handler, a logger and a weight
 // function, and at every call site of user code (fn, the error handler,
