@@ -35,8 +35,10 @@ import (
 //     Stats.Replaced and Outcomes.Replaced count the replaced exactly;
 //  12. callers waiting for room in one lane get it in the order they came
 //     (a waiter known in line runs before anything submitted after), a
-//     WaitForRoom submit never returns ErrQueueFull, and one whose ctx
-//     ends while it waits returns ctx's error;
+//     WaitForRoom submit never returns ErrQueueFull, one whose ctx ends
+//     while it waits returns ctx's error, and a task's (nested, or from
+//     its fn's callback) to its own key never waits: it is accepted, or
+//     refused with ErrWouldDeadlock;
 //  13. under WithHighBurst(n), a Normal task waiting is picked after at
 //     most n High ones in a row, and never before n ran;
 //  14. once quiet, no session is paused (the plan resumed every key) and
@@ -518,7 +520,7 @@ func describeTagged(rcs []*rec, replaced map[*rec]bool) string {
 // controlReached counts, over every plan of the test binary, what per-key
 // control did (see TestModel's log): that the generator reaches it.
 var controlReached struct {
-	pauses, resumes, halts, replaced, inLine, waitCanceled, waitRefused, pausedSpans, highBurstPlans atomic.Int64
+	pauses, resumes, halts, replaced, inLine, waitCanceled, waitRefused, selfWaits, selfWaitRefused, pausedSpans, highBurstPlans atomic.Int64
 }
 
 // countControl adds what plan r did to controlReached. Called with r.mu
@@ -539,6 +541,12 @@ func (r *run) countControl(st seqsched.Stats) {
 		case rc.inLine != 0:
 			c.inLine.Add(1)
 		}
+		if rc.wait && rc.nested {
+			c.selfWaits.Add(1)
+		}
+		if rc.wait && errors.Is(rc.rejected, seqsched.ErrWouldDeadlock) {
+			c.selfWaitRefused.Add(1)
+		}
 		if rc.wait && errors.Is(rc.rejected, context.Canceled) {
 			c.waitCanceled.Add(1)
 		}
@@ -556,7 +564,7 @@ func (r *run) countControl(st seqsched.Stats) {
 // controlReport describes controlReached.
 func controlReport() string {
 	c := &controlReached
-	return fmt.Sprintf("pauses=%d resumes(driver)=%d paused spans checked=%d halts=%d replaced=%d waiters in line=%d (canceled %d, refused %d) WithHighBurst plans=%d",
+	return fmt.Sprintf("pauses=%d resumes(driver)=%d paused spans checked=%d halts=%d replaced=%d waiters in line=%d (canceled %d, refused %d) tasks waiting for room in their own session=%d (ErrWouldDeadlock %d) WithHighBurst plans=%d",
 		c.pauses.Load(), c.resumes.Load(), c.pausedSpans.Load(), c.halts.Load(), c.replaced.Load(), c.inLine.Load(),
-		c.waitCanceled.Load(), c.waitRefused.Load(), c.highBurstPlans.Load())
+		c.waitCanceled.Load(), c.waitRefused.Load(), c.selfWaits.Load(), c.selfWaitRefused.Load(), c.highBurstPlans.Load())
 }

@@ -400,10 +400,16 @@ func (r *run) callback(env callEnv, a action) {
 		if env.site == hsFn {
 			req.ctx, req.canceled = env.ctx, env.rc.canceled
 		}
-		if a.n&2 != 0 {
+		switch {
+		case a.n&2 != 0:
 			r.mu.Lock()
 			req.via = r.pickHandle(key, a.n>>2)
 			r.mu.Unlock()
+		case a.n>>2 == 1 && a.tgt == tOwn && env.site == hsFn:
+			// WaitForRoom in its own session, with its task's ctx: it
+			// could never make room, so it is accepted at once or refused
+			// with ErrWouldDeadlock, never waits.
+			req.wait, req.selfWait = true, true
 		}
 		r.submit(req)
 	case cOpen:

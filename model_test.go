@@ -1112,6 +1112,7 @@ type subReq struct {
 	halt, wait bool
 	tag        string
 	made       chan<- *rec
+	selfWait   bool // WaitForRoom by a task in its own session: ErrWouldDeadlock if its lane is full
 }
 
 // opts returns req's task options.
@@ -1245,6 +1246,7 @@ func (r *run) submit(req subReq) *handle {
 	case errors.Is(err, seqsched.ErrQueueFull) && r.p.maxQueue > 0 && !req.wait:
 	case errors.Is(err, context.Canceled) && req.wait && r.p.maxQueue > 0 && req.canceled != nil && req.canceled():
 		// Its submit ctx ended while it waited for room.
+	case errors.Is(err, seqsched.ErrWouldDeadlock) && req.selfWait && r.p.maxQueue > 0:
 	default:
 		r.errs = append(r.errs, fmt.Sprintf("task %d: submit (key %d, post %v, handle %v) rejected with %v",
 			rc.id, key, req.post, hd != nil, err))
@@ -1276,17 +1278,21 @@ func (r *run) behave(rc *rec, ctx context.Context, target, second *handle) (int,
 		r.checkCause(rc, ctx)
 		return rc.id, ctx.Err()
 	case bSubmit:
+		// A task that waits for room submits to its own key with
+		// WaitForRoom too: it could never make room there, so it is
+		// accepted or refused with ErrWouldDeadlock at once.
+		self := rc.wait && spec.arg == key
 		if rc.id%2 == 0 {
 			// With the task's own ctx: the nested task inherits the
 			// submit ctx, not the end of this task.
 			r.submit(subReq{ctx: ctx, key: spec.arg, prio: spec.prio, spec: *spec.nested, canceled: rc.canceled,
-				nested: true})
+				nested: true, wait: self, selfWait: self})
 			break
 		}
 		// With a ctx derived from it, which ends with this task.
 		derived := context.WithValue(ctx, ctxProbeKey{}, rc.id)
 		r.submit(subReq{ctx: derived, key: spec.arg, prio: spec.prio, spec: *spec.nested,
-			canceled: func() bool { return derived.Err() != nil }, nested: true})
+			canceled: func() bool { return derived.Err() != nil }, nested: true, wait: self, selfWait: self})
 	case bAwait:
 		if target != nil {
 			r.lend(rc)
