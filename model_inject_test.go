@@ -144,13 +144,17 @@ func (a action) String() string {
 // layer is the hostile part of a plan.
 type layer struct {
 	handler bool
-	weights []int // WithWeight's answer per key (0 and 101 are out of range); nil: no WithWeight
-	scripts [nSites][]action
+	// resumeOnHalt: the error handler (or the log) resumes a key it is told
+	// halted at once, a policy HaltOnError's doc allows.
+	resumeOnHalt bool
+	weights      []int // WithWeight's answer per key (0 and 101 are out of range); nil: no WithWeight
+	scripts      [nSites][]action
 }
 
 func (l *layer) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "hostile: WithErrorHandler=%v WithWeight=%v WithLogger(test handler)\n", l.handler, l.weights)
+	fmt.Fprintf(&b, "hostile: WithErrorHandler=%v WithWeight=%v WithLogger(test handler) resume on halt=%v\n",
+		l.handler, l.weights, l.resumeOnHalt)
 	for s, sc := range l.scripts {
 		if len(sc) > 0 {
 			fmt.Fprintf(&b, "  %-12v %v\n", hsite(s), sc)
@@ -211,6 +215,7 @@ func genLayer(data []byte, p *plan) {
 		ops = append(ops, o)
 	}
 	p.ops, p.layer = ops, l
+	l.resumeOnHalt = lr.IntN(3) == 0 // drawn last: the layers of older plans keep their draws
 }
 
 func genAction(lr randChooser, p *plan) action {
@@ -395,10 +400,16 @@ func (r *run) callback(env callEnv, a action) {
 		if env.site == hsFn {
 			req.ctx, req.canceled = env.ctx, env.rc.canceled
 		}
-		if a.n&2 != 0 {
+		switch {
+		case a.n&2 != 0:
 			r.mu.Lock()
 			req.via = r.pickHandle(key, a.n>>2)
 			r.mu.Unlock()
+		case a.n>>2 == 1 && a.tgt == tOwn && env.site == hsFn:
+			// WaitForRoom in its own session, with its task's ctx: it
+			// could never make room, so it is accepted at once or refused
+			// with ErrWouldDeadlock, never waits.
+			req.wait, req.selfWait = true, true
 		}
 		r.submit(req)
 	case cOpen:
@@ -520,13 +531,23 @@ func (r *run) handler(ctx context.Context, key int, err error) {
 	r.userCode("the error handler")
 	r.callbackCtx("the error handler", ctx)
 	r.mu.Lock()
+	halt := classOf(err) == clHalt
 	if key < 0 || key >= r.p.keys {
 		r.errs = append(r.errs, fmt.Sprintf("error handler called with key %d", key))
 	} else {
 		r.handled[key][classOf(err)]++
 		r.notRunning("the error handler", key)
+		if halt {
+			fail := func(format string, args ...any) { r.errs = append(r.errs, fmt.Sprintf(format, args...)) }
+			if c, ok := r.haltClass(key, err, "error handler", fail); ok {
+				r.haltsByCall[key][c]++
+			}
+		}
 	}
 	r.mu.Unlock()
+	if halt {
+		r.resumeHalted(key, "the error handler")
+	}
 	// The scheduler logs how the call ended, whatever code inside it (its
 	// action, or code its call back reached) ended it.
 	normal := false
@@ -587,6 +608,13 @@ func (h *modelLog) Enabled(ctx context.Context, _ slog.Level) bool {
 			r.logDropped.Store(true)
 		}
 	}()
+	if r.ending.Load() {
+		// The record may be a halt's, and Enabled does not know its key
+		// (nor whether Handle will be reached): resume every key.
+		for key := range r.p.keys {
+			r.pauseCall(true, key, nil, "the logger's Enabled")
+		}
+	}
 	r.perform(callEnv{site: hsLogEnabled, key: -1, ctx: ctx}, r.take(hsLogEnabled))
 	normal = true
 	return true
@@ -623,6 +651,9 @@ func (r *run) logHandle(ctx context.Context, rec slog.Record) error {
 	r.logs = append(r.logs, lr)
 	r.notRunning(fmt.Sprintf("the logger's Handle (%q)", lr.msg), lr.key)
 	r.mu.Unlock()
+	if lr.msg == haltMsg {
+		r.resumeHalted(lr.key, "the logger's Handle")
+	}
 	r.perform(callEnv{site: hsLogHandle, key: lr.key, ctx: ctx}, r.take(hsLogHandle))
 	return nil
 }
@@ -637,18 +668,24 @@ const (
 	clGoexit            // ErrGoexit: fn called runtime.Goexit
 	clDiscarded         // ErrDiscarded
 	clClosed            // ErrClosed
+	clReplaced          // ErrReplaced: a newer task of its tag took its place
+	clHalt              // a *HaltError: the task halted its session (its cause has a class of its own)
 	clOther             // anything else: never
 	nClasses
 )
 
-var classNames = [...]string{"fn", "fn canceled", "canceled", "panic", "goexit", "discarded", "closed", "other"}
+var classNames = [...]string{"fn", "fn canceled", "canceled", "panic", "goexit", "discarded", "closed", "replaced",
+	"halt", "other"}
 
 // classOf is the class of a failure the error handler is given.
 func classOf(err error) int {
 	var perr *seqsched.PanicError
+	var herr *seqsched.HaltError
 	switch {
 	case err == nil:
 		return clOther
+	case errors.As(err, &herr):
+		return clHalt
 	case errors.As(err, &perr):
 		return clPanic
 	case errors.Is(err, seqsched.ErrGoexit):
@@ -657,6 +694,8 @@ func classOf(err error) int {
 		return clDiscarded
 	case errors.Is(err, seqsched.ErrClosed):
 		return clClosed
+	case errors.Is(err, seqsched.ErrReplaced):
+		return clReplaced
 	case errors.Is(err, context.Canceled):
 		return clCanceled
 	case errors.Is(err, errTask):
@@ -687,7 +726,7 @@ func logClass(err error, level slog.Level) (int, bool) {
 			return clFnCanceled, true
 		}
 		return c, level == slog.LevelDebug
-	case clDiscarded:
+	case clDiscarded, clReplaced:
 		return c, level == slog.LevelDebug
 	case clClosed:
 		return c, err == seqsched.ErrClosed && level == slog.LevelWarn
@@ -704,7 +743,7 @@ func wantLevels(err error) string {
 		return "ERROR"
 	case clCanceled:
 		return "ERROR (fn returned it) or DEBUG (its submit ctx ended)"
-	case clDiscarded:
+	case clDiscarded, clReplaced:
 		return "DEBUG"
 	case clClosed:
 		return "WARN, with ErrClosed itself"
@@ -903,7 +942,7 @@ func (r *run) end(kind endKind, key int, hd *hnd, ctx context.Context, where str
 		} else {
 			what = "\"posted task failed\" records"
 			for _, lr := range r.logs {
-				if lr.key == key && lr.msg == "seqsched: posted task failed" {
+				if lr.key == key && (lr.msg == "seqsched: posted task failed" || lr.msg == haltMsg) {
 					reported++
 				}
 			}

@@ -54,6 +54,10 @@ import (
 //     error, Warn for a forced Shutdown's drop, Debug for a task whose
 //     submit ctx ended or that Discard dropped).
 //
+// Plans decoded with per-key control (issue 37) also pause and resume
+// keys, halt them, replace tasks and wait for room; model_control_test.go
+// adds invariants 9-14 for them.
+//
 // Most plans carry a hostile layer (model_inject_test.go): posted tasks,
 // counted handles, Discard, Close, an error handler, a logger and a weight
 // function, and at every call site of user code (fn, the error handler,
@@ -97,6 +101,10 @@ var regressionSeeds = []uint64{
 	4363303553723065933, // a successor waited behind a whole turn of another key while its key's turn went on
 }
 
+// controlRegressionSeeds are plans with per-key control (issue 37) that
+// once found a bug; they run with their hostile layer.
+var controlRegressionSeeds = []uint64{}
+
 // hostileRegressionSeeds are plans that once found a bug with their hostile
 // layer. That layer was redrawn when the core's contract changed (no
 // hostile ctxs, callbacks given a ctx), so each runs as a plain plan (its
@@ -120,18 +128,22 @@ func TestModel(t *testing.T) {
 		t.Logf("first seed %d (replay a failing plan with -run 'TestModel$' -seed=N -sequences=1)", base)
 	}
 	type planSeed struct {
-		seed  uint64
-		plain bool
+		seed     uint64
+		plain    bool
+		recorded bool // decoded as it was recorded, without per-key control
 	}
 	var seeds []planSeed
 	for _, seed := range regressionSeeds {
-		seeds = append(seeds, planSeed{seed, true}) // the plans they were recorded with
+		seeds = append(seeds, planSeed{seed, true, true}) // the plans they were recorded with
 	}
 	for _, seed := range hostileRegressionSeeds {
-		seeds = append(seeds, planSeed{seed, true}, planSeed{seed, false})
+		seeds = append(seeds, planSeed{seed, true, true}, planSeed{seed, false, true})
+	}
+	for _, seed := range controlRegressionSeeds {
+		seeds = append(seeds, planSeed{seed, false, false})
 	}
 	for i := range uint64(n) {
-		seeds = append(seeds, planSeed{base + i, *modelPlain})
+		seeds = append(seeds, planSeed{base + i, *modelPlain, false})
 	}
 	// One subtest per plan, so that a data race the race detector reports
 	// is pinned to its seed too. A hang costs its bound: past -maxfailed
@@ -145,8 +157,14 @@ func TestModel(t *testing.T) {
 		if ps.plain {
 			name, flags = name+"-plain", " -plain"
 		}
+		if ps.recorded {
+			name += "-recorded"
+		}
 		t.Run(name, func(t *testing.T) {
 			p := genPlan(seedBytes(ps.seed))
+			if ps.recorded {
+				p = genRecordedPlan(seedBytes(ps.seed))
+			}
 			if ps.plain {
 				p = p.plain()
 			}
@@ -158,6 +176,7 @@ func TestModel(t *testing.T) {
 		})
 	}
 	t.Logf("actions taken by site: %s", reachReport())
+	t.Logf("per-key control: %s", controlReport())
 }
 
 // reachReport lists how often each action ran at each call site, and each
@@ -192,18 +211,26 @@ func FuzzModel(f *testing.F) {
 // source hands out the generator's choices from a byte string; when the
 // bytes run out every choice is 0, which ends the plan.
 type source struct {
-	b []byte
-	i int
+	b    []byte
+	i    int
+	last int // the byte of the last draw, 0 if it read none
 }
 
 func (s *source) intn(n int) int {
 	if s.i >= len(s.b) || n <= 1 {
+		s.last = 0
 		return 0
 	}
 	v := int(s.b[s.i])
 	s.i++
+	s.last = v
 	return v % n
 }
+
+// rest returns what the last draw, of range n, left of its byte unused
+// (the byte divided by n). Plans decoded before per-key control existed
+// never read it, so choices drawn from it leave their shape unchanged.
+func (s *source) rest(n int) int { return s.last / n }
 
 func (s *source) more() bool { return s.i < len(s.b) }
 
@@ -270,6 +297,11 @@ const (
 	opQueued    // Queued by key and through each of key's handles
 	opBadHandle // every method of a nil and a zero *Session
 	opCloseAll  // Scheduler.Close: give up at once
+	// Per-key control (issue 37), drawn by plans with controls from what
+	// was opStats: Pause or Resume of key, by key (handle -1) or through
+	// handle number handle of key.
+	opPause
+	opResume
 )
 
 type op struct {
@@ -283,8 +315,42 @@ type op struct {
 	// Set by the hostile layer only.
 	post     bool // opSubmit: Post instead of Submit or Go
 	canceled bool // opClose, opDiscard: with a canceled ctx
-	handle   int  // opClose, opDiscard, the layer's opSubmit: which of key's handles (-1: by key)
+	handle   int  // opClose, opDiscard, opPause, opResume, the layer's opSubmit: which of key's handles (-1: by key)
 	extra    bool // the op is the layer's own
+	// Task options of an opSubmit (plans with controls only).
+	halt bool   // HaltOnError
+	wait bool   // WaitForRoom: submitted on a goroutine of the driver's
+	tag  string // Replace(tag), or ""
+}
+
+// opts returns the task options of submit op o, its priority first.
+func (o op) opts() []seqsched.TaskOption {
+	opts := []seqsched.TaskOption{o.prio}
+	if o.halt {
+		opts = append(opts, seqsched.HaltOnError)
+	}
+	if o.wait {
+		opts = append(opts, seqsched.WaitForRoom)
+	}
+	if o.tag != "" {
+		opts = append(opts, seqsched.Replace(o.tag))
+	}
+	return opts
+}
+
+// controlNote describes submit op o's options other than its priority.
+func (o op) controlNote() string {
+	var s string
+	if o.halt {
+		s += " HaltOnError"
+	}
+	if o.wait {
+		s += " WaitForRoom"
+	}
+	if o.tag != "" {
+		s += fmt.Sprintf(" Replace(%q)", o.tag)
+	}
+	return s
 }
 
 func (o op) String() string {
@@ -298,7 +364,7 @@ func (o op) String() string {
 		if o.extra && o.handle >= 0 {
 			s += fmt.Sprintf(" through handle %d", o.handle)
 		}
-		return s
+		return s + o.controlNote()
 	case opCancel:
 		return fmt.Sprintf("cancel ctx #%d", o.arg)
 	case opRelease:
@@ -326,6 +392,15 @@ func (o op) String() string {
 		return "nil and zero *Session"
 	case opCloseAll:
 		return "Scheduler.Close"
+	case opPause, opResume:
+		s = "pause"
+		if o.kind == opResume {
+			s = "resume"
+		}
+		if o.handle >= 0 {
+			return fmt.Sprintf("%s through handle %d of key=%d", s, o.handle, o.key)
+		}
+		return fmt.Sprintf("%s key=%d", s, o.key)
 	}
 	return "?"
 }
@@ -334,12 +409,27 @@ type plan struct {
 	maxConc, yieldAfter, maxQueue, keys, gates int
 	ops                                        []op
 	layer                                      *layer // nil: a plain plan
+	// controls: the plan was decoded with per-key control (issue 37):
+	// Pause and Resume ops, task options, and the options below.
+	controls  bool
+	highBurst int  // WithHighBurst(n), 0: none
+	haltAll   bool // WithHaltOnError()
 }
 
 func (p plan) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "WithMaxConcurrency(%d) WithYieldAfter(%d) WithMaxQueue(%d) keys=%d gates=%d%s\n",
+	fmt.Fprintf(&b, "WithMaxConcurrency(%d) WithYieldAfter(%d) WithMaxQueue(%d) keys=%d gates=%d%s",
 		p.maxConc, p.yieldAfter, p.maxQueue, p.keys, p.gates, p.shardsNote())
+	if p.highBurst > 0 {
+		fmt.Fprintf(&b, " WithHighBurst(%d)", p.highBurst)
+	}
+	if p.haltAll {
+		b.WriteString(" WithHaltOnError()")
+	}
+	if !p.controls {
+		b.WriteString(" (decoded as recorded: no per-key control)")
+	}
+	b.WriteString("\n")
 	if p.layer != nil {
 		b.WriteString(p.layer.String())
 	}
@@ -380,7 +470,19 @@ func (p plan) shardsNote() string {
 const maxPlanBytes = 1024 // the fuzzer grows inputs; longer plans add time, not coverage
 
 // genPlan turns bytes into a plan. Every byte string is a valid plan.
-func genPlan(data []byte) plan {
+func genPlan(data []byte) plan { return decodePlan(data, true) }
+
+// genRecordedPlan decodes data as plans were decoded before per-key
+// control existed: the plans regression seeds were recorded with.
+func genRecordedPlan(data []byte) plan { return decodePlan(data, false) }
+
+// decodePlan turns bytes into a plan; with controls, it also reads the
+// parts of bytes that older plans left unused (see source.rest): the high
+// nibble of an op's kind byte gives a submit its task options and turns
+// three in four Stats ops into Pause or Resume ops, and the header's
+// spare bits choose WithHighBurst and WithHaltOnError. Every other choice,
+// and so the shape of every recorded plan, stays what it was.
+func decodePlan(data []byte, controls bool) plan {
 	if len(data) > maxPlanBytes {
 		data = data[:maxPlanBytes]
 	}
@@ -388,13 +490,21 @@ func genPlan(data []byte) plan {
 	p := plan{
 		maxConc:    []int{0, 0, 1, 2, 3}[src.intn(5)],
 		yieldAfter: seqsched.MinYieldAfter + src.intn(3),
-		maxQueue:   []int{0, 0, 0, 3, 12}[src.intn(5)],
-		keys:       2 + src.intn(5),
-		gates:      1 + src.intn(4),
+		controls:   controls,
 	}
+	if controls {
+		p.highBurst = []int{0, 0, 1, 2}[src.rest(3)%4]
+	}
+	p.maxQueue = []int{0, 0, 0, 3, 12}[src.intn(5)]
+	p.keys = 2 + src.intn(5)
+	if controls {
+		p.haltAll = src.rest(5)%8 == 0
+	}
+	p.gates = 1 + src.intn(4)
 	cancels := 0
 	for src.more() {
 		o := op{kind: opKind(src.intn(16))}
+		hi := src.rest(16)
 		if o.kind >= nOps { // mostly submits
 			o.kind = opSubmit
 		}
@@ -411,6 +521,17 @@ func genPlan(data []byte) plan {
 			if o.cancelable {
 				cancels += o.count
 			}
+			if controls {
+				// One submit in eight halts its key if it fails; one in
+				// four waits for room, one in four replaces (two tags).
+				o.halt = hi&7 == 7
+				switch hi >> 2 {
+				case 2:
+					o.wait = true
+				case 3:
+					o.tag = string(rune('a' + hi&1))
+				}
+			}
 		case opCancel:
 			if cancels == 0 {
 				continue
@@ -420,6 +541,24 @@ func genPlan(data []byte) plan {
 			o.arg = src.intn(p.gates)
 		case opRemove:
 			o.arg = src.intn(2)
+		case opStats:
+			if !controls {
+				break
+			}
+			// Resumes outnumber pauses, so that keys are not paused for
+			// most of a plan.
+			o.handle = -1
+			switch {
+			case hi < 4: // stats
+			case hi < 7:
+				o.kind = opPause
+			case hi == 7:
+				o.kind, o.handle = opPause, hi
+			case hi < 14:
+				o.kind = opResume
+			default:
+				o.kind, o.handle = opResume, hi
+			}
 		case opShutdown:
 			if src.intn(4) != 0 { // shutdowns end plans: keep most plans running longer
 				continue
@@ -526,6 +665,57 @@ type rec struct {
 	// disturbed: injected code ran on its fn's goroutine, so what fn did
 	// may differ from its spec.
 	disturbed bool
+	// Per-key control: its task options (halt also under WithHaltOnError).
+	halt bool
+	wait bool
+	tag  string
+	// inLine: a WaitForRoom caller was known to wait in its lane's line,
+	// or to be accepted, by this tick (0: not known before submitted).
+	inLine int
+	// placeFrom and placeTo bound when the task's place in its lane was
+	// fixed, when that is not between submitBefore and submitted (or
+	// inLine): a replacement holds the place of the first task it (and
+	// those it replaced) took the place of. noOrder: its place is unknown,
+	// and it is left out of the order checks.
+	placeFrom, placeTo int
+	noOrder            bool
+}
+
+// from and to bound when rc's place in its lane's FIFO was fixed: a task
+// whose place was fixed before another was submitted runs before it.
+func (rc *rec) from() int {
+	if rc.placeFrom != 0 {
+		return rc.placeFrom
+	}
+	return rc.submitBefore
+}
+
+func (rc *rec) to() int {
+	switch {
+	case rc.placeTo != 0:
+		return rc.placeTo
+	case rc.inLine != 0:
+		return rc.inLine
+	}
+	return rc.submitted
+}
+
+// halted reports whether rc, run with HaltOnError, failed: it halted its
+// session.
+func (rc *rec) halted() bool {
+	return rc.halt && rc.accepted && rc.starts > 0 && (rc.exit != exitReturn || rc.retErr != nil)
+}
+
+// causeClass is the class of the error rc's fn failed with, as a
+// HaltError carries it.
+func (rc *rec) causeClass() int {
+	switch rc.exit {
+	case exitPanic:
+		return clPanic
+	case exitGoexit:
+		return clGoexit
+	}
+	return classOf(rc.retErr)
 }
 
 type exitKind uint8
@@ -578,6 +768,22 @@ type run struct {
 	windows   []*window
 	handled   [][nClasses]int // error handler calls, by key and class of error
 	logs      []logRec
+	// Per-key control.
+	pauses      []*pauseEv      // Pause and Resume calls, in order of issue
+	haltsByCall [][nClasses]int // halts the error handler was told of, by key and class of cause
+	ending      atomic.Bool     // the plan is over: a halt reported from now on is resumed (see endPlan)
+}
+
+// pauseEv is a call of Pause or Resume, by key or through a handle, with
+// the ticks at which it was issued and returned.
+type pauseEv struct {
+	resume     bool
+	key        int
+	handle     bool // through a handle
+	clean      bool // by key, or through a handle open on the key's session: Pause paused the key
+	issue, ret int
+	ok         bool // returned nil
+	where      string
 }
 
 // handle is an accepted task's future, whichever of Submit and Go made it.
@@ -625,7 +831,7 @@ func runModel(p plan) []string {
 	r := &run{p: p, keyRunning: make([]int, p.keys), active: map[*rec]bool{}, ended: make([]bool, p.keys),
 		discarded: make([]bool, p.keys), doneCtx: map[*rec]context.Context{}, opened: map[int]*hnd{},
 		handles: make([][]*hnd, p.keys), handled: make([][nClasses]int, p.keys),
-		last: make([]*handle, p.keys), epoch: make([]int, p.keys)}
+		last: make([]*handle, p.keys), epoch: make([]int, p.keys), haltsByCall: make([][nClasses]int, p.keys)}
 	opts := []seqsched.Option{seqsched.WithMaxConcurrency(p.maxConc),
 		seqsched.WithYieldAfter(p.yieldAfter), seqsched.WithMaxQueue(p.maxQueue)}
 	if p.oneShard() {
@@ -634,8 +840,19 @@ func runModel(p plan) []string {
 		// plan, not drawn from it, so that recorded seeds keep their plans.)
 		opts = append(opts, seqsched.WithShards(1))
 	}
-	if l := p.layer; l != nil {
+	if p.highBurst > 0 {
+		opts = append(opts, seqsched.WithHighBurst(p.highBurst))
+	}
+	if p.haltAll {
+		opts = append(opts, seqsched.WithHaltOnError())
+	}
+	if p.layer != nil || p.controls {
+		// A plan with per-key control needs the log even when plain: a
+		// halt reported once the plan is over is resumed from it (see
+		// endPlan). Without a layer, its handler plays no script.
 		opts = append(opts, seqsched.WithLogger(slog.New(&modelLog{funcHandler: funcHandler{handle: r.logHandle}, r: r})))
+	}
+	if l := p.layer; l != nil {
 		if l.handler {
 			opts = append(opts, seqsched.WithErrorHandler(r.handler))
 		}
@@ -674,13 +891,22 @@ func runModel(p plan) []string {
 					canceled = func() bool { return c.Err() != nil }
 					ctx = c
 				}
+				var probe *roomProbe
+				if o.wait {
+					probe = &roomProbe{Context: ctx, asked: make(chan struct{})}
+					ctx = probe
+				}
 				req := subReq{ctx: ctx, key: o.key, prio: o.prio, spec: o.spec, canceled: canceled,
-					post: o.post}
+					post: o.post, halt: o.halt, wait: o.wait, tag: o.tag}
 				if o.extra && o.handle >= 0 {
 					r.mu.Lock()
 					req.via = r.pickHandle(o.key, o.handle)
 					r.mu.Unlock()
 					req.explicit = req.via != nil
+				}
+				if probe != nil {
+					r.submitWaiting(req, probe, &bg)
+					continue
 				}
 				r.submit(req)
 			}
@@ -779,6 +1005,8 @@ func runModel(p plan) []string {
 			r.badHandles()
 		case opCloseAll:
 			r.closeAll("driver")
+		case opPause, opResume:
+			r.control(o)
 		}
 	}
 
@@ -791,6 +1019,7 @@ func runModel(p plan) []string {
 	for _, cancel := range blockCancels {
 		cancel()
 	}
+	r.endPlan()
 	r.mu.Lock()
 	r.closing = true
 	r.mu.Unlock()
@@ -878,6 +1107,17 @@ type subReq struct {
 	explicit bool
 	via      *hnd
 	goFn     bool
+	// Task options (per-key control), and made, which gets the task's rec
+	// before it is submitted (see submitWaiting).
+	halt, wait bool
+	tag        string
+	made       chan<- *rec
+	selfWait   bool // WaitForRoom by a task in its own session: ErrWouldDeadlock if its lane is full
+}
+
+// opts returns req's task options.
+func (req subReq) opts() []seqsched.TaskOption {
+	return op{prio: req.prio, halt: req.halt, wait: req.wait, tag: req.tag}.opts()
 }
 
 // submit submits one task, from the driver, a task or a callback, and
@@ -887,8 +1127,11 @@ func (r *run) submit(req subReq) *handle {
 	probe := req.ctx.Value(ctxProbeKey{})
 	r.mu.Lock()
 	rc := &rec{id: len(r.recs), key: key, prio: req.prio, spec: spec, nested: req.nested, posted: req.post,
-		canceled: req.canceled, probe: probe}
+		canceled: req.canceled, probe: probe, halt: req.halt || r.p.haltAll, wait: req.wait, tag: req.tag}
 	r.recs = append(r.recs, rc)
+	if req.made != nil {
+		req.made <- rc
+	}
 	rc.submitBefore = r.tick()
 	rc.epochBefore = r.epoch[key]
 	var target, second *handle
@@ -951,25 +1194,26 @@ func (r *run) submit(req subReq) *handle {
 			}}
 		}
 	}
+	opts := req.opts()
 	switch {
 	case hd != nil && req.post:
-		err = hd.h.Post(req.ctx, fnPost, req.prio)
+		err = hd.h.Post(req.ctx, fnPost, opts...)
 	case hd != nil && goFn:
-		f, e := hd.h.Go(req.ctx, fnPost, req.prio)
+		f, e := hd.h.Go(req.ctx, fnPost, opts...)
 		goFutureOf(f)
 		err = e
 	case hd != nil:
-		f, e := seqsched.SubmitTo(req.ctx, hd.h, fn, req.prio)
+		f, e := seqsched.SubmitTo(req.ctx, hd.h, fn, opts...)
 		futureOf(f)
 		err = e
 	case req.post:
-		err = r.s.Post(req.ctx, key, fnPost, req.prio)
+		err = r.s.Post(req.ctx, key, fnPost, opts...)
 	case goFn:
-		f, e := r.s.Go(req.ctx, key, fnPost, req.prio)
+		f, e := r.s.Go(req.ctx, key, fnPost, opts...)
 		goFutureOf(f)
 		err = e
 	default:
-		f, e := seqsched.Submit(req.ctx, r.s, key, fn, req.prio)
+		f, e := seqsched.Submit(req.ctx, r.s, key, fn, opts...)
 		futureOf(f)
 		err = e
 	}
@@ -999,7 +1243,10 @@ func (r *run) submit(req subReq) *handle {
 		if se.Key != key {
 			r.errs = append(r.errs, fmt.Sprintf("task %d: refused with %v, naming key %v; want %d", rc.id, err, se.Key, key))
 		}
-	case errors.Is(err, seqsched.ErrQueueFull) && r.p.maxQueue > 0:
+	case errors.Is(err, seqsched.ErrQueueFull) && r.p.maxQueue > 0 && !req.wait:
+	case errors.Is(err, context.Canceled) && req.wait && r.p.maxQueue > 0 && req.canceled != nil && req.canceled():
+		// Its submit ctx ended while it waited for room.
+	case errors.Is(err, seqsched.ErrWouldDeadlock) && req.selfWait && r.p.maxQueue > 0:
 	default:
 		r.errs = append(r.errs, fmt.Sprintf("task %d: submit (key %d, post %v, handle %v) rejected with %v",
 			rc.id, key, req.post, hd != nil, err))
@@ -1031,17 +1278,21 @@ func (r *run) behave(rc *rec, ctx context.Context, target, second *handle) (int,
 		r.checkCause(rc, ctx)
 		return rc.id, ctx.Err()
 	case bSubmit:
+		// A task that waits for room submits to its own key with
+		// WaitForRoom too: it could never make room there, so it is
+		// accepted or refused with ErrWouldDeadlock at once.
+		self := rc.wait && spec.arg == key
 		if rc.id%2 == 0 {
 			// With the task's own ctx: the nested task inherits the
 			// submit ctx, not the end of this task.
 			r.submit(subReq{ctx: ctx, key: spec.arg, prio: spec.prio, spec: *spec.nested, canceled: rc.canceled,
-				nested: true})
+				nested: true, wait: self, selfWait: self})
 			break
 		}
 		// With a ctx derived from it, which ends with this task.
 		derived := context.WithValue(ctx, ctxProbeKey{}, rc.id)
 		r.submit(subReq{ctx: derived, key: spec.arg, prio: spec.prio, spec: *spec.nested,
-			canceled: func() bool { return derived.Err() != nil }, nested: true})
+			canceled: func() bool { return derived.Err() != nil }, nested: true, wait: self, selfWait: self})
 	case bAwait:
 		if target != nil {
 			r.lend(rc)
@@ -1246,7 +1497,10 @@ func (r *run) check() {
 	// Whether a posted task of the key that never ran may report its
 	// canceled submit ctx.
 	neverCanceled := make([]bool, keys)
+	neverTagged := make([]bool, keys) // a tagged posted task of the key never ran: it may have been replaced
 	discardedFutures := map[*rec]bool{}
+	// Invariant 11 first: it gives replacements the place they took.
+	replacedFutures := r.checkReplaced(fail)
 	for _, rc := range r.recs {
 		if !rc.accepted {
 			if rc.starts != 0 {
@@ -1283,7 +1537,11 @@ func (r *run) check() {
 				postNever[rc.prio]++
 				never[rc.key]++
 				neverCanceled[rc.key] = neverCanceled[rc.key] || (rc.canceled != nil && rc.canceled())
+				neverTagged[rc.key] = neverTagged[rc.key] || rc.tag != ""
 				continue
+			}
+			if rc.halted() {
+				continue // reported as its halt, not a second time (invariant 10)
 			}
 			switch rc.exit {
 			case exitReturn:
@@ -1308,6 +1566,10 @@ func (r *run) check() {
 			r.checkResolution(rc, v, err, fail)
 			continue
 		}
+		if replacedFutures[rc] {
+			outcomes[rc.prio].Replaced++
+			continue
+		}
 		if errors.Is(err, seqsched.ErrDiscarded) {
 			outcomes[rc.prio].Discarded++
 			discardedFutures[rc] = true
@@ -1324,24 +1586,30 @@ func (r *run) check() {
 	}
 
 	// Invariant 6: exact Stats. Which posted tasks that never ran were
-	// skipped and which discarded only the scheduler knows: their sum is
-	// exact, and the error handler's (or the log's) count of discarded
-	// ones must match.
+	// skipped, which discarded and which replaced only the scheduler
+	// knows: their sum is exact, and the error handler's (or the log's)
+	// counts of discarded and replaced ones must match. Once quiet, every
+	// key was resumed (invariant 14): none is paused, none paced.
 	st := r.s.Stats()
-	want := seqsched.Stats{Submitted: accepted, Completed: accepted, Panics: panics, Yields: st.Yields}
-	var postDiscarded int
+	want := seqsched.Stats{Submitted: accepted, Completed: accepted, Panics: panics, Yields: st.Yields,
+		Halts: r.checkHalts(fail)}
+	var postDiscarded, postReplaced int
 	for prio, got := range [2]seqsched.Outcomes{st.Normal.Outcomes, st.High.Outcomes} {
 		w := outcomes[prio]
 		moreSkipped, moreDiscarded := int64(got.Skipped)-int64(w.Skipped), int64(got.Discarded)-int64(w.Discarded)
-		if moreSkipped < 0 || moreDiscarded < 0 || uint64(moreSkipped+moreDiscarded) != postNever[prio] {
-			fail("%v: Outcomes.Skipped %d, Discarded %d; want %d, %d plus the %d posted tasks that never ran",
-				seqsched.Priority(prio), got.Skipped, got.Discarded, w.Skipped, w.Discarded, postNever[prio])
+		moreReplaced := int64(got.Replaced) - int64(w.Replaced)
+		if moreSkipped < 0 || moreDiscarded < 0 || moreReplaced < 0 ||
+			uint64(moreSkipped+moreDiscarded+moreReplaced) != postNever[prio] {
+			fail("%v: Outcomes.Skipped %d, Discarded %d, Replaced %d; want %d, %d, %d plus the %d posted tasks that never ran",
+				seqsched.Priority(prio), got.Skipped, got.Discarded, got.Replaced, w.Skipped, w.Discarded, w.Replaced, postNever[prio])
 		} else {
-			w.Skipped, w.Discarded = got.Skipped, got.Discarded
+			w.Skipped, w.Discarded, w.Replaced = got.Skipped, got.Discarded, got.Replaced
 			postDiscarded += int(moreDiscarded)
+			postReplaced += int(moreReplaced)
 		}
 		want.Skipped += w.Skipped
 		want.Discarded += w.Discarded
+		want.Replaced += w.Replaced
 		ps := seqsched.PriorityStats{Completed: byPrio[prio], Outcomes: w}
 		if prio == int(seqsched.Normal) {
 			want.Normal = ps
@@ -1352,9 +1620,13 @@ func (r *run) check() {
 	if st != want {
 		fail("final Stats = %+v; want %+v", st, want)
 	}
+	r.countControl(st)
 
 	// Invariant 8: each failed posted task reported once.
-	r.checkReports(postFailed, never, postDiscarded, neverCanceled, fail)
+	r.checkReports(postFailed, never, postDiscarded, postReplaced, neverCanceled, neverTagged, fail)
+
+	// Invariant 9: no task of a paused key started.
+	r.checkPaused(fail)
 
 	// Invariant 7, the part check can see: nothing accepted before a
 	// Discard by key that returned nil started after it returned, and
@@ -1375,7 +1647,7 @@ func (r *run) check() {
 					rc.id, rc.key, ev.issue, ev.ret, rc.start)
 			}
 			if rc.starts == 0 && !rc.posted && !r.forced && (rc.canceled == nil || !rc.canceled()) &&
-				!discardedFutures[rc] && isClosed(rc.h.done()) {
+				!discardedFutures[rc] && !replacedFutures[rc] && isClosed(rc.h.done()) {
 				_, err := rc.h.await(context.Background())
 				fail("task %d of key %d, accepted before Discard (issued at %d, returned nil at %d), never ran and resolved with %v; want ErrDiscarded",
 					rc.id, rc.key, ev.issue, ev.ret, err)
@@ -1384,8 +1656,10 @@ func (r *run) check() {
 	}
 	for y := range discardedFutures {
 		for _, x := range r.recs {
-			if x.key != y.key || x.prio != y.prio || x.start == 0 || !sameEpoch(x, y) ||
-				x.submitBefore < y.submitted || r.endedBetween(y.key, y.submitBefore, x.submitted) {
+			// Places, not submits: a replacement is queued where the task
+			// it replaced was (see rec.from).
+			if x.key != y.key || x.prio != y.prio || x.start == 0 || !sameEpoch(x, y) || x.noOrder || y.noOrder ||
+				x.from() < y.to() || r.endedBetween(y.key, y.submitBefore, x.submitted) {
 				continue
 			}
 			fail("key %d: task %d ran, though it was queued behind task %d (accepted at %d and %d), which Discard dropped",
@@ -1405,7 +1679,11 @@ func (r *run) check() {
 	for _, rc := range started {
 		byKey[rc.key] = append(byKey[rc.key], rc)
 	}
+	loose := r.pausedSpans(true)
 	for key, rcs := range byKey {
+		if r.p.highBurst > 0 {
+			r.checkHighBurst(key, rcs, loose, fail)
+		}
 		for i, x := range rcs {
 			// prevEnd: the previous task of the key had ended before x
 			// was picked; anything accepted before then was in the queue
@@ -1418,16 +1696,19 @@ func (r *run) check() {
 				}
 			}
 			for _, y := range rcs[i+1:] { // y started after x
-				if !sameEpoch(x, y) {
+				if !sameEpoch(x, y) || x.noOrder || y.noOrder {
 					continue
 				}
+				// A task's place is fixed when it is accepted, or when it
+				// is known to wait in line for room; a replacement holds
+				// the place of the task it replaced (see rec.from).
 				switch {
-				case y.prio == x.prio && y.submitted < x.submitBefore:
-					fail("key %d: FIFO broken: %v task %d (accepted at %d) started after task %d (submitted at %d)",
-						key, y.prio, y.id, y.submitted, x.id, x.submitBefore)
-				case y.prio == seqsched.High && x.prio == seqsched.Normal && y.submitted < prevEnd:
+				case y.prio == x.prio && y.to() < x.from():
+					fail("key %d: FIFO broken: %v task %d (placed by %d) started after task %d (placed from %d)",
+						key, y.prio, y.id, y.to(), x.id, x.from())
+				case y.prio == seqsched.High && x.prio == seqsched.Normal && y.to() < prevEnd && r.p.highBurst == 0:
 					fail("key %d: Normal task %d was picked while High task %d (accepted at %d) waited",
-						key, x.id, y.id, y.submitted)
+						key, x.id, y.id, y.to())
 				}
 			}
 			// Invariant 3: while x's session waited for it, every other
@@ -1442,6 +1723,10 @@ func (r *run) check() {
 			}
 			from := max(x.submitted, prevEnd)
 			if r.lentDuring(key, from, x.start) {
+				continue
+			}
+			// A paused key waits for its Resume, not for turns.
+			if r.pausedDuring(loose, key, from, x.start) || r.resumedDuring(key, from, x.start) {
 				continue
 			}
 			// A task of a successor waits, by design, until its key's
@@ -1564,8 +1849,8 @@ func (r *run) skipExplained(rc *rec, err error) bool {
 // records of posted tasks' failures) against the posted tasks: one per
 // failure of a task that ran, by class, exactly; one per task that never
 // ran, of a class that task could fail with. Called with r.mu held.
-func (r *run) checkReports(postFailed [][nClasses]int, never []int, postDiscarded int,
-	neverCanceled []bool, fail func(string, ...any)) {
+func (r *run) checkReports(postFailed [][nClasses]int, never []int, postDiscarded, postReplaced int,
+	neverCanceled, neverTagged []bool, fail func(string, ...any)) {
 	l := r.p.layer
 	if l == nil {
 		return
@@ -1606,7 +1891,11 @@ func (r *run) checkReports(postFailed [][nClasses]int, never []int, postDiscarde
 			"seqsched: task called runtime.Goexit":             fnGoexits,
 			"seqsched: WithErrorHandler panicked":              int(r.handlerExits[aPanic].Load()),
 			"seqsched: WithErrorHandler called runtime.Goexit": int(r.handlerExits[aGoexit].Load()),
+			haltMsg: 0, // with an error handler; checkHalts counts them without one
 		} {
+			if msg == haltMsg && !l.handler {
+				continue
+			}
 			if counts[msg] != want {
 				fail("log: %d records %q; want %d", counts[msg], msg, want)
 			}
@@ -1632,10 +1921,13 @@ func (r *run) checkReports(postFailed [][nClasses]int, never []int, postDiscarde
 			postFailed[k][clPanic], postFailed[k][clGoexit] = 0, 0
 		}
 	}
-	discarded := 0
+	discarded, replaced := 0, 0
 	for k := range r.p.keys {
 		extra := 0
 		for c := range nClasses {
+			if c == clHalt {
+				continue // checkHalts counts them
+			}
 			d := got[k][c] - postFailed[k][c]
 			var plausible bool
 			switch c {
@@ -1645,6 +1937,8 @@ func (r *run) checkReports(postFailed [][nClasses]int, never []int, postDiscarde
 				plausible = r.discarded[k]
 			case clClosed:
 				plausible = r.forced
+			case clReplaced:
+				plausible = neverTagged[k]
 			}
 			if d < 0 || (d > 0 && !plausible) {
 				fail("%s: key %d: %d %s failures reported; %d posted tasks that ran failed so, and %d never ran",
@@ -1657,9 +1951,13 @@ func (r *run) checkReports(postFailed [][nClasses]int, never []int, postDiscarde
 				what, k, extra, never[k], got[k], postFailed[k])
 		}
 		discarded += got[k][clDiscarded]
+		replaced += got[k][clReplaced]
 	}
 	if discarded != postDiscarded {
 		fail("%s: %d posted tasks reported discarded; Stats count %d", what, discarded, postDiscarded)
+	}
+	if replaced != postReplaced {
+		fail("%s: %d posted tasks reported replaced; Stats count %d", what, replaced, postReplaced)
 	}
 }
 
