@@ -192,3 +192,30 @@ func TestWaitForRoomWithoutMaxQueueChangesNothing(t *testing.T) {
 	awaitAll(t, record(t, s, &r, "k", "x", seqsched.WaitForRoom))
 	require.Equal(t, []string{"x"}, r.get())
 }
+
+func TestAWaiterForRoomMayReplaceTheTaskOfItsTagAdmittedBeforeIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler[string](t, seqsched.WithMaxQueue(2))
+		release, g := gate(t, s, "k")
+		var r recorder
+		x, y := record(t, s, &r, "k", "x"), record(t, s, &r, "k", "y") // the lane is full
+		futures := [2]chan *seqsched.Future[struct{}]{make(chan *seqsched.Future[struct{}], 1), make(chan *seqsched.Future[struct{}], 1)}
+		for i, name := range []string{"p1", "p2"} {
+			go func() {
+				f, err := s.Go(context.Background(), "k", func(context.Context) error { r.add("%s", name); return nil },
+					seqsched.Replace("p"), seqsched.WaitForRoom)
+				require.NoError(t, err)
+				futures[i] <- f
+			}()
+			synctest.Wait() // p1 is in line before p2
+		}
+		// x leaves: p1 is admitted, tagged; y leaves: p2 is admitted in p1's place.
+		release()
+		p1, p2 := <-futures[0], <-futures[1]
+		awaitAll(t, g, x, y, p2)
+		_, err := p1.Await(context.Background())
+		require.ErrorIs(t, err, seqsched.ErrReplaced)
+		require.Equal(t, []string{"x", "y", "p2"}, r.get())
+		require.Equal(t, uint64(1), s.Stats().Replaced)
+	})
+}
