@@ -25,6 +25,9 @@ const (
 	WaitAttribute = attribute.Key("seqsched.task.wait")
 	// StartEvent marks the start of the task's run, after its queue wait.
 	StartEvent = "seqsched.task.start"
+	// AttemptAttribute is, on a broker tracer's span, the handler call's
+	// attempt (1 for the first): seqkafka.Attempt, seqjetstream.Attempt.
+	AttemptAttribute = attribute.Key("seqsched.attempt")
 )
 
 // Tracing makes a span per task of a scheduler, as an interceptor: pass
