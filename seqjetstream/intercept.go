@@ -23,7 +23,8 @@ import (
 // itself is a failed attempt, as in the handler. It may skip next or call
 // it more than once, on its own goroutine, before it returns. It is not
 // called around the backoff or the dead-letter function, and must not
-// acknowledge the message. It runs with no lock held and may call back
+// acknowledge the message; Stats' HandlerTime counts the call with its
+// interceptors. It runs with no lock held and may call back
 // into the consumer with its ctx, as the handler may.
 type Interceptor func(ctx context.Context, msg jetstream.Msg, next func(context.Context) error) error
 

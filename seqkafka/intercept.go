@@ -22,8 +22,9 @@ import (
 // record is done, and a panic or Goexit in the interceptor itself is a
 // failed attempt, as in the handler. It may skip next or call it more than
 // once, on its own goroutine, before it returns. It is not called around
-// the backoff or the dead-letter function. It runs with no lock held and
-// may call back into the consumer with its ctx, as the handler may.
+// the backoff or the dead-letter function; Stats' HandlerTime counts the
+// call with its interceptors. It runs with no lock held and may call back
+// into the consumer with its ctx, as the handler may.
 type Interceptor func(ctx context.Context, r *kgo.Record, next func(context.Context) error) error
 
 // intercepted returns h wrapped in ics, the first outermost; h itself
