@@ -120,6 +120,7 @@ func TestBadOptionsAreOneErrorNamingEach(t *testing.T) {
 		seqjetstream.WithFetchExpiry(time.Millisecond),
 		seqjetstream.WithHandover(nil),
 		seqjetstream.WithLogger(nil),
+		seqjetstream.WithInterceptor(nil),
 	)
 	require.ErrorIs(t, err, seqjetstream.ErrInvalidOption)
 	var oe *seqjetstream.OptionError
@@ -135,6 +136,7 @@ func TestBadOptionsAreOneErrorNamingEach(t *testing.T) {
 		"WithFetchExpiry(1ms): must be >= 100ms",
 		"WithHandover(nil): must not be nil",
 		"WithLogger(nil): must not be nil",
+		"WithInterceptor(nil): must not be nil",
 	} {
 		assert.ErrorContains(t, err, w)
 	}

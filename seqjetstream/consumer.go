@@ -107,7 +107,7 @@ func NewConsumer(cons []jetstream.Consumer, h Handler, opts ...Option) (*Consume
 		return nil, errors.Join(cerr, perrs)
 	}
 	c := &Consumer{
-		handler:   h,
+		handler:   intercepted(h, cfg.interceptors),
 		cfg:       cfg,
 		closingCh: make(chan struct{}),
 		closed:    make(chan struct{}),

@@ -243,3 +243,39 @@ func waitFor(cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// An interceptor wraps every handler call: here it logs each attempt and
+// its outcome; oteljetstream's Tracing makes a span of it.
+func ExampleWithInterceptor() {
+	js, stop := embedded() // a nats-server with JetStream in this process
+	defer stop()
+	ctx := context.Background()
+	stream, _ := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.*"}})
+	cons, _ := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "billing", AckPolicy: jetstream.AckExplicitPolicy,
+	})
+
+	c, err := seqjetstream.NewConsumer([]jetstream.Consumer{cons}, func(ctx context.Context, msg jetstream.Msg) error {
+		if seqjetstream.Attempt(ctx) == 1 {
+			return errors.New("database busy")
+		}
+		return nil
+	}, seqjetstream.WithRetries(3, func(context.Context, jetstream.Msg, int, error) time.Duration { return 0 }),
+		seqjetstream.WithInterceptor(func(ctx context.Context, msg jetstream.Msg, next func(context.Context) error) error {
+			err := next(ctx)
+			fmt.Printf("%s %s, attempt %d: %v\n", msg.Subject(), msg.Data(), seqjetstream.Attempt(ctx), err)
+			return err
+		}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	go c.Run(ctx)
+
+	js.Publish(ctx, "orders.alice", []byte("+10"))
+	waitFor(func() bool { return c.Stats().Acked == 1 })
+	c.Close(ctx)
+	// Output:
+	// orders.alice +10, attempt 1: database busy
+	// orders.alice +10, attempt 2: <nil>
+}

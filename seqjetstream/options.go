@@ -85,6 +85,7 @@ type config struct {
 	balanceJS      jetstream.JetStream
 	balanceBucket  string
 	logger         *slog.Logger
+	interceptors   []Interceptor
 	errs           []error
 }
 
@@ -334,6 +335,22 @@ func WithLogger(l *slog.Logger) Option {
 			return
 		}
 		c.logger = l
+	}}
+}
+
+// WithInterceptor wraps each handler call in f (see Interceptor). Several
+// nest in the order given: the first is outermost. f must not be nil.
+func WithInterceptor(f Interceptor) Option {
+	name := "WithInterceptor(f)"
+	if f == nil {
+		name = "WithInterceptor(nil)"
+	}
+	return optFunc{name, func(c *config) {
+		if f == nil {
+			bad(c, name, "must not be nil")
+			return
+		}
+		c.interceptors = append(c.interceptors, f)
 	}}
 }
 

@@ -133,7 +133,7 @@ func NewConsumer(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, er
 	if cfg.batchSet {
 		return nil, &OptionError{Option: fmt.Sprintf("WithBatch(%d, %v)", cfg.batchSize, cfg.batchLinger), Reason: "only with NewBatchConsumer"}
 	}
-	return newConsumer(clientOpts, cfg, h, nil)
+	return newConsumer(clientOpts, cfg, intercepted(h, cfg.interceptors), nil)
 }
 
 // NewBatchConsumer is NewConsumer for a handler that takes records in
@@ -145,7 +145,8 @@ func NewConsumer(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, er
 // WithMaxConcurrency bounds the batch calls at once. Each record's outcome
 // is h's error, or its entry in a *BatchError; a record that failed is
 // retried alone, in a batch of one, after its backoff, and is dead-lettered
-// alone. Stats counts a batch as one handler call.
+// alone. Stats counts a batch as one handler call. WithInterceptor is
+// refused.
 func NewBatchConsumer(clientOpts []kgo.Opt, h BatchHandler, opts ...Option) (*Consumer, error) {
 	if h == nil {
 		return nil, ErrNilHandler
@@ -153,6 +154,9 @@ func NewBatchConsumer(clientOpts []kgo.Opt, h BatchHandler, opts ...Option) (*Co
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
+	}
+	if len(cfg.interceptors) > 0 {
+		return nil, &OptionError{Option: "WithInterceptor(f)", Reason: "only with NewConsumer: a batch call handles many records"}
 	}
 	return newConsumer(clientOpts, cfg, nil, h)
 }

@@ -372,3 +372,49 @@ func ExampleConsumer_Stats() {
 	// processed: 3 buffered: 0 handler calls: 3
 	// assigned partitions after Close: 0
 }
+
+// An interceptor wraps every handler call: here it logs each attempt and
+// its outcome; otelkafka's Tracing makes a span of it.
+func ExampleWithInterceptor() {
+	c, err := exampleCluster("alice", "+10")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	done := make(chan struct{})
+	cons, err := seqkafka.NewConsumer([]kgo.Opt{
+		kgo.SeedBrokers(c.ListenAddrs()...),
+		kgo.ConsumerGroup("billing"),
+		kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	}, func(ctx context.Context, r *kgo.Record) error {
+		if seqkafka.Attempt(ctx) == 1 {
+			return errors.New("database busy")
+		}
+		return nil
+	}, seqkafka.WithRetries(3, func(context.Context, *kgo.Record, int, error) time.Duration { return 0 }),
+		seqkafka.WithInterceptor(func(ctx context.Context, r *kgo.Record, next func(context.Context) error) error {
+			err := next(ctx)
+			fmt.Printf("%s %s, attempt %d: %v\n", r.Key, r.Value, seqkafka.Attempt(ctx), err)
+			if err == nil {
+				close(done)
+			}
+			return err
+		}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- cons.Run(context.Background()) }()
+	<-done
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fmt.Println("close:", cons.Close(ctx), "run:", <-ran)
+	// Output:
+	// alice +10, attempt 1: database busy
+	// alice +10, attempt 2: <nil>
+	// close: <nil> run: <nil>
+}

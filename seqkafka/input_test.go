@@ -42,6 +42,7 @@ func TestNewConsumerRejectsBadInput(t *testing.T) {
 		seqkafka.WithLogger(nil),
 		seqkafka.WithMaxMetadataBytes(-1),
 		seqkafka.WithBatch(0, time.Millisecond),
+		seqkafka.WithInterceptor(nil),
 		nil,
 	}
 	for _, o := range bad {

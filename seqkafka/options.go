@@ -58,6 +58,7 @@ type config struct {
 	batchLinger    time.Duration
 	batchSet       bool         // WithBatch was given
 	logger         *slog.Logger // nil: slog.Default() at each log
+	interceptors   []Interceptor
 	errs           []error
 }
 
@@ -300,6 +301,23 @@ func WithLogger(l *slog.Logger) Option {
 			return
 		}
 		c.logger = l
+	}}
+}
+
+// WithInterceptor wraps each handler call in f (see Interceptor). Several
+// nest in the order given: the first is outermost. f must not be nil.
+// NewBatchConsumer rejects it: a batch call handles many records.
+func WithInterceptor(f Interceptor) Option {
+	name := "WithInterceptor(f)"
+	if f == nil {
+		name = "WithInterceptor(nil)"
+	}
+	return optFunc{name, func(c *config) {
+		if f == nil {
+			bad(c, name, "must not be nil")
+			return
+		}
+		c.interceptors = append(c.interceptors, f)
 	}}
 }
 

@@ -1,4 +1,6 @@
-// Package seqotel exports a seqsched scheduler's figures to OpenTelemetry:
+// Package seqotel exports a seqsched scheduler's figures to OpenTelemetry,
+// and traces its tasks ([NewTracing]: a span per task, as an interceptor
+// for seqsched.WithInterceptor). The figures:
 // counters and gauges as asynchronous instruments on a [metric.Meter],
 // read from [seqsched.Scheduler.Stats] once per collection, and the wait
 // and run-time histograms as a [sdkmetric.Producer] that reports the

@@ -4,7 +4,8 @@
 // [metric.Meter], read from Consumer.Stats once per collection, and the
 // handler-duration and queue-time histograms as a [sdkmetric.Producer]
 // that reports the consumer's bucket counts as they are. Nothing is
-// observed per message.
+// observed per message. [Tracing], an interceptor for
+// seqjetstream.WithInterceptor, makes a span per handler call.
 //
 //	m, err := oteljetstream.New(consumer) // a *seqjetstream.Consumer
 //	reader := sdkmetric.NewPeriodicReader(exporter, sdkmetric.WithProducer(m))

@@ -3,7 +3,8 @@
 // and gauges as asynchronous instruments on a [metric.Meter], read from
 // Consumer.Stats once per collection, and the handler and queue-time
 // histograms as a [sdkmetric.Producer] that reports the consumer's bucket
-// counts as they are. Nothing is observed per record.
+// counts as they are. Nothing is observed per record. [Tracing], an
+// interceptor for seqkafka.WithInterceptor, makes a span per handler call.
 //
 //	m, err := otelkafka.New(consumer) // a *seqkafka.Consumer
 //	reader := sdkmetric.NewPeriodicReader(exporter, sdkmetric.WithProducer(m))

@@ -1,0 +1,41 @@
+package seqkafka
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Interceptor wraps each handler call, as gRPC interceptors and net/http
+// middleware wrap handlers: to trace, log or measure every record in one
+// place (module seqotel/otelkafka's Tracing makes a span per call). It
+// is called for each attempt, on the record's key, with the handler
+// call's ctx (Attempt(ctx) tells the attempt) and the record, and calls
+// next to run the handler (and the interceptors after it): the ctx it
+// passes to next is the one the handler receives, so a span or a value
+// added there reaches it. next returns the handler's error; a panic or
+// runtime.Goexit in the handler unwinds through the interceptor, as in
+// seqsched.WithInterceptor, so that a deferred function there sees it
+// (recover and panic again to record a panic).
+//
+// The attempt's outcome is what the interceptor returns: nil means the
+// record is done, and a panic or Goexit in the interceptor itself is a
+// failed attempt, as in the handler. It may skip next or call it more than
+// once, on its own goroutine, before it returns. It is not called around
+// the backoff or the dead-letter function; Stats' HandlerTime counts the
+// call with its interceptors. It runs with no lock held and may call back
+// into the consumer with its ctx, as the handler may.
+type Interceptor func(ctx context.Context, r *kgo.Record, next func(context.Context) error) error
+
+// intercepted returns h wrapped in ics, the first outermost; h itself
+// when there are none, so that a consumer without interceptors calls its
+// handler as before.
+func intercepted(h Handler, ics []Interceptor) Handler {
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, inner := ics[i], h
+		h = func(ctx context.Context, r *kgo.Record) error {
+			return ic(ctx, r, func(ctx context.Context) error { return inner(ctx, r) })
+		}
+	}
+	return h
+}
