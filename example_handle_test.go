@@ -184,8 +184,10 @@ func ExampleWithErrorHandler_reentry() {
 	if err != nil {
 		panic(err)
 	}
-	_ = s.Post(context.Background(), "acct-9", func(context.Context) error { return errors.New("overdrawn") })
+	queued := make(chan struct{}) // the second post is queued before the first fails
+	_ = s.Post(context.Background(), "acct-9", func(context.Context) error { <-queued; return errors.New("overdrawn") })
 	_ = s.Post(context.Background(), "acct-9", func(context.Context) error { return nil })
+	close(queued)
 	_ = s.Shutdown(context.Background())
 	// Output:
 	// acct-9: overdrawn
