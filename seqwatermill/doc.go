@@ -15,6 +15,11 @@
 // its key was acked, and the subscriber's message is acked only after the
 // Router acked it (see [Subscriber] for every guarantee).
 //
+// A nacked message is retried in place while the key's later messages
+// wait; after the last attempt (WithRetries) the key goes on, or, with
+// [WithHaltOnNack], halts until an operator resumes it through a
+// [Controller].
+//
 // The parallelism comes from the wrapped subscriber: one that sends the
 // next message before the previous is acked gives keys in parallel; one
 // that waits for each Ack (watermill-nats, watermill-amqp, watermill-kafka
@@ -31,5 +36,9 @@
 //     bounds), the per-message task (send a copy, wait for its Ack or
 //     Nack, retry in place, settle the subscriber's message), and the end
 //     of a subscription.
+//   - halt.go: halting a key (WithHaltOnNack): holding its messages,
+//     handing them over first on Resume, giving them up at the end;
+//     Subscriber.Resume and Paused, and the Controller that reaches a
+//     Router's Subscribers.
 //   - options.go, errors.go: options, defaults, errors.
 package seqwatermill

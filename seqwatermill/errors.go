@@ -10,6 +10,13 @@ var (
 	// decorator, and so the Router's Run) returns for a bad or missing
 	// option; the message names the option and what it must be.
 	ErrInvalidOption = errors.New("seqwatermill: invalid option")
+
+	// ErrHalted is the error of the record logged at Error, once per halt,
+	// when [WithHaltOnNack] halts a key; the record's fields hold the key
+	// ("key") and the message ("message_uuid"). A logger adapter can match
+	// it with errors.Is to alert whoever resumes keys
+	// ([Subscriber.Resume], [Controller.Resume]).
+	ErrHalted = errors.New("seqwatermill: key halted: message nacked on its last attempt")
 )
 
 // optionError is what the options found wrong; it wraps ErrInvalidOption.

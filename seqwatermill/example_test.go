@@ -2,7 +2,9 @@ package seqwatermill_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -45,6 +47,84 @@ func ExampleDecorator() {
 	// [alice #1 alice #2]
 	// [bob #1 bob #2]
 }
+
+// A withdrawal that fails halts its account: the account's later events
+// wait, the other accounts go on, and an operator, alerted by the log,
+// resumes the account once it is fixed. The failed withdrawal then runs
+// first, and the deposit after it.
+func ExampleWithHaltOnNack() {
+	sub := newReleasing(3) // any watermill subscriber
+	for i, ev := range [][2]string{{"alice", "withdraw 150"}, {"alice", "deposit 100"}, {"bob", "deposit 5"}} {
+		m := message.NewMessage(fmt.Sprint(i), []byte(ev[1]))
+		m.Metadata.Set("account_id", ev[0])
+		sub.in <- m
+	}
+
+	var mu sync.Mutex
+	balance := map[string]int{"alice": 100}
+	var ctl seqwatermill.Controller
+	alerts := alerting{make(chan string, 1)}
+	router, _ := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	router.AddSubscriberDecorators(seqwatermill.Decorator(
+		seqwatermill.WithKeyMetadata("account_id"),
+		seqwatermill.WithRetries(1, nil),  // one attempt, then:
+		seqwatermill.WithHaltOnNack(),     // halt the account
+		seqwatermill.WithController(&ctl), // to resume it
+		seqwatermill.WithLogger(alerts),
+	))
+	handled := make(chan string)
+	router.AddConsumerHandler("ledger", "ledger", sub, func(m *message.Message) error {
+		acct := m.Metadata.Get("account_id")
+		var op string
+		var n int
+		fmt.Sscan(string(m.Payload), &op, &n)
+		mu.Lock()
+		if op == "withdraw" && balance[acct] < n {
+			mu.Unlock()
+			return errors.New("insufficient funds")
+		}
+		if op == "withdraw" {
+			n = -n
+		}
+		balance[acct] += n
+		line := fmt.Sprintf("%s %s: balance %d", acct, m.Payload, balance[acct])
+		mu.Unlock()
+		handled <- line
+		return nil
+	})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = router.Run(context.Background()) }()
+
+	key := <-alerts.halts
+	fmt.Println("halted:", key, ctl.Paused(key))
+	fmt.Println(<-handled) // bob goes on
+	mu.Lock()
+	balance["alice"] += 50 // the operator fixes the account
+	mu.Unlock()
+	_ = ctl.Resume("alice")
+	fmt.Println(<-handled)
+	fmt.Println(<-handled)
+	_ = router.Close()
+	<-done
+	// Output:
+	// halted: alice true
+	// bob deposit 5: balance 5
+	// alice withdraw 150: balance 0
+	// alice deposit 100: balance 100
+}
+
+// alerting is a logger that sends the key of each halt on halts.
+type alerting struct{ halts chan string }
+
+func (a alerting) Error(_ string, err error, fields watermill.LogFields) {
+	if errors.Is(err, seqwatermill.ErrHalted) {
+		a.halts <- fields["key"].(string)
+	}
+}
+func (a alerting) Info(string, watermill.LogFields)                 {}
+func (a alerting) Debug(string, watermill.LogFields)                {}
+func (a alerting) Trace(string, watermill.LogFields)                {}
+func (a alerting) With(watermill.LogFields) watermill.LoggerAdapter { return a }
 
 // Without a key option the decorator refuses to start, and the Router's Run
 // says why.

@@ -2,6 +2,9 @@ package seqwatermill_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -86,3 +89,47 @@ func settled(m *message.Message) string {
 
 // noBackoff retries a nacked message at once.
 func noBackoff(int) time.Duration { return 0 }
+
+// recorder is a logger that keeps the Error records and sends the key of
+// each halt (a record with seqwatermill.ErrHalted) on halts.
+type recorder struct {
+	watermill.NopLogger
+	halts chan string
+	mu    *sync.Mutex
+	errs  *[]string // "<msg> <message_uuid>" of each Error record
+}
+
+func newRecorder() recorder {
+	return recorder{halts: make(chan string, 16), mu: new(sync.Mutex), errs: new([]string)}
+}
+
+func (r recorder) Error(msg string, err error, fields watermill.LogFields) {
+	r.mu.Lock()
+	*r.errs = append(*r.errs, fmt.Sprint(msg, " ", fields["message_uuid"]))
+	r.mu.Unlock()
+	if errors.Is(err, seqwatermill.ErrHalted) {
+		r.halts <- fields["key"].(string)
+	}
+}
+
+func (r recorder) With(watermill.LogFields) watermill.LoggerAdapter { return r }
+
+// errors returns the Error records so far.
+func (r recorder) errors() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(*r.errs)
+}
+
+// halted waits for the halt of a key to be logged and returns the key,
+// failing the test after 10s.
+func (r recorder) halted(t *testing.T) string {
+	t.Helper()
+	select {
+	case key := <-r.halts:
+		return key
+	case <-time.After(10 * time.Second):
+		t.Fatal("no halt logged in 10s")
+		return ""
+	}
+}

@@ -93,6 +93,79 @@ func TestCloseTimeoutGivesUpOnAnUnackedMessage(t *testing.T) {
 	assert.Equal(t, "", settled(a1))
 }
 
+func TestCloseLeavesAHaltedKeyUnackedAndDoesNotWaitForIt(t *testing.T) {
+	r := newReleasing(2)
+	log := newRecorder()
+	a1, a2 := msg("a1", "a"), msg("a2", "a") // their ctx never ends
+	r.in <- a1
+	r.in <- a2
+	s, out := subscribe(t, r, seqwatermill.WithRetries(1, nil), seqwatermill.WithHaltOnNack(),
+		seqwatermill.WithCloseTimeout(20*time.Second), seqwatermill.WithLogger(log))
+	next(t, out).Nack()
+	require.Equal(t, "a", log.halted(t))
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waiting 10s later for a halted key (close timeout 20s)")
+	}
+	_, ok := <-out
+	assert.False(t, ok, "a message of the halted key sent after Close")
+	assert.Equal(t, "", settled(a1))
+	assert.Equal(t, "", settled(a2))
+	assert.False(t, s.Paused("a"), "Paused after Close")
+	assert.ErrorIs(t, s.Resume("a"), seqwatermill.ErrClosed)
+}
+
+func TestAckOnReceiveDropsAHaltedKeyAtClose(t *testing.T) {
+	r := newReleasing(2)
+	log := newRecorder()
+	r.in <- msg("a1", "a")
+	r.in <- msg("a2", "a")
+	s, out := subscribe(t, r, seqwatermill.WithRetries(1, nil), seqwatermill.WithHaltOnNack(),
+		seqwatermill.WithAckOnReceive(), seqwatermill.WithCloseTimeout(20*time.Second), seqwatermill.WithLogger(log))
+	next(t, out).Nack()
+	require.Equal(t, "a", log.halted(t))
+	require.NoError(t, s.Close())
+	_, ok := <-out
+	assert.False(t, ok, "a message of the halted key handed to the handler at Close")
+	assert.ElementsMatch(t, []string{
+		"Key halted: its message was nacked on its last attempt; Resume the key to hand it to the handler again a1",
+		"Acked message dropped: its key was halted at close a1",
+		"Acked message dropped: its key was halted at close a2",
+	}, log.errors())
+}
+
+// A Close that races the halt either finds the key halted and gives it up,
+// or comes first, and the key does not halt: either way it returns at
+// once and leaves the messages un-acked.
+func TestCloseRacingAHaltReturnsPromptly(t *testing.T) {
+	for range 20 {
+		r := newReleasing(2)
+		a1, a2 := msg("a1", "a"), msg("a2", "a")
+		r.in <- a1
+		r.in <- a2
+		s, out := subscribe(t, r, seqwatermill.WithRetries(1, nil), seqwatermill.WithHaltOnNack(),
+			seqwatermill.WithCloseTimeout(20*time.Second))
+		first := next(t, out)
+		closed := make(chan error, 1)
+		go func() { closed <- s.Close() }()
+		first.Nack()
+		select {
+		case err := <-closed:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close still waiting 10s later (close timeout 20s)")
+		}
+		_, ok := <-out
+		require.False(t, ok, "a message sent after Close")
+		require.Equal(t, "", settled(a1), "a1 settled")
+		require.Equal(t, "", settled(a2))
+	}
+}
+
 func TestBadOptionsAreRefusedByName(t *testing.T) {
 	key := seqwatermill.WithKeyMetadata("k")
 	for _, tc := range []struct {
@@ -112,6 +185,8 @@ func TestBadOptionsAreRefusedByName(t *testing.T) {
 		{[]seqwatermill.Option{key, seqwatermill.WithPriorityMetadata("")}, `WithPriorityMetadata(""): must not be empty`},
 		{[]seqwatermill.Option{key, seqwatermill.WithLogger(nil)}, "WithLogger(nil): must not be nil"},
 		{[]seqwatermill.Option{key, nil}, "option 1: must not be nil"},
+		{[]seqwatermill.Option{key, seqwatermill.WithHaltOnNack()}, "WithHaltOnNack(): needs WithRetries with attempts >= 1"},
+		{[]seqwatermill.Option{key, seqwatermill.WithController(nil)}, "WithController(nil): must not be nil"},
 	} {
 		_, err := seqwatermill.NewSubscriber(newReleasing(0), tc.opts...)
 		require.Error(t, err, "%v", tc.opts)

@@ -51,6 +51,8 @@ type options struct {
 	backoff      func(attempt int) time.Duration
 	closeTimeout time.Duration
 	ackOnReceive bool
+	haltOnNack   bool
+	controller   *Controller // nil: none
 	logger       watermill.LoggerAdapter
 	errs         []string // what the options found wrong
 }
@@ -71,6 +73,9 @@ func newOptions(opts []Option) (options, error) {
 	}
 	if o.key == nil && len(o.errs) == 0 {
 		o.errs = append(o.errs, "NewSubscriber: needs WithKeyMetadata or WithKeyFunc")
+	}
+	if o.haltOnNack && o.attempts == 0 && len(o.errs) == 0 {
+		o.errs = append(o.errs, "WithHaltOnNack(): needs WithRetries with attempts >= 1 (with 0 no attempt is the last)")
 	}
 	if o.maxPerKey > o.maxBuffered {
 		o.maxPerKey = 0 // the total bound is the tighter one
@@ -198,11 +203,26 @@ func WithMaxConcurrency(n int) Option {
 // (the Router's, with its middleware) is given a fresh copy of the message
 // after backoff(attempt), while the later messages of its key wait.
 // attempts is how many times the handler is tried; 0 (the default) means
-// until it acks. After the last nacked attempt the subscriber's message is
-// nacked and the key goes on: the subscriber redelivers it as it does any
-// Nack, possibly after later messages of its key. With WithAckOnReceive it
-// is dropped instead, and logged at Error. A nil backoff keeps
-// DefaultBackoff. attempts must be >= 0.
+// until it acks. A nil backoff keeps DefaultBackoff. attempts must be >= 0.
+//
+// What a nack leads to is one of three choices:
+//
+//   - Retry until the handler acks (attempts 0): the key waits as long as
+//     it takes; use watermill's Poison middleware to move a message that
+//     can never succeed aside.
+//   - Go on (attempts >= 1): after the last nacked attempt the
+//     subscriber's message is nacked and the key goes on; the subscriber
+//     redelivers it as it does any Nack, possibly after later messages of
+//     its key. With WithAckOnReceive it is dropped instead, and logged at
+//     Error. Use it where a message that failed may be handled late, or
+//     not at all.
+//   - Halt the key (attempts >= 1 and [WithHaltOnNack]): after the last
+//     nacked attempt the message is held, neither acked nor nacked, and
+//     the key's later messages wait until [Subscriber.Resume] (or
+//     [Controller.Resume]) hands it to the handler again, first. Use it
+//     where a later message must never be handled after an earlier one
+//     failed ("withdraw 50, deposit 100, withdraw 150"), and someone can
+//     fix the cause and resume the key.
 func WithRetries(attempts int, backoff func(attempt int) time.Duration) Option {
 	name := fmt.Sprintf("WithRetries(%d, backoff)", attempts)
 	if backoff == nil {
@@ -244,13 +264,59 @@ func WithCloseTimeout(d time.Duration) Option {
 // an in-process subscriber such as gochannel, which holds nothing durable
 // anyway, or events that may be lost on a crash. A Nack is retried in
 // place (see WithRetries); Close hands the queued messages to the handler
-// before it returns, within WithCloseTimeout.
+// before it returns, within WithCloseTimeout, except those of a key halted
+// by WithHaltOnNack, which are dropped and logged at Error.
 func WithAckOnReceive() Option {
 	return option{"WithAckOnReceive()", func(o *options) { o.ackOnReceive = true }}
 }
 
+// WithHaltOnNack halts a key when a message of it is nacked on its last
+// attempt (see WithRetries, which it needs, with attempts >= 1): the key
+// is paused and the message is held, neither acked nor nacked, so that the
+// subscriber cannot redeliver it behind the key's later messages.
+// The halt is logged at Error, with the key. The later messages of the key
+// stay queued behind it, counted against WithMaxBuffered and WithMaxPerKey
+// (so a halted key pushes back on the subscriber once the bounds are
+// reached); the other keys go on.
+//
+// [Subscriber.Resume] (or [Controller.Resume], for a Router's
+// subscribers) ends the halt: the held message is handled first, with a
+// fresh copy and WithRetries' attempts again, then the later ones in order;
+// if it fails them all again, the key halts again. Until then
+// [Subscriber.Paused] reports the key.
+//
+// At Close (or the end of the subscription) the halted keys' messages are
+// left un-acked, for the subscriber to redeliver, and Close does not wait
+// for them; with WithAckOnReceive they were acked already, and are dropped
+// and logged at Error.
+//
+// A halted message stays un-acked while the key is halted: a subscriber
+// that waits for each Ack before it sends the next message (the README's
+// table) sends nothing more, for any key, until Resume, unless
+// WithAckOnReceive; and a broker that redelivers an un-acked message after
+// a deadline (JetStream's AckWait) sends a second copy, which queues
+// behind the key like any later message.
+func WithHaltOnNack() Option {
+	return option{"WithHaltOnNack()", func(o *options) { o.haltOnNack = true }}
+}
+
+// WithController registers the Subscribers that NewSubscriber (or the
+// Decorator, for each of a Router's handlers) makes with c, so that
+// c.Resume and c.Paused reach keys halted by WithHaltOnNack in any of
+// them. c must not be nil.
+func WithController(c *Controller) Option {
+	return option{"WithController(...)", func(o *options) {
+		if c == nil {
+			bad(o, "WithController(nil)", "must not be nil")
+			return
+		}
+		o.controller = c
+	}}
+}
+
 // WithLogger sets where the subscriber logs: messages dropped (Error), a
-// KeyFunc's panic (Error), retries (Info). The default is
+// KeyFunc's panic (Error), a key halted (Error, see WithHaltOnNack),
+// retries (Info). The default is
 // watermill.NewSlogLogger(nil), slog's default logger. l must not be nil.
 func WithLogger(l watermill.LoggerAdapter) Option {
 	return option{"WithLogger(...)", func(o *options) {

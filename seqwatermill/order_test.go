@@ -2,8 +2,10 @@ package seqwatermill_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,6 +88,143 @@ func TestLastAttemptNacksToTheSubscriberAndTheKeyGoesOn(t *testing.T) {
 	assert.Equal(t, "a2", m.UUID)
 	assert.Equal(t, "nack", settled(a1))
 	m.Ack()
+}
+
+func TestHaltOnNackHoldsTheKeyUntilResume(t *testing.T) {
+	r := &releasing{in: make(chan *message.Message)} // unbuffered: a send returns once taken
+	log := newRecorder()
+	s, out := subscribe(t, r, seqwatermill.WithRetries(1, nil), seqwatermill.WithHaltOnNack(), seqwatermill.WithLogger(log))
+	a1, a2, b1, b2 := msg("a1", "a"), msg("a2", "a"), msg("b1", "b"), msg("b2", "b")
+	r.in <- a1
+	first := next(t, out)
+	require.Equal(t, "a1", first.UUID)
+	r.in <- a2
+	r.in <- b1
+	first.Nack() // the last of 1 attempt
+	assert.Equal(t, "a", log.halted(t))
+	assert.True(t, s.Paused("a"), "Paused(a) after the halt")
+	assert.False(t, s.Paused("b"), "Paused(b)")
+	assert.Equal(t, "", settled(a1), "a halted message is neither acked nor nacked")
+
+	// The other keys go on; a's later messages wait.
+	for _, want := range []string{"b1", "b2"} {
+		if want == "b2" {
+			r.in <- b2
+		}
+		m := next(t, out)
+		require.Equal(t, want, m.UUID, "a message of the halted key was sent")
+		m.Ack()
+	}
+
+	require.NoError(t, s.Resume("a"))
+	assert.False(t, s.Paused("a"), "Paused(a) after Resume")
+	again := next(t, out)
+	require.Equal(t, "a1", again.UUID, "the halted message comes first on Resume")
+	assert.NotSame(t, first, again, "a fresh copy")
+	again.Ack()
+	m := next(t, out)
+	assert.Equal(t, "a2", m.UUID)
+	assert.Equal(t, "ack", settled(a1), "the subscriber's message is acked, never nacked")
+	m.Ack()
+	require.NoError(t, s.Resume("a"), "Resume of a key not halted")
+}
+
+func TestHaltedMessageGoesBeforeAHighQueuedBehindIt(t *testing.T) {
+	r := &releasing{in: make(chan *message.Message)}
+	log := newRecorder()
+	s, out := subscribe(t, r, seqwatermill.WithRetries(1, nil), seqwatermill.WithHaltOnNack(),
+		seqwatermill.WithPriorityMetadata("priority"), seqwatermill.WithLogger(log))
+	a1, a2 := msg("a1", "a"), msg("a2", "a")
+	a2.Metadata.Set("priority", "high") // queued in the High lane while a1 is in the handler
+	r.in <- a1
+	first := next(t, out)
+	r.in <- a2
+	r.in <- msg("b1", "b") // taken only once a2 was queued
+	first.Nack()
+	require.Equal(t, "a", log.halted(t))
+	next(t, out).Ack() // b1
+	require.NoError(t, s.Resume("a"))
+	var got []string
+	for range 2 {
+		m := next(t, out)
+		got = append(got, m.UUID)
+		m.Ack()
+	}
+	assert.Equal(t, []string{"a1", "a2"}, got, "order of key a after Resume")
+}
+
+func TestHaltedKeyHaltsAgainWhenItsMessageFailsAfterResume(t *testing.T) {
+	r := newReleasing(2)
+	log := newRecorder()
+	a1, a2 := msg("a1", "a"), msg("a2", "a")
+	r.in <- a1
+	r.in <- a2
+	s, out := subscribe(t, r, seqwatermill.WithRetries(2, noBackoff), seqwatermill.WithHaltOnNack(), seqwatermill.WithLogger(log))
+	for round := range 2 {
+		for attempt := range 2 {
+			m := next(t, out)
+			require.Equal(t, "a1", m.UUID, "round %d, attempt %d", round, attempt)
+			m.Nack()
+		}
+		require.Equal(t, "a", log.halted(t))
+		require.True(t, s.Paused("a"))
+		require.NoError(t, s.Resume("a"))
+	}
+	next(t, out).Ack() // a1, at last
+	m := next(t, out)
+	assert.Equal(t, "a2", m.UUID)
+	assert.Equal(t, "ack", settled(a1))
+	m.Ack()
+}
+
+// TestControllerResumesAKeyHaltedUnderARouter halts a key of a Router's
+// handler, which the Router's user reaches only through the Controller.
+func TestControllerResumesAKeyHaltedUnderARouter(t *testing.T) {
+	sub := newReleasing(3)
+	for _, m := range []*message.Message{msg("a1", "a"), msg("a2", "a"), msg("b1", "b")} {
+		sub.in <- m
+	}
+	var ctl seqwatermill.Controller
+	log := newRecorder()
+	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	require.NoError(t, err)
+	router.AddSubscriberDecorators(seqwatermill.Decorator(seqwatermill.WithKeyMetadata("key"),
+		seqwatermill.WithRetries(1, nil), seqwatermill.WithHaltOnNack(), seqwatermill.WithController(&ctl),
+		seqwatermill.WithLogger(log)))
+	handled := make(chan string, 4)
+	var fixed atomic.Bool
+	router.AddConsumerHandler("h", "topic", sub, func(m *message.Message) error {
+		if m.UUID == "a1" && !fixed.Load() {
+			return errors.New("a1 cannot be handled yet")
+		}
+		handled <- m.UUID
+		return nil
+	})
+	ran := make(chan error, 1)
+	go func() { ran <- router.Run(context.Background()) }()
+	<-router.Running()
+
+	require.Equal(t, "a", log.halted(t))
+	assert.True(t, ctl.Paused("a"), "Paused(a) through the Controller")
+	assert.Equal(t, "b1", recv(t, handled))
+	fixed.Store(true)
+	require.NoError(t, ctl.Resume("a"))
+	assert.Equal(t, []string{"a1", "a2"}, []string{recv(t, handled), recv(t, handled)})
+
+	require.NoError(t, router.Close())
+	require.NoError(t, <-ran)
+	assert.ErrorIs(t, ctl.Resume("a"), seqwatermill.ErrClosed, "Resume after the Router closed")
+}
+
+func recv(t *testing.T, c <-chan string) string {
+	t.Helper()
+	select {
+	case s := <-c:
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing in 10s")
+		return ""
+	}
 }
 
 func TestHighOvertakesTheQueuedOfItsKey(t *testing.T) {

@@ -34,7 +34,9 @@ func Decorator(opts ...Option) message.SubscriberDecorator {
 //     handler) acked the copy sent on, and not before (unless
 //     WithAckOnReceive): delivery stays at least once.
 //   - A Nack is retried in place with a fresh copy after a backoff, the
-//     key's later messages waiting (see WithRetries).
+//     key's later messages waiting (see WithRetries); after the last
+//     attempt the key goes on, or, with WithHaltOnNack, halts until
+//     [Subscriber.Resume].
 //   - At most WithMaxBuffered messages are held (WithMaxPerKey per key);
 //     at the bound the Subscriber stops taking messages from the wrapped
 //     one, which pushes back on it.
@@ -52,7 +54,8 @@ type Subscriber struct {
 
 	mu      sync.Mutex
 	closed  bool
-	closing chan struct{} // closed by Close: every subscription ends
+	closing chan struct{}              // closed by Close: every subscription ends
+	subs    map[*subscription]struct{} // those not ended, for Resume and Paused
 	wg      sync.WaitGroup
 }
 
@@ -67,7 +70,11 @@ func NewSubscriber(sub message.Subscriber, opts ...Option) (*Subscriber, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Subscriber{sub: sub, opts: o, closing: make(chan struct{})}, nil
+	s := &Subscriber{sub: sub, opts: o, closing: make(chan struct{}), subs: map[*subscription]struct{}{}}
+	if c := o.controller; c != nil {
+		c.register(s)
+	}
+	return s, nil
 }
 
 // Subscribe subscribes the wrapped subscriber to topic and returns a
@@ -78,7 +85,9 @@ func NewSubscriber(sub message.Subscriber, opts ...Option) (*Subscriber, error) 
 // subscriber (its ctx done) or after WithCloseTimeout. Messages of a key
 // that were queued and not sent are left un-acked to the wrapped
 // subscriber, which redelivers them as it does those of a plain Router
-// stopped mid-stream (with WithAckOnReceive they are sent on first).
+// stopped mid-stream (with WithAckOnReceive they are sent on first); so
+// are those of a key halted by WithHaltOnNack, which the end does not wait
+// for (with WithAckOnReceive they are dropped and logged).
 // After Close, Subscribe returns [ErrClosed].
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	s.mu.Lock()
@@ -94,10 +103,14 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if err != nil {
 		return nil, err
 	}
+	s.subs[sn] = struct{}{}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		sn.run(ctx)
+		s.mu.Lock()
+		delete(s.subs, sn)
+		s.mu.Unlock()
 	}()
 	return sn.out, nil
 }
@@ -128,6 +141,9 @@ func (s *Subscriber) Close() error {
 	s.closed = true
 	close(s.closing)
 	s.mu.Unlock()
+	if c := s.opts.controller; c != nil {
+		c.unregister(s) // not under s.mu: the Controller's lock comes first
+	}
 	err := s.sub.Close()
 	s.wg.Wait()
 	return err

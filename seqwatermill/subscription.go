@@ -19,11 +19,12 @@ import (
 // key's session of a seqsched scheduler; the task sends a copy on out,
 // waits for the consumer's Ack or Nack, and settles the wrapped message.
 // The scheduler gives the order per key and the parallelism across keys;
-// the gate bounds what is held. How it ends: run stops reading, closes
-// stop (queued messages not yet sent are skipped, unless ackOnReceive),
-// drains the scheduler within closeTimeout (then gives up: the tasks' ctx
-// ends), and only then closes out, so no task can send on a closed
-// channel.
+// the gate bounds what is held; halts holds the keys WithHaltOnNack halted
+// (halt.go). How it ends: run stops reading, closes stop (queued messages
+// not yet sent are skipped, unless ackOnReceive), releases the halted keys
+// (their messages are given up), drains the scheduler within closeTimeout
+// (then gives up: the tasks' ctx ends), and only then closes out, so no
+// task can send on a closed channel.
 type subscription struct {
 	s     *Subscriber
 	o     *options
@@ -32,6 +33,7 @@ type subscription struct {
 	out   chan *message.Message
 	stop  chan struct{} // closed when the subscription begins to end
 	gate  gate
+	halts halts
 	sched *seqsched.Scheduler[string]
 	log   watermill.LoggerAdapter
 }
@@ -62,6 +64,7 @@ func (sn *subscription) run(ctx context.Context) {
 	defer close(sn.out)
 	sn.dispatch(ctx)
 	close(sn.stop)
+	sn.release()
 	drain, cancel := context.WithTimeout(context.Background(), sn.o.closeTimeout)
 	defer cancel()
 	if err := sn.sched.Shutdown(drain); err != nil {
@@ -101,8 +104,7 @@ func (sn *subscription) dispatch(ctx context.Context) {
 		}
 		m := msg
 		err := sn.sched.Post(context.Background(), key, func(tctx context.Context) error {
-			defer sn.gate.done(key)
-			return sn.handle(tctx, key, m)
+			return sn.task(tctx, key, m)
 		}, prio)
 		if err != nil { // only this goroutine shuts the scheduler down: cannot happen
 			sn.gate.done(key)
@@ -123,12 +125,14 @@ func (sn *subscription) key(msg *message.Message) (key string) {
 	return sn.o.key(msg)
 }
 
-// handle is a message's task: it sends copies of msg on out until one is
-// acked, and settles msg. Each copy has a ctx of its own, canceled once the
-// copy is acked or nacked, as watermill's subscribers do; it ends with
-// msg's unless ackOnReceive (msg was acked, and its ctx may be over).
-func (sn *subscription) handle(ctx context.Context, key string, msg *message.Message) error {
-	fields := watermill.LogFields{"message_uuid": msg.UUID, "key": key}
+// handle sends copies of msg on out until one is acked, and settles msg;
+// it reports whether msg halts its key instead (WithHaltOnNack: nacked on
+// its last attempt, and left unsettled). Each copy has a ctx of its own,
+// canceled once the copy is acked or nacked, as watermill's subscribers
+// do; it ends with msg's unless ackOnReceive (msg was acked, and its ctx
+// may be over).
+func (sn *subscription) handle(ctx context.Context, key string, msg *message.Message) (halt bool) {
+	fields := fieldsOf(key, msg)
 	// gone is closed when the wrapped subscriber gave msg up (its Close, or
 	// its Subscribe ctx ended): an Ack would be lost, so nothing waits for one.
 	var gone <-chan struct{}
@@ -142,7 +146,7 @@ func (sn *subscription) handle(ctx context.Context, key string, msg *message.Mes
 		if !sn.o.ackOnReceive {
 			select {
 			case <-sn.stop:
-				return nil // not sent: left un-acked, for the wrapped subscriber to redeliver
+				return false // not sent: left un-acked, for the wrapped subscriber to redeliver
 			default:
 			}
 		}
@@ -153,18 +157,22 @@ func (sn *subscription) handle(ctx context.Context, key string, msg *message.Mes
 		cancel()
 		switch {
 		case err != nil:
-			return sn.lost(msg, fields, err.Error())
+			sn.lost(msg, fields, err.Error())
+			return false
 		case acked:
 			msg.Ack()
-			return nil
+			return false
 		}
 		if a := sn.o.attempts; a > 0 && attempt >= a {
-			if sn.o.ackOnReceive {
+			switch {
+			case sn.o.haltOnNack:
+				return true
+			case sn.o.ackOnReceive:
 				sn.log.Error("Message dropped after its last attempt", nil, fields.Add(watermill.LogFields{"attempts": attempt}))
-				return nil
+			default:
+				msg.Nack()
 			}
-			msg.Nack()
-			return nil
+			return false
 		}
 		wait := sn.o.backoff(attempt)
 		sn.log.Info("Message nacked, retrying in place", fields.Add(watermill.LogFields{"attempt": attempt, "backoff": wait}))
@@ -173,13 +181,14 @@ func (sn *subscription) handle(ctx context.Context, key string, msg *message.Mes
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return sn.lost(msg, fields, "in backoff at the close timeout")
+			sn.lost(msg, fields, "in backoff at the close timeout")
+			return false
 		case <-sn.abandon():
 			t.Stop()
-			return nil
+			return false
 		case <-gone:
 			t.Stop()
-			return nil
+			return false
 		}
 	}
 }
@@ -227,13 +236,12 @@ func (sn *subscription) abandon() <-chan struct{} {
 
 // lost reports a message given up: with ackOnReceive it was acked and is
 // lost (Error); otherwise it is left un-acked, for the wrapped subscriber.
-func (sn *subscription) lost(msg *message.Message, fields watermill.LogFields, why string) error {
+func (sn *subscription) lost(msg *message.Message, fields watermill.LogFields, why string) {
 	if sn.o.ackOnReceive {
 		sn.log.Error("Acked message dropped: "+why, nil, fields)
 	} else {
 		sn.log.Debug("Message left un-acked: "+why, fields)
 	}
-	return nil
 }
 
 // unrun is the scheduler's error handler. Tasks return nil, so it sees

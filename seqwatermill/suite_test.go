@@ -10,6 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/seqsched/seqsched/seqwatermill"
 )
@@ -65,7 +66,7 @@ func TestWatermillSuiteOnJetStream(t *testing.T) {
 		return p
 	}
 	newSub := func(t *testing.T, config wmjs.SubscriberConfig) message.Subscriber {
-		config.URL, config.Logger, config.AckWaitTimeout = url, logger, time.Second
+		config.Conn, config.Logger, config.AckWaitTimeout = connect(t, url), logger, time.Second
 		s, err := wmjs.NewSubscriber(config)
 		if err != nil {
 			t.Fatal(err)
@@ -87,6 +88,33 @@ func TestWatermillSuiteOnJetStream(t *testing.T) {
 	}, func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
 		return newPub(t), newSub(t, wmjs.SubscriberConfig{ResourceInitializer: wmjs.GroupedConsumer(group)})
 	})
+}
+
+// connect returns a connection to url for one watermill-nats Subscriber,
+// which closes it. That Subscriber's Close drains the connection in the
+// background (nats.Conn.Drain) and returns before the connection's
+// goroutines, one per subscription, have ended: they end some 100ms later,
+// more under load, which outlasts goleak's wait (about 0.4s) at the end of
+// the package's tests. So the test's cleanup, which runs after the
+// Subscriber's Close (cleanups run last in, first out), waits for the
+// connection to close. Without reconnects, a server shut down under a
+// drain closes the connection at once instead of leaving it reconnecting
+// until the drain's timeout.
+func connect(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	closed := make(chan struct{})
+	nc, err := nats.Connect(url, nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-closed:
+		case <-time.After(time.Minute):
+			t.Error("NATS connection still open a minute after its Subscriber's Close")
+		}
+	})
+	return nc
 }
 
 // startNATS starts an embedded nats-server with JetStream, shut down at the
