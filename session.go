@@ -420,17 +420,7 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		// Its successor, if any, has no work (else it took sess's place
 		// above), so release starts nothing.
 		s.releaseToken()
-		sh.forget(sess)
-		succ, start := s.release(sh, sess)
-		if succ != nil && !start {
-			// Made running to go on where sess left off, but sess had no
-			// goroutine to lend it: it gets one of its own.
-			s.takeToken()
-			if s.slots.max == 0 {
-				sh.workers++
-			}
-		}
-		return resolved, succ
+		return resolved, s.forgetIdle(sh, sess)
 	}
 	// A forced Shutdown lifted the limit: what is left needs a goroutine,
 	// not a slot. The live token sess held in the queue passes to it.
@@ -439,13 +429,14 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 	return resolved, sess
 }
 
-// dropParked moves on paused or paced sess, whose queues drop just emptied (a
-// paced one's timer stopped), and
-// returns the session whose goroutine the caller must start, if any: one
-// with failures to report gets a goroutine to report them (it stays
-// paused, and parks again once they are reported); a closing one without
-// is forgotten, releasing its successor. tok says sess held a paused
-// session's live token, given back once a new one is taken.
+// dropParked moves on paused or paced sess, whose queues drop just
+// emptied (a paced one's timer stopped), and returns the session whose
+// goroutine the caller must start, if any: one with failures to report
+// gets a goroutine to report them (a paused one stays paused, and parks
+// again once they are reported); a closing one without is forgotten,
+// releasing its successor; a paced one without is idle (or paused). tok
+// says sess held a parked session's live token, given back once a new one
+// is taken.
 func (s *Scheduler[K]) dropParked(sh *shard[K], sess *session[K], tok bool) (start *session[K]) {
 	if sess.state == statePaced {
 		sess.unpace()
@@ -456,17 +447,7 @@ func (s *Scheduler[K]) dropParked(sh *shard[K], sess *session[K], tok bool) (sta
 			start = sess
 		}
 	case sess.drain != nil:
-		sh.forget(sess)
-		succ, startSucc := s.release(sh, sess)
-		if succ != nil && !startSucc {
-			// Made running to go on where sess left off, but sess had no
-			// goroutine to lend it: it gets one of its own.
-			s.takeToken()
-			if s.slots.max == 0 {
-				sh.workers++
-			}
-		}
-		start = succ
+		start = s.forgetIdle(sh, sess)
 	case sess.state == statePaced && sess.pause:
 		sh.move(sess, statePaused)
 	case sess.state == statePaced:
@@ -479,6 +460,22 @@ func (s *Scheduler[K]) dropParked(sh *shard[K], sess *session[K], tok bool) (sta
 		s.releaseToken()
 	}
 	return start
+}
+
+// forgetIdle forgets closing sess, which has no goroutine and nothing left
+// to run or report, and releases its successor, if any; it returns the
+// successor whose goroutine the caller must start, if one was made running:
+// sess had no goroutine to lend it, so it gets one of its own.
+func (s *Scheduler[K]) forgetIdle(sh *shard[K], sess *session[K]) *session[K] {
+	sh.forget(sess)
+	succ, start := s.release(sh, sess)
+	if succ != nil && !start {
+		s.takeToken()
+		if s.slots.max == 0 {
+			sh.workers++
+		}
+	}
+	return succ
 }
 
 // dropped is a task drop resolved, and the waiter its wake-up is for.
