@@ -83,10 +83,11 @@ func (s *Scheduler[K]) waitForRoom(ctx context.Context, sh *shard[K], sess *sess
 		return w.err
 	case <-ctx.Done():
 	}
+	err := ctx.Err() // read before the lock: no method of a caller's value runs under it
 	sh.mu.Lock()
 	if w.in {
 		sh.waiters--
-		w.leave(ctx.Err())
+		w.leave(err)
 	}
 	sh.mu.Unlock()
 	return w.err
