@@ -196,9 +196,8 @@ func halts(t *task) bool {
 	return t.flags&flagHalt != 0 && (t.outcome == outcomeFailed || t.outcome == outcomePanicked)
 }
 
-// halt pauses sess, whose task t failed with HaltOnError, before its
-// worker reports the halt (so that the error handler finds the key paused,
-// and may resume it) and before it takes another task.
+// halt pauses sess, whose task failed with HaltOnError, as its worker
+// reports the halt (report.go), before it takes another task.
 func (s *Scheduler[K]) halt(sess *session[K]) {
 	sh := sess.sh
 	sh.mu.Lock()

@@ -30,6 +30,7 @@ func (s *Scheduler[K]) report(sess *session[K], t *task) {
 	err := t.job.failure()
 	halted := halts(t)
 	if halted {
+		s.halt(sess) // before the report: a handler finds the key paused, and may resume it
 		err = &HaltError{Key: sess.key, Err: t.job.result()}
 	}
 	if err == nil {

@@ -187,9 +187,6 @@ func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 		s.runTask(sess)
 	case w.t != nil && w.stage == stageReport:
 		w.stage = stageDone
-		if halts(w.t) {
-			s.halt(sess)
-		}
 		s.report(sess, w.t)
 	case len(w.dropped) > 0:
 		t := w.dropped[0]
