@@ -27,7 +27,8 @@ import (
 // the task, like any ctx derived from it: work that fn queues with it and
 // that must outlive the task needs context.WithoutCancel (see [Submit]).
 // Its key type must be the scheduler's: New returns an [*OptionError]
-// otherwise. Without the option a task costs nothing more.
+// otherwise. With the option, Submit reads the clock once per task (for
+// [Enqueued]); without it a task costs nothing more.
 func WithInterceptor[K comparable](f func(ctx context.Context, key K, next func(context.Context) error) error) Option {
 	return &interceptorOption{f}
 }

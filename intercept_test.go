@@ -8,6 +8,8 @@ package seqsched_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -87,6 +89,23 @@ func TestAnInterceptorsPanicIsTheTasks(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, "boom", pe.Value)
 	awaitAll(t, record(t, s, &r, "k", "next"))
+}
+
+func TestAnInterceptorsGoexitIsTheTasks(t *testing.T) {
+	s := newScheduler[string](t, seqsched.WithLogger(slog.New(slog.DiscardHandler)),
+		seqsched.WithInterceptor(func(ctx context.Context, _ string, next func(context.Context) error) error {
+			if ctx.Value(ctxKey("exit")) != nil {
+				runtime.Goexit()
+			}
+			return next(ctx)
+		}))
+	f, err := s.Go(context.WithValue(context.Background(), ctxKey("exit"), true), "k", func(context.Context) error { return nil })
+	require.NoError(t, err)
+	_, err = f.Await(context.Background())
+	require.ErrorIs(t, err, seqsched.ErrGoexit)
+	var r recorder
+	awaitAll(t, record(t, s, &r, "k", "next"))
+	require.Equal(t, []string{"next"}, r.get(), "the session goes on")
 }
 
 func TestTasksThatNeverRunAreNotIntercepted(t *testing.T) {

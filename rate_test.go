@@ -9,6 +9,7 @@ package seqsched_test
 import (
 	"context"
 	"math"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -144,6 +145,7 @@ func TestRateOutOfRangeOrPanickingIsLoggedOnceAndUnpaced(t *testing.T) {
 		{"NaN", func(string) (float64, int) { return math.NaN(), 1 }, "ERROR seqsched: WithRate out of range; key not paced (logged once)"},
 		{"burst 0", func(string) (float64, int) { return 5, 0 }, "ERROR seqsched: WithRate out of range; key not paced (logged once)"},
 		{"panic", func(string) (float64, int) { panic("rate") }, "ERROR seqsched: WithRate panicked; key not paced"},
+		{"goexit", func(string) (float64, int) { runtime.Goexit(); return 1, 1 }, "ERROR seqsched: WithRate called runtime.Goexit; key not paced"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
