@@ -37,10 +37,11 @@
 // # The contract with your code
 //
 // fn may panic or call runtime.Goexit: its task resolves with a
-// [*PanicError] (value and stack) or [ErrGoexit], and the session goes on.
-// The same holds for the callbacks ([WithErrorHandler], the logger's
-// handler, [WithWeight]) and for methods of values they return: a panic or
-// Goexit there is logged, and nothing is lost. No user code runs under a
+// [*PanicError] (value and stack) or [ErrGoexit], and the session goes on;
+// so may a [WithInterceptor] function, which runs as part of its task. The
+// same holds for the callbacks ([WithErrorHandler], the logger's handler,
+// [WithWeight], [WithRate]) and for methods of values they return: a panic
+// or Goexit there is logged, and nothing is lost. No user code runs under a
 // lock of the scheduler. A ctx you pass is trusted to keep the
 // context.Context contract, as errgroup and net/http trust it. A call that
 // would wait for its own caller (a task awaiting its own session) is known
