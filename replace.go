@@ -60,10 +60,9 @@ func (s *Scheduler[K]) replace(sh *shard[K], sess *session[K], t *task, tag stri
 	return d, false
 }
 
-// replaced finishes a replaced task: its ctx ends and its waiters wake.
-// It runs no user code (a ctx derived from the task's registers through
-// AfterFunc, which runs on a goroutine of its own), so it may run under a
-// lock; accept runs it after.
+// replaced finishes a replaced task once the lock is released: its ctx
+// ends (which stops its watch on the submit ctx: a method of the caller's
+// value) and its waiters wake.
 func (s *Scheduler[K]) replaced(d dropped) {
 	d.t.end()
 	d.t.job.wake(d.w)

@@ -94,8 +94,9 @@ func (s *Scheduler[K]) waitForRoom(ctx context.Context, sh *shard[K], sess *sess
 }
 
 // makeRoom admits the oldest waiters of sess's lane prio while it has room,
-// after the worker took a task off it. Called with sh.mu held, only when
-// sess has control state.
+// after the worker took a task off it, for which sess is running: a task a
+// waiter replaces is left for its worker to finish. Called with sh.mu
+// held, only when sess has control state.
 func (s *Scheduler[K]) makeRoom(sh *shard[K], sess *session[K], prio Priority) {
 	line := &sess.ctl.room[prio]
 	q := &sess.normal
@@ -111,7 +112,8 @@ func (s *Scheduler[K]) makeRoom(sh *shard[K], sess *session[K], prio Priority) {
 		if w.tag != "" {
 			if old, ok := s.replace(sh, sess, w.t, w.tag); ok {
 				w.leave(nil)
-				s.replaced(old) // runs no user code: safe under the lock
+				// Finished by the worker once the lock is released (step).
+				sess.w.replaced = append(sess.w.replaced, old)
 				continue
 			}
 		}

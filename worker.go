@@ -43,7 +43,8 @@ type worker[K comparable] struct {
 	rateRead bool         // the WithRate function was asked
 	timer    *paceTimer   // the timer a paced session waits on; guarded by the shard lock
 
-	nexts []func(context.Context) error // the interceptors' nexts (intercept.go), made once
+	nexts    []func(context.Context) error // the interceptors' nexts (intercept.go), made once
+	replaced []dropped                     // tasks makeRoom replaced under the lock, to finish without it
 
 	logs    []record     // records to write, each taken off before it is written
 	dropped []*task      // failures of dropped posted tasks, to report (see Scheduler.drop)
@@ -177,6 +178,11 @@ func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 	switch {
 	case w.claim:
 		s.claim(sess)
+	case len(w.replaced) > 0:
+		d := w.replaced[0]
+		w.replaced[0] = dropped{}
+		w.replaced = w.replaced[1:]
+		s.replaced(d)
 	case len(w.logs) > 0:
 		s.writeLog(sess)
 	case s.rate != nil && !w.rateRead:
