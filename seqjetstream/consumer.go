@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/seqsched/seqsched"
 	"github.com/seqsched/seqsched/internal/histogram"
+	"github.com/seqsched/seqsched/internal/intercept"
 )
 
 // Handler handles one message. It runs on a goroutine of the consumer,
@@ -107,7 +108,7 @@ func NewConsumer(cons []jetstream.Consumer, h Handler, opts ...Option) (*Consume
 		return nil, errors.Join(cerr, perrs)
 	}
 	c := &Consumer{
-		handler:   intercepted(h, cfg.interceptors),
+		handler:   intercept.Chain(h, cfg.interceptors),
 		cfg:       cfg,
 		closingCh: make(chan struct{}),
 		closed:    make(chan struct{}),

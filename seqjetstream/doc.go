@@ -206,7 +206,8 @@
 // is withheld for the message's redelivery.
 //
 // User code runs only at these sites, each through call (process.go),
-// never with a lock held:
+// never with a lock held. The interceptors (WithInterceptor) run at the
+// Handler's site, wrapped around it, and fare as it does:
 //
 //	site              user code               goroutine          panic                  runtime.Goexit
 //	keyOf             KeyFunc                 fetch              logged; key ""         replacement goroutine; key ""

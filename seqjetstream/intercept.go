@@ -27,16 +27,3 @@ import (
 // interceptors. It runs with no lock held and may call back
 // into the consumer with its ctx, as the handler may.
 type Interceptor func(ctx context.Context, msg jetstream.Msg, next func(context.Context) error) error
-
-// intercepted returns h wrapped in ics, the first outermost; h itself
-// when there are none, so that a consumer without interceptors calls its
-// handler as before.
-func intercepted(h Handler, ics []Interceptor) Handler {
-	for i := len(ics) - 1; i >= 0; i-- {
-		ic, inner := ics[i], h
-		h = func(ctx context.Context, msg jetstream.Msg) error {
-			return ic(ctx, msg, func(ctx context.Context) error { return inner(ctx, msg) })
-		}
-	}
-	return h
-}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -121,4 +123,38 @@ func TestInterceptorSeesTheHandlerPanicAndDecidesTheOutcome(t *testing.T) {
 	require.Equal(t, "boom", pe.Value)
 	require.EqualError(t, dead["succeeds"], "turned into a failure")
 	require.Equal(t, []string{"panics: recovered boom"}, log.all())
+}
+
+// An interceptor's own panic and runtime.Goexit are failed attempts, as a
+// handler's are: the backoff sees a *seqsched.PanicError, then an error
+// wrapping seqsched.ErrGoexit, and the third attempt runs the handler.
+func TestInterceptorPanicOrGoexitIsAFailedAttempt(t *testing.T) {
+	f := newFixture(t, jetstream.ConsumerConfig{})
+	var mu sync.Mutex
+	var seen []error
+	c := f.consumer(t, func(context.Context, jetstream.Msg) error { return nil },
+		seqjetstream.WithRetries(3, func(_ context.Context, _ jetstream.Msg, _ int, err error) time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, err)
+			return 0
+		}), seqjetstream.WithInterceptor(func(ctx context.Context, msg jetstream.Msg, next func(context.Context) error) error {
+			switch seqjetstream.Attempt(ctx) {
+			case 1:
+				panic("interceptor")
+			case 2:
+				runtime.Goexit()
+			}
+			return next(ctx)
+		}))
+	start(t, c)
+	publish(t, f.js, "k.a", "x")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "%+v", statsOf(c))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen, 2, "failed attempts the backoff saw: %v", seen)
+	var pe *seqsched.PanicError
+	require.ErrorAs(t, seen[0], &pe, "attempt 1")
+	require.Equal(t, "interceptor", pe.Value, "attempt 1's panic value")
+	require.ErrorIs(t, seen[1], seqsched.ErrGoexit, "attempt 2")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seqsched/seqsched"
 	"github.com/seqsched/seqsched/internal/histogram"
+	"github.com/seqsched/seqsched/internal/intercept"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -133,7 +134,7 @@ func NewConsumer(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, er
 	if cfg.batchSet {
 		return nil, &OptionError{Option: fmt.Sprintf("WithBatch(%d, %v)", cfg.batchSize, cfg.batchLinger), Reason: "only with NewBatchConsumer"}
 	}
-	return newConsumer(clientOpts, cfg, intercepted(h, cfg.interceptors), nil)
+	return newConsumer(clientOpts, cfg, intercept.Chain(h, cfg.interceptors), nil)
 }
 
 // NewBatchConsumer is NewConsumer for a handler that takes records in

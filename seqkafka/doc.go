@@ -106,7 +106,9 @@ package seqkafka
 //
 // User code runs only at these call sites, each through call (contain.go),
 // which turns a panic into a *seqsched.PanicError with its stack and tells
-// a runtime.Goexit apart (an error wrapping seqsched.ErrGoexit):
+// a runtime.Goexit apart (an error wrapping seqsched.ErrGoexit). The
+// interceptors (WithInterceptor) run at the handler's site, wrapped around
+// it, and fare as it does:
 //
 //	site             where               goroutine        panic                          runtime.Goexit
 //	handler          callHandler         record's task    attempt fails (*PanicError)    attempt fails (ErrGoexit); job.takeOver goes on

@@ -26,16 +26,3 @@ import (
 // call with its interceptors. It runs with no lock held and may call back
 // into the consumer with its ctx, as the handler may.
 type Interceptor func(ctx context.Context, r *kgo.Record, next func(context.Context) error) error
-
-// intercepted returns h wrapped in ics, the first outermost; h itself
-// when there are none, so that a consumer without interceptors calls its
-// handler as before.
-func intercepted(h Handler, ics []Interceptor) Handler {
-	for i := len(ics) - 1; i >= 0; i-- {
-		ic, inner := ics[i], h
-		h = func(ctx context.Context, r *kgo.Record) error {
-			return ic(ctx, r, func(ctx context.Context) error { return inner(ctx, r) })
-		}
-	}
-	return h
-}

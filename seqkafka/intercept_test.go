@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -134,4 +135,44 @@ func TestNewBatchConsumerRejectsWithInterceptor(t *testing.T) {
 	_, err := seqkafka.NewBatchConsumer(groupOpts(c), func(context.Context, []*kgo.Record) error { return nil },
 		seqkafka.WithInterceptor(func(ctx context.Context, _ *kgo.Record, next func(context.Context) error) error { return next(ctx) }))
 	require.EqualError(t, err, "seqkafka: WithInterceptor(f): only with NewConsumer: a batch call handles many records: invalid option")
+}
+
+// An interceptor's own panic and runtime.Goexit are failed attempts, as a
+// handler's are: the backoff sees a *seqsched.PanicError, then an error
+// wrapping seqsched.ErrGoexit, and the third attempt runs the handler.
+func TestInterceptorPanicOrGoexitIsAFailedAttempt(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "x")})
+	st := newStore()
+	var mu sync.Mutex
+	var seen []error
+	cons, err := seqkafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+		st.apply(r)
+		return nil
+	}, seqkafka.WithRetries(3, func(_ context.Context, _ *kgo.Record, _ int, err error) time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, err)
+		return 0
+	}), seqkafka.WithInterceptor(func(ctx context.Context, r *kgo.Record, next func(context.Context) error) error {
+		switch seqkafka.Attempt(ctx) {
+		case 1:
+			panic("interceptor")
+		case 2:
+			runtime.Goexit()
+		}
+		return next(ctx)
+	}))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-st.at(1)
+	require.NoError(t, m.close(t, 10*time.Second))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen, 2, "failed attempts the backoff saw: %v", seen)
+	var pe *seqsched.PanicError
+	require.ErrorAs(t, seen[0], &pe, "attempt 1")
+	require.Equal(t, "interceptor", pe.Value, "attempt 1's panic value")
+	require.ErrorIs(t, seen[1], seqsched.ErrGoexit, "attempt 2")
+	require.Equal(t, uint64(1), cons.Stats().Processed, "processed")
 }

@@ -3,6 +3,7 @@ package seqotel
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -65,7 +66,7 @@ type Tracing[K comparable] struct {
 // an [*OptionError] wrapping [ErrInvalidOption] for each bad option,
 // joined.
 func NewTracing[K comparable](opts ...TracingOption) (*Tracing[K], error) {
-	o, err := newTracingOptions(opts, tracingFor[K]{})
+	o, err := newTracingOptions(opts, reflect.TypeFor[K]())
 	if err != nil {
 		return nil, err
 	}

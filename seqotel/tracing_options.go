@@ -88,23 +88,11 @@ type tracingOptions struct {
 	errs       []error
 }
 
-// tracingTarget is the tracer that options are checked for: a
-// scheduler's of key type K (tracingFor[K]), or a broker consumer's.
-type tracingTarget interface {
-	keyType() reflect.Type // nil: a broker tracer, which takes no key option
-}
-
-type tracingFor[K comparable] struct{}
-
-func (tracingFor[K]) keyType() reflect.Type { return reflect.TypeFor[K]() }
-
-type brokerTracing struct{}
-
-func (brokerTracing) keyType() reflect.Type { return nil }
-
-// newTracingOptions applies opts and checks the result for the tracer
-// target: every check is here, and the error names every bad option.
-func newTracingOptions(opts []TracingOption, target tracingTarget) (tracingOptions, error) {
+// newTracingOptions applies opts and checks the result for the tracer of a
+// scheduler of key type kt (reflect.TypeFor[K]()), or a broker tracer's
+// when kt is nil, which takes no key option: every check is here, and the
+// error names every bad option.
+func newTracingOptions(opts []TracingOption, kt reflect.Type) (tracingOptions, error) {
 	var o tracingOptions
 	for _, opt := range opts {
 		if opt == nil {
@@ -113,7 +101,6 @@ func newTracingOptions(opts []TracingOption, target tracingTarget) (tracingOptio
 		}
 		opt.applyTracing(&o)
 	}
-	kt := target.keyType()
 	switch {
 	case kt == nil:
 		for _, name := range o.keyOpts {
@@ -144,7 +131,7 @@ func newTracingOptions(opts []TracingOption, target tracingTarget) (tracingOptio
 // producer's trace context from a message. It refuses the key options.
 // It is there for a tracer of your own, too.
 func BrokerTracer(scope string, opts ...TracingOption) (trace.Tracer, propagation.TextMapPropagator, error) {
-	o, err := newTracingOptions(opts, brokerTracing{})
+	o, err := newTracingOptions(opts, nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -182,6 +182,23 @@ func TestKeyAttributeIsTheUsersOrNone(t *testing.T) {
 	})
 }
 
+// WithKeyAttribute's f runs on the task's goroutine before the span
+// starts: its panic is the task's, fn does not run, and no span is left
+// open or exported.
+func TestPanickingKeyAttributeIsTheTasks(t *testing.T) {
+	s, exp, _ := traced(t, seqotel.WithKeyAttribute(func(string) attribute.KeyValue { panic("key") }))
+	ran := false
+	f, err := s.Go(context.Background(), "k", func(context.Context) error { ran = true; return nil })
+	require.NoError(t, err)
+	_, err = f.Await(context.Background())
+	var pe *seqsched.PanicError
+	require.ErrorAs(t, err, &pe, "the task's error")
+	assert.Equal(t, "key", pe.Value, "the panic value")
+	assert.False(t, ran, "fn ran")
+	require.NoError(t, s.Shutdown(context.Background()))
+	assert.Empty(t, exp.GetSpans(), "spans")
+}
+
 func keys(sp tracetest.SpanStub) []attribute.Key {
 	var ks []attribute.Key
 	for _, kv := range sp.Attributes {

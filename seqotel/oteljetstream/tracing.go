@@ -80,17 +80,7 @@ func (t *Tracing) Intercept(ctx context.Context, msg jetstream.Msg, next func(co
 			attribute.Int64("messaging.nats.sequence", int64(md.Sequence.Stream)))
 	}
 	attrs = append(attrs, seqotel.AttemptAttribute.Int(seqjetstream.Attempt(ctx)))
-	start := []trace.SpanStartOption{
-		trace.WithNewRoot(),
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attrs...),
-	}
-	read := t.prop.Extract(ctx, headers(msg.Headers()))
-	if publisher := trace.SpanContextFromContext(read); publisher.IsValid() && !publisher.Equal(trace.SpanContextFromContext(ctx)) {
-		start = append(start, trace.WithLinks(trace.Link{SpanContext: publisher}))
-	}
-	ctx, span := t.tracer.Start(read, name, start...)
-	return spans.Run(ctx, span, next)
+	return spans.Consume(ctx, t.tracer, t.prop, headers(msg.Headers()), name, attrs, next)
 }
 
 // headers is a message's headers as the propagator reads them. NATS

@@ -135,6 +135,26 @@ func TestTracingOfAMessageWithoutTraceContextHasNoLink(t *testing.T) {
 	assert.Equal(t, codes.Unset, calls[0].Status.Code)
 }
 
+// coreMsg is a message that is not JetStream's: it has no metadata.
+type coreMsg struct{ fakeMsg }
+
+func (coreMsg) Metadata() (*jetstream.MsgMetadata, error) { return nil, jetstream.ErrNotJSMessage }
+
+func TestTracingOfAMessageWithoutMetadataHasNoNatsAttributes(t *testing.T) {
+	tr, exp, _ := tracing(t)
+	require.NoError(t, tr.Intercept(context.Background(), coreMsg{fakeMsg{m: nats.NewMsg("orders.bob")}},
+		func(context.Context) error { return nil }))
+	calls := spansNamed(exp, "process")
+	require.Len(t, calls, 1, "spans named process")
+	assert.Equal(t, []attribute.KeyValue{
+		attribute.String("messaging.system", "nats"),
+		attribute.String("messaging.operation.type", "process"),
+		attribute.String("messaging.operation.name", "process"),
+		attribute.String("messaging.destination.name", "orders.bob"),
+		seqotel.AttemptAttribute.Int(0),
+	}, calls[0].Attributes)
+}
+
 func TestNewTracingRefusesTheKeyOptions(t *testing.T) {
 	tr, err := oteljetstream.NewTracing(seqotel.WithoutKeyAttribute())
 	assert.Nil(t, tr)

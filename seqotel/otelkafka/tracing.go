@@ -61,25 +61,15 @@ func NewTracing(opts ...seqotel.TracingOption) (*Tracing, error) {
 // Intercept is the interceptor: it runs next, the handler call, inside
 // the call's span (see [Tracing]), and returns next's error unchanged.
 func (t *Tracing) Intercept(ctx context.Context, r *kgo.Record, next func(context.Context) error) error {
-	start := []trace.SpanStartOption{
-		trace.WithNewRoot(),
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "kafka"),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.operation.name", "process"),
-			attribute.String("messaging.destination.name", r.Topic),
-			attribute.String("messaging.destination.partition.id", strconv.Itoa(int(r.Partition))),
-			attribute.Int64("messaging.kafka.offset", r.Offset),
-			seqotel.AttemptAttribute.Int(seqkafka.Attempt(ctx)),
-		),
-	}
-	read := t.prop.Extract(ctx, headers{r})
-	if producer := trace.SpanContextFromContext(read); producer.IsValid() && !producer.Equal(trace.SpanContextFromContext(ctx)) {
-		start = append(start, trace.WithLinks(trace.Link{SpanContext: producer}))
-	}
-	ctx, span := t.tracer.Start(read, "process "+r.Topic, start...)
-	return spans.Run(ctx, span, next)
+	return spans.Consume(ctx, t.tracer, t.prop, headers{r}, "process "+r.Topic, []attribute.KeyValue{
+		attribute.String("messaging.system", "kafka"),
+		attribute.String("messaging.operation.type", "process"),
+		attribute.String("messaging.operation.name", "process"),
+		attribute.String("messaging.destination.name", r.Topic),
+		attribute.String("messaging.destination.partition.id", strconv.Itoa(int(r.Partition))),
+		attribute.Int64("messaging.kafka.offset", r.Offset),
+		seqotel.AttemptAttribute.Int(seqkafka.Attempt(ctx)),
+	}, next)
 }
 
 // headers is a record's headers as the propagator reads them: Get returns

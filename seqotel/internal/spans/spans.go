@@ -1,6 +1,7 @@
 // Package spans ends a span around a call of user code, whatever ends the
 // call: the one place where seqotel's tracers (the scheduler's, the broker
-// consumers') set a span's status.
+// consumers') set a span's status; and it starts the broker consumers'
+// span of a handler call, linked to the producer's.
 package spans
 
 import (
@@ -9,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seqsched/seqsched"
@@ -52,4 +54,27 @@ func Run(ctx context.Context, span trace.Span, next func(context.Context) error)
 func fail(span trace.Span, err error, opts ...trace.EventOption) {
 	span.RecordError(err, opts...)
 	span.SetStatus(codes.Error, err.Error())
+}
+
+// Consume runs next, a broker consumer's handler call, inside a new span
+// of kind consumer named name with attrs, and returns next's error
+// unchanged (see Run). The span is a new root, linked to the producer's
+// span when prop reads one from headers. A span that ctx carries already
+// (the consumer's Run ctx may) is neither the parent nor the link: a
+// propagator that reads nothing returns ctx as it was. The ctx next
+// receives carries the span and whatever else prop read (baggage).
+func Consume(ctx context.Context, tracer trace.Tracer, prop propagation.TextMapPropagator, headers propagation.TextMapCarrier,
+	name string, attrs []attribute.KeyValue, next func(context.Context) error,
+) error {
+	start := []trace.SpanStartOption{
+		trace.WithNewRoot(),
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attrs...),
+	}
+	read := prop.Extract(ctx, headers)
+	if producer := trace.SpanContextFromContext(read); producer.IsValid() && !producer.Equal(trace.SpanContextFromContext(ctx)) {
+		start = append(start, trace.WithLinks(trace.Link{SpanContext: producer}))
+	}
+	ctx, span := tracer.Start(read, name, start...)
+	return Run(ctx, span, next)
 }
