@@ -107,10 +107,12 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer func() { // also when a KeyFunc's runtime.Goexit ended run
+			s.mu.Lock()
+			delete(s.subs, sn)
+			s.mu.Unlock()
+		}()
 		sn.run(ctx)
-		s.mu.Lock()
-		delete(s.subs, sn)
-		s.mu.Unlock()
 	}()
 	return sn.out, nil
 }

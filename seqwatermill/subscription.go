@@ -59,10 +59,18 @@ func newSubscription(s *Subscriber, topic string, in <-chan *message.Message) (*
 	return sn, nil
 }
 
-// run is the dispatch loop, then the end of the subscription.
+// run is the dispatch loop, then the end of the subscription. The end is
+// deferred: a KeyFunc that calls runtime.Goexit, or a logger that panics,
+// unwinds dispatch, and the subscription still ends as its ctx's end would,
+// closing out only after its tasks returned.
 func (sn *subscription) run(ctx context.Context) {
-	defer close(sn.out)
+	defer sn.end()
 	sn.dispatch(ctx)
+}
+
+// end ends the subscription (see subscription) and closes out.
+func (sn *subscription) end() {
+	defer close(sn.out)
 	close(sn.stop)
 	sn.release()
 	drain, cancel := context.WithTimeout(context.Background(), sn.o.closeTimeout)
@@ -113,16 +121,27 @@ func (sn *subscription) dispatch(ctx context.Context) {
 	}
 }
 
-// key returns msg's key, "" when the KeyFunc panics.
+// key returns msg's key, "" when the KeyFunc panics. A KeyFunc that calls
+// runtime.Goexit ends the dispatch goroutine: that is logged, and run ends
+// the subscription.
 func (sn *subscription) key(msg *message.Message) (key string) {
+	normal := false
 	defer func() {
+		if normal {
+			return
+		}
 		if r := recover(); r != nil {
 			sn.log.Error("KeyFunc panicked; message ordered under the empty key",
 				fmt.Errorf("%v", r), watermill.LogFields{"message_uuid": msg.UUID})
 			key = ""
+			return
 		}
+		sn.log.Error("KeyFunc called runtime.Goexit; the subscription ends", seqsched.ErrGoexit,
+			watermill.LogFields{"message_uuid": msg.UUID})
 	}()
-	return sn.o.key(msg)
+	key = sn.o.key(msg)
+	normal = true
+	return key
 }
 
 // handle sends copies of msg on out until one is acked, and settles msg;

@@ -1,0 +1,53 @@
+package seqwatermill_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"testing/synctest"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seqsched/seqsched/seqwatermill"
+)
+
+// A KeyFunc that calls runtime.Goexit ends the subscription as the end of
+// its ctx would: the channel closes only once the message in the handler
+// was acked, and the queued ones are left un-acked.
+func TestKeyFuncGoexitEndsTheSubscriptionAfterTheHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &releasing{in: make(chan *message.Message)} // unbuffered: a send returns once taken
+		a1, a2, boom := msg("a1", "a"), msg("a2", "a"), msg("boom", "b")
+		s, err := seqwatermill.NewSubscriber(r, seqwatermill.WithLogger(watermill.NopLogger{}),
+			seqwatermill.WithKeyFunc(func(m *message.Message) string {
+				if m.UUID == "boom" {
+					runtime.Goexit()
+				}
+				return m.Metadata.Get("key")
+			}))
+		require.NoError(t, err)
+		out, err := s.Subscribe(context.Background(), "topic")
+		require.NoError(t, err)
+		r.in <- a1
+		first := next(t, out)
+		require.Equal(t, "a1", first.UUID)
+		r.in <- a2
+		r.in <- boom
+		synctest.Wait() // the KeyFunc has ended the dispatch goroutine
+		select {
+		case m, ok := <-out:
+			t.Fatalf("got %v, ok %v; want nothing while a1 is in the handler", m, ok)
+		default:
+		}
+		first.Ack()
+		_, ok := <-out
+		assert.False(t, ok, "a2 sent after the subscription ended")
+		assert.Equal(t, "ack", settled(a1))
+		assert.Equal(t, "", settled(a2))
+		assert.Equal(t, "", settled(boom))
+		require.NoError(t, s.Close())
+	})
+}
