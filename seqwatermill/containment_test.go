@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seqsched/seqsched"
 	"github.com/seqsched/seqsched/seqwatermill"
 )
 
@@ -51,3 +52,35 @@ func TestKeyFuncGoexitEndsTheSubscriptionAfterTheHandler(t *testing.T) {
 		require.NoError(t, s.Close())
 	})
 }
+
+// A KeyFunc that panics has its panic logged with its value and stack, and
+// its message ordered under the empty key.
+func TestKeyFuncPanicIsLoggedWithItsStackAndTheMessageGoesOn(t *testing.T) {
+	r := newReleasing(1)
+	r.in <- msg("a1", "a")
+	errs := make(chan error, 1)
+	s, err := seqwatermill.NewSubscriber(r, seqwatermill.WithLogger(errorLogger{errs}),
+		seqwatermill.WithKeyFunc(func(*message.Message) string { panic("no key") }))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	out, err := s.Subscribe(context.Background(), "topic")
+	require.NoError(t, err)
+	m := next(t, out)
+	assert.Equal(t, "a1", m.UUID)
+	m.Ack()
+	var pe *seqsched.PanicError
+	require.ErrorAs(t, <-errs, &pe)
+	assert.Equal(t, "no key", pe.Value)
+	assert.Contains(t, string(pe.Stack), "TestKeyFuncPanicIsLoggedWithItsStack")
+}
+
+// errorLogger sends the error of each Error record on errs.
+type errorLogger struct {
+	errs chan error
+}
+
+func (l errorLogger) Error(_ string, err error, _ watermill.LogFields) { l.errs <- err }
+func (l errorLogger) Info(string, watermill.LogFields)                 {}
+func (l errorLogger) Debug(string, watermill.LogFields)                {}
+func (l errorLogger) Trace(string, watermill.LogFields)                {}
+func (l errorLogger) With(watermill.LogFields) watermill.LoggerAdapter { return l }

@@ -18,7 +18,8 @@ const (
 // KeyFunc returns the ordering key of msg: messages with the same key are
 // handled one at a time, in the order the subscriber sent them. It runs on
 // the subscription's dispatch goroutine, with no lock held; keep it fast. A
-// panic in it is logged, and the message is ordered under the empty key. A
+// panic in it is logged at Error with a *seqsched.PanicError (its value and
+// stack), and the message is ordered under the empty key. A
 // runtime.Goexit in it is logged, and ends the subscription as the end of
 // its ctx would: the message is left un-acked.
 type KeyFunc func(msg *message.Message) string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -132,7 +133,7 @@ func (sn *subscription) key(msg *message.Message) (key string) {
 		}
 		if r := recover(); r != nil {
 			sn.log.Error("KeyFunc panicked; message ordered under the empty key",
-				fmt.Errorf("%v", r), watermill.LogFields{"message_uuid": msg.UUID})
+				&seqsched.PanicError{Value: r, Stack: debug.Stack()}, watermill.LogFields{"message_uuid": msg.UUID})
 			key = ""
 			return
 		}
