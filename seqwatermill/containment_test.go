@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -84,3 +85,25 @@ func (l errorLogger) Info(string, watermill.LogFields)                 {}
 func (l errorLogger) Debug(string, watermill.LogFields)                {}
 func (l errorLogger) Trace(string, watermill.LogFields)                {}
 func (l errorLogger) With(watermill.LogFields) watermill.LoggerAdapter { return l }
+
+// A backoff that panics fails its message: nacked to the subscriber,
+// logged at Error, and the key goes on.
+func TestBackoffPanicNacksTheMessageAndTheKeyGoesOn(t *testing.T) {
+	r := newReleasing(2)
+	a1, a2 := msg("a1", "a"), msg("a2", "a")
+	r.in <- a1
+	r.in <- a2
+	log := newRecorder()
+	_, out := subscribe(t, r, seqwatermill.WithLogger(log),
+		seqwatermill.WithRetries(2, func(int) time.Duration { panic("bad backoff") }))
+	next(t, out).Nack()
+	select {
+	case <-a1.Nacked():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a1 %q 10s after its backoff panicked; want nack", settled(a1))
+	}
+	m := next(t, out)
+	assert.Equal(t, "a2", m.UUID)
+	m.Ack()
+	assert.Contains(t, log.errors(), "Message nacked: its task panicked or called runtime.Goexit <nil>")
+}

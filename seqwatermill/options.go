@@ -207,6 +207,10 @@ func WithMaxConcurrency(n int) Option {
 // after backoff(attempt), while the later messages of its key wait.
 // attempts is how many times the handler is tried; 0 (the default) means
 // until it acks. A nil backoff keeps DefaultBackoff. attempts must be >= 0.
+// A backoff (or, in a message's turn, a logger) that panics or calls
+// runtime.Goexit fails the message: it is nacked (with WithAckOnReceive,
+// dropped), logged at Error with the panic's value and stack, and the key
+// goes on.
 //
 // What a nack leads to is one of three choices:
 //

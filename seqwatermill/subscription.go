@@ -265,9 +265,18 @@ func (sn *subscription) lost(msg *message.Message, fields watermill.LogFields, w
 }
 
 // unrun is the scheduler's error handler. Tasks return nil, so it sees
-// only tasks that never ran (dropped when Shutdown gave up) and panics of
-// this package's own code.
+// tasks that never ran (dropped when Shutdown gave up), and tasks that a
+// panic or runtime.Goexit of user code (a backoff, a logger) or of this
+// package's own ended, whose messages task's deferred function failed.
 func (sn *subscription) unrun(_ context.Context, key string, err error) {
+	if _, ok := err.(*seqsched.PanicError); ok || err == seqsched.ErrGoexit {
+		if sn.o.ackOnReceive {
+			sn.log.Error("Acked message dropped: its task panicked or called runtime.Goexit", err, watermill.LogFields{"key": key})
+		} else {
+			sn.log.Error("Message nacked: its task panicked or called runtime.Goexit", err, watermill.LogFields{"key": key})
+		}
+		return
+	}
 	if sn.o.ackOnReceive {
 		sn.log.Error("Acked message dropped at close", err, watermill.LogFields{"key": key})
 		return
