@@ -91,10 +91,13 @@ func NewSubscriber(sub message.Subscriber, opts ...Option) (*Subscriber, error) 
 // After Close, Subscribe returns [ErrClosed].
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
 		return nil, ErrClosed
 	}
+	// Not under s.mu: the wrapped Subscribe may wait (for a connection, a
+	// stream), and Close, which ends that wait, must not wait for it.
 	in, err := s.sub.Subscribe(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -102,6 +105,11 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	sn, err := newSubscription(s, topic, in)
 	if err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed { // Close closed the wrapped subscriber, which ends in
+		return nil, ErrClosed
 	}
 	s.subs[sn] = struct{}{}
 	s.wg.Add(1)
