@@ -152,7 +152,6 @@ func (sn *subscription) key(msg *message.Message) (key string) {
 // do; it ends with msg's unless ackOnReceive (msg was acked, and its ctx
 // may be over).
 func (sn *subscription) handle(ctx context.Context, key string, msg *message.Message) (halt bool) {
-	fields := fieldsOf(key, msg)
 	// gone is closed when the wrapped subscriber gave msg up (its Close, or
 	// its Subscribe ctx ended): an Ack would be lost, so nothing waits for one.
 	var gone <-chan struct{}
@@ -177,7 +176,7 @@ func (sn *subscription) handle(ctx context.Context, key string, msg *message.Mes
 		cancel()
 		switch {
 		case err != nil:
-			sn.lost(msg, fields, err.Error())
+			sn.lost(msg, fieldsOf(key, msg), err.Error())
 			return false
 		case acked:
 			msg.Ack()
@@ -188,20 +187,20 @@ func (sn *subscription) handle(ctx context.Context, key string, msg *message.Mes
 			case sn.o.haltOnNack:
 				return true
 			case sn.o.ackOnReceive:
-				sn.log.Error("Message dropped after its last attempt", nil, fields.Add(watermill.LogFields{"attempts": attempt}))
+				sn.log.Error("Message dropped after its last attempt", nil, fieldsOf(key, msg).Add(watermill.LogFields{"attempts": attempt}))
 			default:
 				msg.Nack()
 			}
 			return false
 		}
 		wait := sn.o.backoff(attempt)
-		sn.log.Info("Message nacked, retrying in place", fields.Add(watermill.LogFields{"attempt": attempt, "backoff": wait}))
+		sn.log.Info("Message nacked, retrying in place", fieldsOf(key, msg).Add(watermill.LogFields{"attempt": attempt, "backoff": wait}))
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			sn.lost(msg, fields, "in backoff at the close timeout")
+			sn.lost(msg, fieldsOf(key, msg), "in backoff at the close timeout")
 			return false
 		case <-sn.abandon():
 			t.Stop()
