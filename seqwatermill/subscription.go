@@ -111,13 +111,12 @@ func (sn *subscription) dispatch(ctx context.Context) {
 		if sn.o.ackOnReceive {
 			msg.Ack()
 		}
-		m := msg
 		err := sn.sched.Post(context.Background(), key, func(tctx context.Context) error {
-			return sn.task(tctx, key, m)
+			return sn.task(tctx, key, msg) // msg is this iteration's: declared in the loop
 		}, prio)
 		if err != nil { // only this goroutine shuts the scheduler down: cannot happen
 			sn.gate.done(key)
-			sn.log.Error("Cannot queue message", err, watermill.LogFields{"message_uuid": m.UUID, "key": key})
+			sn.log.Error("Cannot queue message", err, fieldsOf(key, msg))
 		}
 	}
 }
