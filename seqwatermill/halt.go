@@ -43,8 +43,11 @@ func (sn *subscription) task(ctx context.Context, key string, m *message.Message
 		msgs = append(msgs, m)
 	}
 	settled := 0
-	defer func() { // also after a panic of this package's own code
+	defer func() { // only when a backoff or logger panicked, or called runtime.Goexit
 		for ; settled < len(msgs); settled++ {
+			if !sn.o.ackOnReceive {
+				msgs[settled].Nack() // failed: for the subscriber to redeliver (unrun logs it)
+			}
 			sn.gate.done(key)
 		}
 	}()

@@ -194,3 +194,38 @@ func TestBadOptionsAreRefusedByName(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want)
 	}
 }
+
+// waiting is a subscriber whose Subscribe waits until Close, as one that
+// waits for a connection or a stream does.
+type waiting struct {
+	entered, closed chan struct{}
+}
+
+func (w waiting) Subscribe(context.Context, string) (<-chan *message.Message, error) {
+	close(w.entered)
+	<-w.closed
+	return nil, errors.New("closed")
+}
+
+func (w waiting) Close() error { close(w.closed); return nil }
+
+func TestCloseEndsAWrappedSubscribeThatWaits(t *testing.T) {
+	w := waiting{make(chan struct{}), make(chan struct{})}
+	s, err := seqwatermill.NewSubscriber(w, seqwatermill.WithKeyMetadata("key"))
+	require.NoError(t, err)
+	subscribed := make(chan error, 1)
+	go func() {
+		_, err := s.Subscribe(context.Background(), "topic")
+		subscribed <- err
+	}()
+	<-w.entered
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waiting 10s later for the wrapped Subscribe")
+	}
+	assert.Error(t, <-subscribed)
+}

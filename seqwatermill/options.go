@@ -18,7 +18,10 @@ const (
 // KeyFunc returns the ordering key of msg: messages with the same key are
 // handled one at a time, in the order the subscriber sent them. It runs on
 // the subscription's dispatch goroutine, with no lock held; keep it fast. A
-// panic in it is logged, and the message is ordered under the empty key.
+// panic in it is logged at Error with a *seqsched.PanicError (its value and
+// stack), and the message is ordered under the empty key. A
+// runtime.Goexit in it is logged, and ends the subscription as the end of
+// its ctx would: the message is left un-acked.
 type KeyFunc func(msg *message.Message) string
 
 // DefaultBackoff waits 100ms after the first nacked attempt and doubles
@@ -204,6 +207,10 @@ func WithMaxConcurrency(n int) Option {
 // after backoff(attempt), while the later messages of its key wait.
 // attempts is how many times the handler is tried; 0 (the default) means
 // until it acks. A nil backoff keeps DefaultBackoff. attempts must be >= 0.
+// A backoff (or, in a message's turn, a logger) that panics or calls
+// runtime.Goexit fails the message: it is nacked (with WithAckOnReceive,
+// dropped), logged at Error with the panic's value and stack, and the key
+// goes on.
 //
 // What a nack leads to is one of three choices:
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -248,22 +249,7 @@ func TestHighOvertakesTheQueuedOfItsKey(t *testing.T) {
 }
 
 func without(ids []string, drop ...string) []string {
-	var kept []string
-	for _, id := range ids {
-		if !contains(drop, id) {
-			kept = append(kept, id)
-		}
-	}
-	return kept
-}
-
-func contains(ids []string, id string) bool {
-	for _, d := range ids {
-		if d == id {
-			return true
-		}
-	}
-	return false
+	return slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return slices.Contains(drop, id) })
 }
 
 // TestRouterKeepsOrderPerKeyOnGoChannel runs watermill's Router with the

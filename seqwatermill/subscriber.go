@@ -91,10 +91,13 @@ func NewSubscriber(sub message.Subscriber, opts ...Option) (*Subscriber, error) 
 // After Close, Subscribe returns [ErrClosed].
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
 		return nil, ErrClosed
 	}
+	// Not under s.mu: the wrapped Subscribe may wait (for a connection, a
+	// stream), and Close, which ends that wait, must not wait for it.
 	in, err := s.sub.Subscribe(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -103,14 +106,21 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed { // Close closed the wrapped subscriber, which ends in
+		return nil, ErrClosed
+	}
 	s.subs[sn] = struct{}{}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer func() { // also when a KeyFunc's runtime.Goexit ended run
+			s.mu.Lock()
+			delete(s.subs, sn)
+			s.mu.Unlock()
+		}()
 		sn.run(ctx)
-		s.mu.Lock()
-		delete(s.subs, sn)
-		s.mu.Unlock()
 	}()
 	return sn.out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -59,10 +60,18 @@ func newSubscription(s *Subscriber, topic string, in <-chan *message.Message) (*
 	return sn, nil
 }
 
-// run is the dispatch loop, then the end of the subscription.
+// run is the dispatch loop, then the end of the subscription. The end is
+// deferred: a KeyFunc that calls runtime.Goexit, or a logger that panics,
+// unwinds dispatch, and the subscription still ends as its ctx's end would,
+// closing out only after its tasks returned.
 func (sn *subscription) run(ctx context.Context) {
-	defer close(sn.out)
+	defer sn.end()
 	sn.dispatch(ctx)
+}
+
+// end ends the subscription (see subscription) and closes out.
+func (sn *subscription) end() {
+	defer close(sn.out)
 	close(sn.stop)
 	sn.release()
 	drain, cancel := context.WithTimeout(context.Background(), sn.o.closeTimeout)
@@ -102,27 +111,37 @@ func (sn *subscription) dispatch(ctx context.Context) {
 		if sn.o.ackOnReceive {
 			msg.Ack()
 		}
-		m := msg
 		err := sn.sched.Post(context.Background(), key, func(tctx context.Context) error {
-			return sn.task(tctx, key, m)
+			return sn.task(tctx, key, msg) // msg is this iteration's: declared in the loop
 		}, prio)
 		if err != nil { // only this goroutine shuts the scheduler down: cannot happen
 			sn.gate.done(key)
-			sn.log.Error("Cannot queue message", err, watermill.LogFields{"message_uuid": m.UUID, "key": key})
+			sn.log.Error("Cannot queue message", err, fieldsOf(key, msg))
 		}
 	}
 }
 
-// key returns msg's key, "" when the KeyFunc panics.
+// key returns msg's key, "" when the KeyFunc panics. A KeyFunc that calls
+// runtime.Goexit ends the dispatch goroutine: that is logged, and run ends
+// the subscription.
 func (sn *subscription) key(msg *message.Message) (key string) {
+	normal := false
 	defer func() {
+		if normal {
+			return
+		}
 		if r := recover(); r != nil {
 			sn.log.Error("KeyFunc panicked; message ordered under the empty key",
-				fmt.Errorf("%v", r), watermill.LogFields{"message_uuid": msg.UUID})
+				&seqsched.PanicError{Value: r, Stack: debug.Stack()}, watermill.LogFields{"message_uuid": msg.UUID})
 			key = ""
+			return
 		}
+		sn.log.Error("KeyFunc called runtime.Goexit; the subscription ends", seqsched.ErrGoexit,
+			watermill.LogFields{"message_uuid": msg.UUID})
 	}()
-	return sn.o.key(msg)
+	key = sn.o.key(msg)
+	normal = true
+	return key
 }
 
 // handle sends copies of msg on out until one is acked, and settles msg;
@@ -132,7 +151,6 @@ func (sn *subscription) key(msg *message.Message) (key string) {
 // do; it ends with msg's unless ackOnReceive (msg was acked, and its ctx
 // may be over).
 func (sn *subscription) handle(ctx context.Context, key string, msg *message.Message) (halt bool) {
-	fields := fieldsOf(key, msg)
 	// gone is closed when the wrapped subscriber gave msg up (its Close, or
 	// its Subscribe ctx ended): an Ack would be lost, so nothing waits for one.
 	var gone <-chan struct{}
@@ -157,7 +175,7 @@ func (sn *subscription) handle(ctx context.Context, key string, msg *message.Mes
 		cancel()
 		switch {
 		case err != nil:
-			sn.lost(msg, fields, err.Error())
+			sn.lost(msg, fieldsOf(key, msg), err.Error())
 			return false
 		case acked:
 			msg.Ack()
@@ -168,20 +186,20 @@ func (sn *subscription) handle(ctx context.Context, key string, msg *message.Mes
 			case sn.o.haltOnNack:
 				return true
 			case sn.o.ackOnReceive:
-				sn.log.Error("Message dropped after its last attempt", nil, fields.Add(watermill.LogFields{"attempts": attempt}))
+				sn.log.Error("Message dropped after its last attempt", nil, fieldsOf(key, msg).Add(watermill.LogFields{"attempts": attempt}))
 			default:
 				msg.Nack()
 			}
 			return false
 		}
 		wait := sn.o.backoff(attempt)
-		sn.log.Info("Message nacked, retrying in place", fields.Add(watermill.LogFields{"attempt": attempt, "backoff": wait}))
+		sn.log.Info("Message nacked, retrying in place", fieldsOf(key, msg).Add(watermill.LogFields{"attempt": attempt, "backoff": wait}))
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			sn.lost(msg, fields, "in backoff at the close timeout")
+			sn.lost(msg, fieldsOf(key, msg), "in backoff at the close timeout")
 			return false
 		case <-sn.abandon():
 			t.Stop()
@@ -245,9 +263,18 @@ func (sn *subscription) lost(msg *message.Message, fields watermill.LogFields, w
 }
 
 // unrun is the scheduler's error handler. Tasks return nil, so it sees
-// only tasks that never ran (dropped when Shutdown gave up) and panics of
-// this package's own code.
+// tasks that never ran (dropped when Shutdown gave up), and tasks that a
+// panic or runtime.Goexit of user code (a backoff, a logger) or of this
+// package's own ended, whose messages task's deferred function failed.
 func (sn *subscription) unrun(_ context.Context, key string, err error) {
+	if _, ok := err.(*seqsched.PanicError); ok || err == seqsched.ErrGoexit {
+		if sn.o.ackOnReceive {
+			sn.log.Error("Acked message dropped: its task panicked or called runtime.Goexit", err, watermill.LogFields{"key": key})
+		} else {
+			sn.log.Error("Message nacked: its task panicked or called runtime.Goexit", err, watermill.LogFields{"key": key})
+		}
+		return
+	}
 	if sn.o.ackOnReceive {
 		sn.log.Error("Acked message dropped at close", err, watermill.LogFields{"key": key})
 		return
