@@ -2,7 +2,9 @@ package seqwatermill_test
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -107,3 +109,61 @@ func TestBackoffPanicNacksTheMessageAndTheKeyGoesOn(t *testing.T) {
 	m.Ack()
 	assert.Contains(t, log.errors(), "Message nacked: its task panicked or called runtime.Goexit <nil>")
 }
+
+// A logger that panics loses its record, and nothing else: the panic is
+// written to slog.Default instead, on the goroutine that logged, and the
+// subscription goes on.
+func TestALoggerThatPanicsLosesItsRecordOnly(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, string(p))
+		return len(p), nil
+	}), nil)))
+	defer slog.SetDefault(prev)
+
+	r := &releasing{in: make(chan *message.Message, 2)}
+	boom, a1 := msg("boom", "b"), msg("a1", "a")
+	s, err := seqwatermill.NewSubscriber(r, seqwatermill.WithLogger(panickingLogger{}),
+		seqwatermill.WithKeyFunc(func(m *message.Message) string {
+			if m.UUID == "boom" {
+				panic("key") // logged at Error on the dispatch goroutine: the logger panics there
+			}
+			return m.Metadata.Get("key")
+		}))
+	require.NoError(t, err)
+	out, err := s.Subscribe(context.Background(), "topic")
+	require.NoError(t, err)
+	r.in <- boom
+	r.in <- a1
+	var handled []string // two keys: in either order
+	for range 2 {
+		m := next(t, out)
+		handled = append(handled, m.UUID)
+		m.Ack()
+	}
+	assert.ElementsMatch(t, []string{"boom", "a1"}, handled)
+	require.NoError(t, s.Close())
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, got)
+	assert.Contains(t, got[0], "seqwatermill: the logger panicked; its record was dropped")
+	assert.Contains(t, got[0], "KeyFunc panicked")
+}
+
+type panickingLogger struct{}
+
+func (panickingLogger) Error(string, error, watermill.LogFields) { panic("logger") }
+func (panickingLogger) Info(string, watermill.LogFields)         { panic("logger") }
+func (panickingLogger) Debug(string, watermill.LogFields)        { panic("logger") }
+func (panickingLogger) Trace(string, watermill.LogFields)        { panic("logger") }
+func (l panickingLogger) With(watermill.LogFields) watermill.LoggerAdapter {
+	return l
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

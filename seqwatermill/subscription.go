@@ -46,7 +46,7 @@ func newSubscription(s *Subscriber, topic string, in <-chan *message.Message) (*
 		stop: make(chan struct{}),
 		gate: gate{maxHeld: s.opts.maxBuffered, maxPerKey: s.opts.maxPerKey,
 			perKey: map[string]int{}, wake: make(chan struct{}, 1)},
-		log: s.opts.logger.With(watermill.LogFields{"topic": topic}),
+		log: guardedLogger{s.opts.logger}.With(watermill.LogFields{"topic": topic}),
 	}
 	sched, err := seqsched.New[string](
 		seqsched.WithMaxConcurrency(s.opts.maxConc),
