@@ -142,6 +142,8 @@ func (s *Subscriber) SubscribeInitialize(topic string) error {
 // is lost to it (it redelivers the message); the Router waits for its
 // handlers itself (RouterConfig.CloseTimeout). The Router calls Close when
 // it closes. Close is safe to call again; a later call returns nil.
+// Called from a handler, Close waits for that handler's own Ack, which
+// cannot come while Close waits: it returns after WithCloseTimeout.
 func (s *Subscriber) Close() error {
 	s.mu.Lock()
 	if s.closed {
