@@ -184,8 +184,10 @@ type pausedSpan struct {
 }
 
 // endsPause returns the first tick after from at which a Resume or an end
-// (Remove, Discard, a Close) of key was issued, 0 if none. Called with
-// r.mu held.
+// (Remove, Discard, a Close) of key was issued, 0 if none. A Resume still
+// in flight at from (issued before, returned after) may have taken effect
+// just after from: it ends the span at from itself, which leaves it empty.
+// Called with r.mu held.
 func (r *run) endsPause(key, from int) int {
 	to := 0
 	first := func(t int) {
@@ -194,9 +196,16 @@ func (r *run) endsPause(key, from int) int {
 		}
 	}
 	for _, ev := range r.pauses {
-		if ev.key == key && ev.resume {
+		switch {
+		case ev.key != key || !ev.resume:
+		case ev.issue > from:
 			first(ev.issue)
+		case ev.ret > from:
+			to = from // in flight at from
 		}
+	}
+	if to == from && to != 0 {
+		return to
 	}
 	for _, ev := range r.ends {
 		if ev.key == key {
