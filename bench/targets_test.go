@@ -104,6 +104,10 @@ func TestTargets(t *testing.T) {
 		reps = 11
 	}
 
+	// Wake-ups first, while the runtime's first goroutine stack is still
+	// its default (see startingStack).
+	wakeTargets(check, info, reps)
+
 	// roundtrip ≤ 1.3× the goroutine floor, through the future (Await).
 	seqRT, seqRTImpl := roundTripTimer(bench.NewSeqschedAwait)
 	floorRT, floorRTImpl := roundTripTimer(bench.NewFloorGoroutine)
@@ -276,6 +280,59 @@ func v2Targets(check func(string, float64, float64, string, bool, ...string), al
 				check(fmt.Sprintf("many s=%d p=%d: seqsched-post / %s", sessions, np, mk.Name), r, nextBelow1, "x", true)
 			}
 			postImpl.Close()
+		}
+	}
+}
+
+// wakeTargets checks the wake-up workloads, where every message wakes an
+// idle key: a wake-up copies no stack (exact, see wakeCopies), and
+// Savina's pingpong and threadring, timed against protoactor-go and
+// naive-chan in this run, stay at core v3's ratios. Per-key control lost
+// both (pingpong 6x slower) through frames that grew on the wake-up's
+// stack, which the stream and round-trip targets did not see.
+func wakeTargets(check func(string, float64, float64, string, bool, ...string),
+	info func(string, float64, string), reps int) {
+	// The most padding with which no more than half the wake-ups copied
+	// their stack (0: not even the least), and the check at wakePad; the
+	// scan stops once both are known.
+	const wakeN = 200
+	var headroom uintptr
+	checked, copied := false, false
+	for i := 0; i < len(pads) && !(checked && copied); i++ {
+		share, padded := wakeCopies(i, wakeN)
+		if !checked && padded >= wakePad {
+			check(fmt.Sprintf("wake-up: stack copies / wake-up (+%d B)", wakePad), share, 0.5, "copies", false,
+				fmt.Sprintf("padded %d B, first stack %d B", padded, startingStack()))
+			checked = true
+		}
+		if share > 0.5 {
+			copied = true
+		} else if !copied {
+			headroom = padded
+		}
+	}
+	info("wake-up: stack headroom (Session.Post)", float64(headroom), "B")
+
+	systems := bench.SavinaSystems()
+	for _, w := range bench.SavinaSuite(testing.Short()) {
+		limits, ok := wakeLimits[w.Name]
+		if !ok {
+			continue
+		}
+		run := func(mk func(int) bench.Actors) func() time.Duration {
+			return func() time.Duration {
+				runtime.GC() // the run before's garbage is collected outside this one's time
+				start := time.Now()
+				if err := w.Run(mk); err != nil {
+					panic(err)
+				}
+				return time.Since(start)
+			}
+		}
+		seq := run(systems[0].New)
+		for _, sys := range systems[1:] {
+			check(fmt.Sprintf("%s: seqsched / %s", w.Name, sys.Name), medianRatio(reps, seq, run(sys.New)),
+				limits[sys.Name], "x", true)
 		}
 	}
 }
