@@ -26,7 +26,6 @@ type client struct {
 	conn    *websocket.Conn
 	s       *Server
 	h       *seqsched.Session[ClientID]
-	addr    string        // the IP address it connected from
 	limiter *rate.Limiter // its chat messages
 	reads   *rate.Limiter // its frames, whatever they hold
 	cmds    *rate.Limiter // its commands
@@ -145,7 +144,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // Accept has answered the request
 	}
-	c := s.join(r.Context(), conn, addr)
+	c := s.join(r.Context(), conn)
 	if c == nil {
 		_ = conn.Close(websocket.StatusGoingAway, reasonShutdown)
 		return
@@ -200,7 +199,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 // the first message on the client's session, and the join takes its place
 // in the room's one order: a client sees every chat message said after its
 // join, and none said before. ctx is the connection's.
-func (s *Server) join(ctx context.Context, conn *websocket.Conn, addr string) *client {
+func (s *Server) join(ctx context.Context, conn *websocket.Conn) *client {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -219,7 +218,6 @@ func (s *Server) join(ctx context.Context, conn *websocket.Conn, addr string) *c
 		conn:    conn,
 		s:       s,
 		h:       h,
-		addr:    addr,
 		limiter: rate.NewLimiter(s.cfg.RateLimit, s.cfg.Burst),
 		reads:   rate.NewLimiter(s.cfg.ReadRate, s.cfg.ReadBurst),
 		cmds:    rate.NewLimiter(s.cfg.CommandRate, s.cfg.CommandBurst),

@@ -115,6 +115,8 @@ func (c Config) withDefaults() Config {
 	if c.CommandRate == 0 {
 		c.CommandRate, c.CommandBurst = 1, 3
 	}
+	// A burst of 0 would refuse everything (and fail every Wait).
+	c.RoomBurst, c.ReadBurst, c.CommandBurst = max(c.RoomBurst, 1), max(c.ReadBurst, 1), max(c.CommandBurst, 1)
 	if c.MaxConns == 0 {
 		c.MaxConns = 500
 	}
