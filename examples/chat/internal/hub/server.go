@@ -121,7 +121,12 @@ func (s *Server) undelivered(_ context.Context, id ClientID, err error) {
 //go:embed static
 var static embed.FS
 
-// Handler serves the chat page at / and the WebSocket at /ws.
+// Handler serves the chat page at / and the WebSocket at /ws. The
+// WebSocket accepts same-origin pages only (Origin must match Host), which
+// does not stop DNS rebinding, where both are the attacker's name: serve
+// Handler only to requests whose Host names the server, as the program's
+// onlyHosts does. Connections beyond Config.MaxConns, or
+// Config.MaxConnsPerAddr from one address, are refused with 503.
 func (s *Server) Handler() http.Handler {
 	page, err := fs.Sub(static, "static")
 	if err != nil {
