@@ -104,11 +104,16 @@ type sessionKey struct {
 }
 
 const (
-	kindKeyed uint8 = iota
+	kindKeyed   uint8 = iota
+	kindLongKey       // a key longer than maxSessionKey, named by its SHA-256
 	kindNoKey
 	kindUnordered
 	kindBatch
 )
+
+// maxSessionKey is the longest key a session is named by as it is; a
+// longer one is named by its 32-byte SHA-256 (see sessionKeyOf).
+const maxSessionKey = 64
 
 // NewConsumer creates the consumer and its kgo.Client from clientOpts,
 // which must name a consumer group (kgo.ConsumerGroup) and the topics
