@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -228,4 +230,56 @@ func TestCloseEndsAWrappedSubscribeThatWaits(t *testing.T) {
 		t.Fatal("Close still waiting 10s later for the wrapped Subscribe")
 	}
 	assert.Error(t, <-subscribed)
+}
+
+// With WithAckOnReceive the subscriber's message was acked, and its ctx may
+// be over; the handler's ctx still ends when the Router closes, as a
+// subscriber's Close ends it, so a handler that waits on it returns at
+// once instead of holding Close for the whole close timeout.
+func TestAckOnReceiveRouterCloseCancelsTheHandlersCtx(t *testing.T) {
+	bus := gochannel.NewGoChannel(gochannel.Config{BlockPublishUntilSubscriberAck: true}, watermill.NopLogger{})
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, watermill.NopLogger{})
+	require.NoError(t, err)
+	router.AddSubscriberDecorators(seqwatermill.Decorator(seqwatermill.WithKeyMetadata("key"),
+		seqwatermill.WithAckOnReceive(), seqwatermill.WithCloseTimeout(20*time.Second),
+		seqwatermill.WithLogger(watermill.NopLogger{})))
+	inHandler := make(chan struct{})
+	router.AddConsumerHandler("h", "events", bus, func(m *message.Message) error {
+		close(inHandler)
+		<-m.Context().Done()
+		return m.Context().Err()
+	})
+	ran := make(chan error, 1)
+	go func() { ran <- router.Run(context.Background()) }()
+	<-router.Running()
+	require.NoError(t, bus.Publish("events", msg("a1", "a")))
+	<-inHandler
+	closed := make(chan error, 1)
+	go func() { closed <- router.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Router.Close still waiting 10s later: the handler's ctx was not canceled (close timeouts 20s)")
+	}
+	require.NoError(t, <-ran)
+	require.NoError(t, bus.Close())
+}
+
+// With WithAckOnReceive a message given up at Close is lost: its record
+// names it by its UUID, not only by its key.
+func TestAckOnReceiveLostMessagesAreLoggedWithTheirUUID(t *testing.T) {
+	r := newReleasing(2)
+	log := newRecorder()
+	r.in <- msg("a1", "a")
+	r.in <- msg("a2", "a")
+	s, out := subscribe(t, r, seqwatermill.WithAckOnReceive(), seqwatermill.WithCloseTimeout(50*time.Millisecond),
+		seqwatermill.WithLogger(log))
+	require.Equal(t, "a1", next(t, out).UUID) // never acked
+	require.NoError(t, s.Close())
+	assert.ElementsMatch(t, []string{
+		"Close timeout: gave up on messages in the handler <nil>",
+		"Acked message dropped: not settled before the close timeout a1",
+		"Acked message dropped: never handed over before the close timeout a2",
+	}, log.errors())
 }

@@ -1,8 +1,8 @@
 package seqwatermill
 
 import (
+	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -24,9 +24,19 @@ const (
 // its ctx would: the message is left un-acked.
 type KeyFunc func(msg *message.Message) string
 
-// DefaultBackoff waits 100ms after the first nacked attempt and doubles
-// each time, up to 10s.
-func DefaultBackoff(attempt int) time.Duration {
+// BackoffFunc returns how long to wait before handing msg to the consumer
+// again, after its attempt-th attempt (1 for the first) was nacked; err is
+// [ErrNacked] (or what an [Interceptor] returned). A zero or negative wait
+// retries at once. It runs on the message's key, with no lock held; ctx is
+// the subscriber's message's. A backoff that panics or calls
+// runtime.Goexit fails the message (see WithRetries). The shape is
+// seqkafka's and seqjetstream's.
+type BackoffFunc func(ctx context.Context, msg *message.Message, attempt int, err error) time.Duration
+
+// DefaultBackoff is the BackoffFunc used without WithRetries' own: it
+// waits 100ms after the first nacked attempt and doubles each time, up to
+// 10s.
+func DefaultBackoff(_ context.Context, _ *message.Message, attempt int, _ error) time.Duration {
 	d := 100 * time.Millisecond
 	for i := 1; i < attempt && d < 10*time.Second; i++ {
 		d *= 2
@@ -44,20 +54,24 @@ type Option interface {
 // options is the validated configuration of a Subscriber, written only by
 // newOptions.
 type options struct {
-	key          KeyFunc
-	keyName      string // the option that set key, for the error of a second one
-	priority     string // metadata name of the High lane, or ""
-	maxBuffered  int
-	maxPerKey    int // 0: only maxBuffered
-	maxConc      int // 0: no limit
-	attempts     int // 0: until the handler acks
-	backoff      func(attempt int) time.Duration
-	closeTimeout time.Duration
-	ackOnReceive bool
-	haltOnNack   bool
-	controller   *Controller // nil: none
-	logger       watermill.LoggerAdapter
-	errs         []string // what the options found wrong
+	key           KeyFunc
+	keyName       string // the option that set key, for the error of a second one
+	keyMetadata   string // WithKeyMetadata's name, or ""
+	priority      string // metadata name of the High lane, or ""
+	maxBuffered   int
+	maxPerKey     int // 0: only maxBuffered
+	maxConc       int // 0: no limit
+	attempts      int // 0: until the handler acks
+	backoff       BackoffFunc
+	customBackoff bool
+	closeTimeout  time.Duration
+	ackTimeout    time.Duration // WithSubscriberAckTimeout, or 0
+	interceptors  []Interceptor
+	ackOnReceive  bool
+	haltOnNack    bool
+	controller    *Controller // nil: none
+	logger        watermill.LoggerAdapter
+	errs          []*OptionError // what the options found wrong
 }
 
 func newOptions(opts []Option) (options, error) {
@@ -69,24 +83,54 @@ func newOptions(opts []Option) (options, error) {
 	}
 	for i, opt := range opts {
 		if opt == nil {
-			o.errs = append(o.errs, fmt.Sprintf("option %d: must not be nil", i))
+			bad(&o, fmt.Sprintf("option %d", i), "must not be nil")
 			continue
 		}
 		opt.apply(&o)
 	}
 	if o.key == nil && len(o.errs) == 0 {
-		o.errs = append(o.errs, "NewSubscriber: needs WithKeyMetadata or WithKeyFunc")
+		bad(&o, "NewSubscriber", "needs WithKeyMetadata or WithKeyFunc")
 	}
 	if o.haltOnNack && o.attempts == 0 && len(o.errs) == 0 {
-		o.errs = append(o.errs, "WithHaltOnNack(): needs WithRetries with attempts >= 1 (with 0 no attempt is the last)")
+		bad(&o, "WithHaltOnNack()", "needs WithRetries with attempts >= 1 (with 0 no attempt is the last)")
+	}
+	if len(o.errs) == 0 {
+		o.checkTimers()
 	}
 	if o.maxPerKey > o.maxBuffered {
 		o.maxPerKey = 0 // the total bound is the tighter one
 	}
 	if len(o.errs) > 0 {
-		return o, &optionError{strings.Join(o.errs, "; ")}
+		return o, o.errs[0]
 	}
 	return o, nil
+}
+
+// checkTimers checks the backoff against the wrapped subscriber's ack
+// timer, where WithSubscriberAckTimeout tells it: a retry's backoff at
+// least as long gives the message up during every such wait (the
+// subscriber then sends its next message, which waits behind the key, and
+// the broker redelivers the message later: work for nothing). A
+// BackoffFunc of the user's is user code, not called here.
+func (o *options) checkTimers() {
+	d := o.ackTimeout
+	if d == 0 {
+		return
+	}
+	name := fmt.Sprintf("WithSubscriberAckTimeout(%v)", d)
+	if o.customBackoff {
+		return
+	}
+	last := o.attempts - 1 // the retries' backoffs: after attempts 1 .. attempts-1
+	if o.attempts == 0 {
+		last = 32 // until acked: DefaultBackoff reaches its cap long before
+	}
+	for a := 1; a <= last; a++ {
+		if w := DefaultBackoff(context.Background(), nil, a, ErrNacked); w >= d {
+			bad(o, name, fmt.Sprintf("DefaultBackoff waits %v after attempt %d: each backoff must be shorter, or the subscriber gives the message up during it (set WithRetries' attempts or backoff, or a longer ack timeout)", w, a))
+			return
+		}
+	}
 }
 
 type option struct {
@@ -97,7 +141,9 @@ type option struct {
 func (o option) apply(opts *options) { o.fn(opts) }
 func (o option) String() string      { return o.name }
 
-func bad(o *options, name, reason string) { o.errs = append(o.errs, name+": "+reason) }
+func bad(o *options, name, reason string) {
+	o.errs = append(o.errs, &OptionError{Option: name, Reason: reason})
+}
 
 func setKey(o *options, name string, fn KeyFunc) {
 	if o.key != nil {
@@ -108,7 +154,8 @@ func setKey(o *options, name string, fn KeyFunc) {
 }
 
 // WithKeyMetadata orders messages by the value of their metadata field
-// name. Messages without it share the empty key (ordered together). name
+// name. Messages without it share the empty key (ordered together, one at
+// a time); the first one is logged at Error with [ErrNoKey]. name
 // must not be empty; it cannot be combined with WithKeyFunc. One of the
 // two is required.
 func WithKeyMetadata(name string) Option {
@@ -119,6 +166,7 @@ func WithKeyMetadata(name string) Option {
 			return
 		}
 		setKey(o, n, func(msg *message.Message) string { return msg.Metadata.Get(name) })
+		o.keyMetadata = name
 	}}
 }
 
@@ -230,7 +278,7 @@ func WithMaxConcurrency(n int) Option {
 //     where a later message must never be handled after an earlier one
 //     failed ("withdraw 50, deposit 100, withdraw 150"), and someone can
 //     fix the cause and resume the key.
-func WithRetries(attempts int, backoff func(attempt int) time.Duration) Option {
+func WithRetries(attempts int, backoff BackoffFunc) Option {
 	name := fmt.Sprintf("WithRetries(%d, backoff)", attempts)
 	if backoff == nil {
 		name = fmt.Sprintf("WithRetries(%d, nil)", attempts)
@@ -242,7 +290,7 @@ func WithRetries(attempts int, backoff func(attempt int) time.Duration) Option {
 		}
 		o.attempts = attempts
 		if backoff != nil {
-			o.backoff = backoff
+			o.backoff, o.customBackoff = backoff, true
 		}
 	}}
 }
@@ -259,6 +307,26 @@ func WithCloseTimeout(d time.Duration) Option {
 			return
 		}
 		o.closeTimeout = d
+	}}
+}
+
+// WithSubscriberAckTimeout tells the Subscriber that the wrapped one gives
+// an un-acked message up d after sending it (watermill-nats:
+// SubscriberConfig.AckWaitTimeout, 30s by default), so that NewSubscriber
+// can check the timers that must fit inside it: with the default backoff,
+// each retry's wait must be shorter than d, or it fails with an
+// *OptionError. (A wait as long gives the message up; order holds, see
+// [ErrGivenUp], but the subscriber stalls for d and the broker redelivers
+// the message for nothing.) d must be > 0. Without it nothing is checked;
+// the README lists what each broker's timers require.
+func WithSubscriberAckTimeout(d time.Duration) Option {
+	name := fmt.Sprintf("WithSubscriberAckTimeout(%v)", d)
+	return option{name, func(o *options) {
+		if d <= 0 {
+			bad(o, name, "must be > 0")
+			return
+		}
+		o.ackTimeout = d
 	}}
 }
 

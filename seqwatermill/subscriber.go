@@ -57,6 +57,7 @@ type Subscriber struct {
 	closing chan struct{}              // closed by Close: every subscription ends
 	subs    map[*subscription]struct{} // those not ended, for Resume and Paused
 	wg      sync.WaitGroup
+	st      counters
 }
 
 // NewSubscriber wraps sub (see [Subscriber]). It fails with an error
