@@ -174,7 +174,7 @@ func TestBadOptionsAreRefusedByName(t *testing.T) {
 		opts []seqwatermill.Option
 		want string
 	}{
-		{nil, "needs WithKeyMetadata or WithKeyFunc"},
+		{nil, "NewSubscriber: needs WithKeyMetadata or WithKeyFunc"},
 		{[]seqwatermill.Option{seqwatermill.WithKeyMetadata("")}, `WithKeyMetadata(""): must not be empty`},
 		{[]seqwatermill.Option{seqwatermill.WithKeyFunc(nil)}, "WithKeyFunc(nil): must not be nil"},
 		{[]seqwatermill.Option{key, seqwatermill.WithKeyFunc(func(*message.Message) string { return "" })},
@@ -189,12 +189,28 @@ func TestBadOptionsAreRefusedByName(t *testing.T) {
 		{[]seqwatermill.Option{key, nil}, "option 1: must not be nil"},
 		{[]seqwatermill.Option{key, seqwatermill.WithHaltOnNack()}, "WithHaltOnNack(): needs WithRetries with attempts >= 1"},
 		{[]seqwatermill.Option{key, seqwatermill.WithController(nil)}, "WithController(nil): must not be nil"},
+		{[]seqwatermill.Option{key, seqwatermill.WithInterceptor(nil)}, "WithInterceptor(nil): must not be nil"},
+		{[]seqwatermill.Option{key, seqwatermill.WithSubscriberAckTimeout(0)}, "WithSubscriberAckTimeout(0s): must be > 0"},
+		// DefaultBackoff waits 1.6s after the fifth attempt: watermill-nats
+		// with AckWaitTimeout 1s gives the message up during that wait.
+		{[]seqwatermill.Option{key, seqwatermill.WithRetries(10, nil), seqwatermill.WithSubscriberAckTimeout(time.Second)},
+			"WithSubscriberAckTimeout(1s): DefaultBackoff waits 1.6s after attempt 5"},
+		{[]seqwatermill.Option{key, seqwatermill.WithSubscriberAckTimeout(5 * time.Second)},
+			"WithSubscriberAckTimeout(5s): DefaultBackoff waits 6.4s after attempt 7"},
 	} {
 		_, err := seqwatermill.NewSubscriber(newReleasing(0), tc.opts...)
 		require.Error(t, err, "%v", tc.opts)
 		assert.True(t, errors.Is(err, seqwatermill.ErrInvalidOption), "%v", err)
 		assert.Contains(t, err.Error(), tc.want)
+		var oe *seqwatermill.OptionError
+		if assert.ErrorAs(t, err, &oe) {
+			assert.Contains(t, tc.want, oe.Option, "OptionError.Option")
+		}
 	}
+	// Retries whose backoffs all fit inside the subscriber's timer pass.
+	_, err := seqwatermill.NewSubscriber(newReleasing(0), key, seqwatermill.WithRetries(4, nil),
+		seqwatermill.WithSubscriberAckTimeout(time.Second))
+	assert.NoError(t, err, "backoffs 100ms..400ms under a 1s ack timeout")
 }
 
 // waiting is a subscriber whose Subscribe waits until Close, as one that
