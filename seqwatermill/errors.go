@@ -29,8 +29,9 @@ var (
 var ErrNoKey = errors.New("seqwatermill: message without the key metadata")
 
 // OptionError reports an option whose value is out of range, a missing
-// option, or options that do not fit together (NewSubscriber, and so the
-// Router's Run with the Decorator, returns it). It wraps ErrInvalidOption.
+// option, or options that do not fit together. NewSubscriber (and so the
+// Router's Run with the Decorator) returns one per bad option, joined
+// (errors.Join) when there are several. It wraps ErrInvalidOption.
 type OptionError struct {
 	Option string // the option as written, e.g. "WithMaxBuffered(0)"
 	Reason string // what the value must be, e.g. "must be >= 1"

@@ -2,6 +2,7 @@ package seqwatermill
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -100,10 +101,17 @@ func newOptions(opts []Option) (options, error) {
 	if o.maxPerKey > o.maxBuffered {
 		o.maxPerKey = 0 // the total bound is the tighter one
 	}
-	if len(o.errs) > 0 {
+	switch len(o.errs) {
+	case 0:
+		return o, nil
+	case 1:
 		return o, o.errs[0]
 	}
-	return o, nil
+	errs := make([]error, len(o.errs))
+	for i, e := range o.errs {
+		errs[i] = e
+	}
+	return o, errors.Join(errs...)
 }
 
 // checkTimers checks the backoff against the wrapped subscriber's ack
@@ -367,10 +375,10 @@ func WithAckOnReceive() Option {
 //
 // A halted message stays un-acked while the key is halted: a subscriber
 // that waits for each Ack before it sends the next message (the README's
-// table) sends nothing more, for any key, until Resume, unless
-// WithAckOnReceive; and a broker that redelivers an un-acked message after
-// a deadline (JetStream's AckWait) sends a second copy, which queues
-// behind the key like any later message.
+// table) sends nothing more until it gives the message up (watermill-nats'
+// AckWaitTimeout), unless WithAckOnReceive. A redelivery of the held
+// message takes its place, and Resume hands the message over at once
+// whether or not the subscriber gave it up (see [ErrGivenUp]).
 func WithHaltOnNack() Option {
 	return option{"WithHaltOnNack()", func(o *options) { o.haltOnNack = true }}
 }
