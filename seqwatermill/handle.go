@@ -88,20 +88,11 @@ func (sn *subscription) handle(ctx context.Context, h *held) (halt bool) {
 		case err != nil:
 			sn.lost(h, msg, err.Error())
 			return false
-		case acked && sn.given(msg):
-			// Its Ack is lost: the subscriber redelivers the message,
-			// which duplicate then acks.
-			sn.givenUp(h, msg)
-			sn.handled.add(idOf(h.id.key, h.id.uuid))
-			return false
 		case acked:
-			msg.Ack()
-			if !sn.o.ackOnReceive {
-				sn.st.acked.Add(1)
-				sn.handled.add(idOf(h.id.key, h.id.uuid))
-			}
+			sn.ack(h, msg)
 			return false
 		}
+		msg = sn.live(h, msg) // a redelivery that came meanwhile takes the Nack
 		if a := sn.o.attempts; a > 0 && attempt >= a {
 			switch {
 			case sn.o.haltOnNack:
@@ -135,6 +126,41 @@ func (sn *subscription) handle(ctx context.Context, h *held) (halt bool) {
 			t.Stop()
 			return false
 		}
+	}
+}
+
+// live returns the copy of h's message to settle, msg's or a newer one: a
+// redelivery that arrived while msg was in the handler.
+func (sn *subscription) live(h *held, msg *message.Message) *message.Message {
+	if m := sn.newest(h); m != msg && !sn.given(m) {
+		return m
+	}
+	return msg
+}
+
+// ack settles h's message after a copy of it, msg, was acked. If the
+// subscriber gave msg up, the Ack goes to a redelivery that came meanwhile,
+// or is lost: the subscriber sends the message again. A message with a
+// give-up in its history is remembered, so that a redelivery still on its
+// way is acked, not handled again (duplicate); one without is not, so that
+// a message published again with the same UUID (a requeue) is handled.
+func (sn *subscription) ack(h *held, msg *message.Message) {
+	if sn.o.ackOnReceive {
+		msg.Ack() // its copy: the subscriber's was acked on receipt
+		return
+	}
+	msg = sn.live(h, msg)
+	sn.mu.Lock()
+	replaced := h.replaced
+	sn.mu.Unlock()
+	if sn.given(msg) {
+		sn.givenUp(h, msg)
+	} else {
+		msg.Ack()
+		sn.st.acked.Add(1)
+	}
+	if h.logged || replaced {
+		sn.handled.add(idOf(h.id.key, h.id.uuid))
 	}
 }
 

@@ -33,6 +33,7 @@ type held struct {
 	id       heldID
 	msg      *message.Message // the subscriber's newest copy
 	next     *message.Message // a redelivery not yet taken by newest
+	replaced bool             // a redelivery took the place of a copy
 	arrived  chan struct{}    // one slot: next was set
 	found    bool             // in subscription.byID
 	logged   bool             // its give-up was logged (by its turn's goroutine only)
@@ -90,7 +91,7 @@ func (sn *subscription) redelivered(okey string, msg *message.Message) bool {
 		sn.mu.Unlock()
 		return false // not held, or held with a live copy: a message of its own
 	}
-	h.next = msg
+	h.next, h.replaced = msg, true
 	sn.mu.Unlock()
 	select {
 	case h.arrived <- struct{}{}:
@@ -131,11 +132,11 @@ func (sn *subscription) givenUp(h *held, msg *message.Message) {
 		ErrGivenUp, fieldsOf(h.key, msg))
 }
 
-// handled remembers the messages acked lately, by a hash of their order
-// key and UUID, so that a redelivery of one (the subscriber gave it up
-// before its Ack, or redelivered it while it was in the handler) is acked
-// without being handled again. It remembers the last WithMaxBuffered
-// ones: 16 bytes each, whatever the keys and UUIDs a publisher chose.
+// handled remembers the messages acked lately that the subscriber had
+// given up (see subscription.ack), by a hash of their order key and UUID,
+// so that a redelivery of one still on its way is acked without being
+// handled again. It remembers the last WithMaxBuffered ones: 16 bytes
+// each, whatever the keys and UUIDs a publisher chose.
 type handled struct {
 	mu   sync.Mutex
 	set  map[[16]byte]struct{}
