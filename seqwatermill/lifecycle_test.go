@@ -124,12 +124,14 @@ func TestCloseLeavesAHaltedKeyUnackedAndDoesNotWaitForIt(t *testing.T) {
 func TestAckOnReceiveDropsAHaltedKeyAtClose(t *testing.T) {
 	r := newReleasing(2)
 	log := newRecorder()
+	a2 := msg("a2", "a")
 	r.in <- msg("a1", "a")
-	r.in <- msg("a2", "a")
+	r.in <- a2
 	s, out := subscribe(t, r, seqwatermill.WithRetries(1, nil), seqwatermill.WithHaltOnNack(),
 		seqwatermill.WithAckOnReceive(), seqwatermill.WithCloseTimeout(20*time.Second), seqwatermill.WithLogger(log))
 	next(t, out).Nack()
 	require.Equal(t, "a", log.halted(t))
+	<-a2.Acked() // taken: acked on receipt, and queued before Close can end the dispatch
 	require.NoError(t, s.Close())
 	_, ok := <-out
 	assert.False(t, ok, "a message of the halted key handed to the handler at Close")

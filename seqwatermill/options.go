@@ -17,7 +17,10 @@ const (
 )
 
 // KeyFunc returns the ordering key of msg: messages with the same key are
-// handled one at a time, in the order the subscriber sent them. It runs on
+// handled one at a time, in the order the subscriber sent them. A key
+// longer than 128 bytes is ordered under its SHA-256 sum, so that the
+// memory a publisher's long keys take stays bounded once their messages
+// are done. It runs on
 // the subscription's dispatch goroutine, with no lock held; keep it fast. A
 // panic in it is logged at Error with a *seqsched.PanicError (its value and
 // stack), and the message is ordered under the empty key. A
@@ -398,9 +401,15 @@ func WithController(c *Controller) Option {
 }
 
 // WithLogger sets where the subscriber logs: messages dropped (Error), a
-// KeyFunc's panic (Error), a key halted (Error, see WithHaltOnNack),
-// retries (Info). The default is
-// watermill.NewSlogLogger(nil), slog's default logger. l must not be nil.
+// KeyFunc's panic (Error), a key halted (Error, [ErrHalted]), a message
+// given up by the subscriber (Error, [ErrGivenUp]), the first message
+// without the key metadata (Error, [ErrNoKey]), retries and redeliveries
+// (Info). Keys and UUIDs come from publishers: the "key" and
+// "message_uuid" fields hold them as quoted Go strings, cut to 64 bytes,
+// so that a key with a line break cannot forge a line in a logger that
+// does not quote its values (watermill's StdLogger quotes only values with
+// spaces). The default is watermill.NewSlogLogger(nil), slog's default
+// logger. l must not be nil.
 func WithLogger(l watermill.LoggerAdapter) Option {
 	return option{"WithLogger(...)", func(o *options) {
 		if l == nil {

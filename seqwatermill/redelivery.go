@@ -66,17 +66,6 @@ func (sn *subscription) track(h *held) {
 	}
 }
 
-// forget ends h: its redelivery, if any comes, is a new message.
-func (sn *subscription) forget(h *held) {
-	if !h.found {
-		return
-	}
-	sn.mu.Lock()
-	defer sn.mu.Unlock()
-	delete(sn.byID, h.id)
-	h.found = false
-}
-
 // redelivered reports whether msg is the redelivery of a held message that
 // the subscriber gave up, and if so puts it in that message's place. A
 // copy that replaces a redelivery given up in turn leaves that one

@@ -38,6 +38,7 @@ type natsRig struct {
 	handled  map[string][]string // payloads handled, per key, in order of return
 	close    func()              // closes the Router, once
 	consumer jetstream.Consumer  // the JetStream consumer, once subscribed
+	sub      *seqwatermill.Subscriber
 }
 
 // startNATSRouter starts the rig: watermill-nats with ackTimeout
@@ -59,9 +60,11 @@ func startNATSRouter(t *testing.T, ackTimeout, ackWait time.Duration, handle fun
 	require.NoError(t, err)
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, watermill.NopLogger{})
 	require.NoError(t, err)
-	router.AddSubscriberDecorators(seqwatermill.Decorator(append([]seqwatermill.Option{
-		seqwatermill.WithKeyMetadata("key"), seqwatermill.WithLogger(watermill.NopLogger{})}, opts...)...))
-	router.AddConsumerHandler("h", "events", sub, func(m *message.Message) error {
+	decorated, err := seqwatermill.NewSubscriber(sub, append([]seqwatermill.Option{
+		seqwatermill.WithKeyMetadata("key"), seqwatermill.WithLogger(watermill.NopLogger{})}, opts...)...)
+	require.NoError(t, err)
+	rig.sub = decorated
+	router.AddConsumerHandler("h", "events", decorated, func(m *message.Message) error {
 		key := m.Metadata.Get("key")
 		rig.mu.Lock()
 		if rig.in[key]++; rig.in[key] > 1 {
@@ -91,16 +94,19 @@ func startNATSRouter(t *testing.T, ackTimeout, ackWait time.Duration, handle fun
 	return rig
 }
 
-// waitAcked waits until JetStream has every message acked, so that no
-// redelivery is on its way when the Router closes: watermill-nats closes
-// its channel while it may be sending on it. It fails the test after 20s.
+// waitAcked waits until JetStream has every message acked and every
+// delivery reached the decorator, so that no redelivery is on its way
+// when the Router closes: watermill-nats closes its channel while it may
+// be sending on it. It fails the test after 20s.
 func (r *natsRig) waitAcked(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		info, err := r.consumer.Info(context.Background())
 		require.NoError(t, err)
-		if info.NumAckPending == 0 && info.NumPending == 0 {
+		// Every delivery the server made has reached the decorator: none
+		// waits in nats.go's buffer or in watermill-nats' send.
+		if info.NumAckPending == 0 && info.NumPending == 0 && r.sub.Stats().Received == info.Delivered.Consumer {
 			return
 		}
 		if time.Now().After(deadline) {
