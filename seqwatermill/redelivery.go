@@ -34,7 +34,6 @@ type held struct {
 	msg      *message.Message // the subscriber's newest copy
 	next     *message.Message // a redelivery not yet taken by newest
 	replaced bool             // a redelivery took the place of a copy
-	arrived  chan struct{}    // one slot: next was set
 	found    bool             // in subscription.byID
 	logged   bool             // its give-up was logged (by its turn's goroutine only)
 }
@@ -43,7 +42,7 @@ type held struct {
 type heldID struct{ key, uuid string }
 
 func newHeld(key, okey string, msg *message.Message) *held {
-	return &held{key: key, received: time.Now(), id: heldID{okey, msg.UUID}, msg: msg, arrived: make(chan struct{}, 1)}
+	return &held{key: key, received: time.Now(), id: heldID{okey, msg.UUID}, msg: msg}
 }
 
 // given reports whether the subscriber gave msg up: its ctx ended. (With
@@ -82,10 +81,6 @@ func (sn *subscription) redelivered(okey string, msg *message.Message) bool {
 	}
 	h.next, h.replaced = msg, true
 	sn.mu.Unlock()
-	select {
-	case h.arrived <- struct{}{}:
-	default:
-	}
 	sn.st.redelivered.Add(1)
 	sn.log.Info("Redelivery of a message given up takes its place", fieldsOf(h.key, msg))
 	return true
@@ -159,6 +154,14 @@ func (r *handled) add(id [16]byte) {
 	r.set[id] = struct{}{}
 }
 
+// empty reports whether nothing is remembered: the common case, checked
+// before hashing a message's key and UUID.
+func (r *handled) empty() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.set) == 0
+}
+
 func (r *handled) has(id [16]byte) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -169,7 +172,7 @@ func (r *handled) has(id [16]byte) bool {
 // duplicate reports whether msg of okey was acked lately, and if so acks
 // it: it is a redelivery of a message handled already.
 func (sn *subscription) duplicate(key, okey string, msg *message.Message) bool {
-	if sn.o.ackOnReceive || !sn.handled.has(idOf(okey, msg.UUID)) {
+	if sn.o.ackOnReceive || sn.handled.empty() || !sn.handled.has(idOf(okey, msg.UUID)) {
 		return false
 	}
 	msg.Ack()
