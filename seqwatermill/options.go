@@ -349,9 +349,12 @@ func WithSubscriberAckTimeout(d time.Duration) Option {
 // only in this process. Use it only where that loses nothing that matters:
 // an in-process subscriber such as gochannel, which holds nothing durable
 // anyway, or events that may be lost on a crash. A Nack is retried in
-// place (see WithRetries); Close hands the queued messages to the handler
-// before it returns, within WithCloseTimeout, except those of a key halted
-// by WithHaltOnNack, which are dropped and logged at Error.
+// place (see WithRetries). Close cancels the ctx of the messages in the
+// handler, as a subscriber's Close does, and hands the queued messages to
+// the handler before it returns, within WithCloseTimeout; a message
+// nacked once Close began is not retried. Those, the ones a key halted by
+// WithHaltOnNack holds, and any not handed over within the timeout are
+// dropped, each logged at Error with its key and UUID.
 func WithAckOnReceive() Option {
 	return option{"WithAckOnReceive()", func(o *options) { o.ackOnReceive = true }}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -231,13 +233,14 @@ func TestRetryLongerThanTheAckTimeoutKeepsTheKeysOrder(t *testing.T) {
 	down.Store(true)
 	var failing sync.Once
 	failed := make(chan struct{})
+	log := newRecorder()
 	rig := startNATSRouter(t, 300*time.Millisecond, time.Second, func(m *message.Message) error {
 		if string(m.Payload) == "1" && down.Load() {
 			failing.Do(func() { close(failed) })
 			return errors.New("database restarting")
 		}
 		return nil
-	}, seqwatermill.WithRetries(0, nil))
+	}, seqwatermill.WithRetries(0, nil), seqwatermill.WithLogger(log))
 	rig.publish(t, "a", "1", "2")
 	<-failed
 	rig.gaveUp(t) // message 1, while it is retried
@@ -247,6 +250,10 @@ func TestRetryLongerThanTheAckTimeoutKeepsTheKeysOrder(t *testing.T) {
 	rig.waitAcked(t)
 	assert.Equal(t, []string{"1", "2"}, rig.final()["a"], "order of key a, each once")
 	assert.Empty(t, rig.overlaps(), "keys with two messages in the handler at once")
+	assert.True(t, slices.ContainsFunc(log.errors(), func(e string) bool {
+		return strings.HasPrefix(e, "Message given up by the subscriber before it was settled")
+	}), "the give-up logged at Error: %q", log.errors())
+	assert.GreaterOrEqual(t, rig.sub.Stats().GivenUp, uint64(1), "Stats.GivenUp")
 }
 
 // A handler slower than the subscriber's AckWaitTimeout keeps its key to
