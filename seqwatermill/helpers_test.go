@@ -148,3 +148,26 @@ func unquote(v any) any {
 	}
 	return u
 }
+
+// orderViolation checks a key's handled messages against the contract's
+// checker: each message is handled only after every earlier one of its
+// key was (a repeat of one handled already is at least once, and allowed),
+// and each is handled. It returns "" or what broke.
+func orderViolation[T comparable](handled, want []T) string {
+	frontier := 0 // want[:frontier] have been handled
+	for _, m := range handled {
+		p := slices.Index(want, m)
+		switch {
+		case p < 0:
+			return fmt.Sprintf("%v handled, not a message of the key", m)
+		case p > frontier:
+			return fmt.Sprintf("%v handled before %v", m, want[frontier])
+		case p == frontier:
+			frontier++
+		}
+	}
+	if frontier < len(want) {
+		return fmt.Sprintf("%v never handled", want[frontier])
+	}
+	return ""
+}
