@@ -335,3 +335,36 @@ func TestResumeAfterTheAckTimeoutHandsTheHeldMessageOverAtOnce(t *testing.T) {
 	assert.Less(t, time.Since(resumed), 10*time.Second, "Resume to both handled; the broker redelivers after 30s")
 	assert.Equal(t, []string{"1", "2"}, rig.final()["a"], "order of key a, each once")
 }
+
+// A message the subscriber gave up while its copy was in the handler, and
+// sent again: the handler's Ack goes to the redelivery (whether it came
+// before the Ack or after), the message is not handed over a second time,
+// and the key goes on.
+func TestTheHandlersAckReachesTheRedeliveryOfAMessageGivenUp(t *testing.T) {
+	r := newReleasing(3)
+	ctx, giveUp := context.WithCancel(context.Background())
+	a1, a2 := msg("a1", "a"), msg("a2", "a")
+	a1.SetContext(ctx)
+	r.in <- a1
+	r.in <- a2
+	s, out := subscribe(t, r)
+	first := next(t, out)
+	require.Equal(t, "a1", first.UUID)
+	giveUp() // as watermill-nats after AckWaitTimeout
+	<-first.Context().Done()
+	again := msg("a1", "a") // the broker's redelivery: same UUID, a live ctx
+	r.in <- again
+	first.Ack() // the handler finished after all
+	select {
+	case <-again.Acked():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the redelivery not acked in 10s")
+	}
+	m := next(t, out)
+	assert.Equal(t, "a2", m.UUID, "the next message handed over; a1 must not come again")
+	m.Ack()
+	require.NoError(t, s.Close())
+	assert.Equal(t, "", settled(a1), "the copy given up: its Ack would be lost")
+	st := s.Stats()
+	assert.Equal(t, uint64(1), st.Redelivered+st.Duplicates, "the redelivery took a1's place, or was acked as a duplicate")
+}
