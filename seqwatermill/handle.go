@@ -219,8 +219,8 @@ func (sn *subscription) deliver(ctx context.Context, msg *message.Message, cctx 
 	if !sn.o.ackOnReceive && sn.ending() {
 		return false, errGone
 	}
-	if cctx.Err() != nil {
-		return false, errRetake
+	if !sn.o.ackOnReceive && cctx.Err() != nil {
+		return false, errRetake // msg given up since copyContext: a fresh ctx next time
 	}
 	var stop <-chan struct{}
 	gone := cctx.Done()
