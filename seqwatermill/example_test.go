@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -96,8 +97,8 @@ func ExampleWithHaltOnNack() {
 	go func() { defer close(done); _ = router.Run(context.Background()) }()
 
 	<-alerts.halts
+	fmt.Println(<-handled) // bob goes on (so alice's deposit, sent before, is queued)
 	fmt.Println("halted:", ctl.Halted(), "backlog:", ctl.Backlog("alice"))
-	fmt.Println(<-handled) // bob goes on
 	mu.Lock()
 	balance["alice"] += 50 // the operator fixes the account
 	mu.Unlock()
@@ -107,8 +108,8 @@ func ExampleWithHaltOnNack() {
 	_ = router.Close()
 	<-done
 	// Output:
-	// halted: [alice] backlog: 2
 	// bob deposit 5: balance 5
+	// halted: [alice] backlog: 2
 	// alice withdraw 150: balance 0
 	// alice deposit 100: balance 100
 }
@@ -135,4 +136,50 @@ func ExampleNewSubscriber_missingKey() {
 	fmt.Println(err)
 	// Output:
 	// seqwatermill: NewSubscriber: needs WithKeyMetadata or WithKeyFunc: invalid option
+}
+
+// Told the wrapped subscriber's ack timer (watermill-nats'
+// AckWaitTimeout), NewSubscriber refuses retries whose default backoff
+// outlasts it: the subscriber would give the message up during the wait.
+func ExampleWithSubscriberAckTimeout() {
+	_, err := seqwatermill.NewSubscriber(newReleasing(0),
+		seqwatermill.WithKeyMetadata("account_id"),
+		seqwatermill.WithRetries(10, nil),
+		seqwatermill.WithSubscriberAckTimeout(time.Second),
+	)
+	fmt.Println(errors.Is(err, seqwatermill.ErrInvalidOption))
+	var oe *seqwatermill.OptionError
+	if errors.As(err, &oe) {
+		fmt.Println(oe.Option)
+	}
+	// Output:
+	// true
+	// WithSubscriberAckTimeout(1s)
+}
+
+// An interceptor sees every hand-over of a message, with its attempt.
+func ExampleWithInterceptor() {
+	sub := newReleasing(1)
+	m := message.NewMessage("1", []byte("deposit 5"))
+	m.Metadata.Set("account_id", "alice")
+	sub.in <- m
+
+	s, _ := seqwatermill.NewSubscriber(sub,
+		seqwatermill.WithKeyMetadata("account_id"),
+		seqwatermill.WithRetries(0, func(context.Context, *message.Message, int, error) time.Duration { return 0 }),
+		seqwatermill.WithInterceptor(func(ctx context.Context, msg *message.Message, next func(context.Context) error) error {
+			err := next(ctx)
+			fmt.Printf("message %s, attempt %d: %v\n", msg.UUID, seqwatermill.Attempt(ctx), err)
+			return err
+		}),
+		seqwatermill.WithLogger(watermill.NopLogger{}),
+	)
+	out, _ := s.Subscribe(context.Background(), "deposits")
+	(<-out).Nack() // the handler failed once
+	(<-out).Ack()
+	<-m.Acked()
+	_ = s.Close()
+	// Output:
+	// message 1, attempt 1: seqwatermill: message nacked
+	// message 1, attempt 2: <nil>
 }
