@@ -41,7 +41,8 @@ func TestCloseLeavesQueuedMessagesUnackedForRedelivery(t *testing.T) {
 	a2.SetContext(ctx)
 	r.in <- a1
 	r.in <- a2
-	s, out := subscribe(t, r)
+	log := newRecorder()
+	s, out := subscribe(t, r, seqwatermill.WithLogger(log))
 	inHandler := next(t, out)
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
@@ -56,6 +57,7 @@ func TestCloseLeavesQueuedMessagesUnackedForRedelivery(t *testing.T) {
 	assert.False(t, ok, "a2 sent after Close")
 	assert.Equal(t, "", settled(a1))
 	assert.Equal(t, "", settled(a2))
+	assert.Empty(t, log.errors(), "Error records: a Close is no failure")
 	_, err := s.Subscribe(context.Background(), "topic")
 	assert.ErrorIs(t, err, seqwatermill.ErrClosed)
 }

@@ -111,6 +111,9 @@ func (sn *subscription) givenUp(h *held, msg *message.Message) {
 		return
 	}
 	h.logged = true
+	if sn.ending() {
+		return // the subscription ends: every message's ctx does (see Subscriber.Close)
+	}
 	sn.st.givenUp.Add(1)
 	sn.log.Error("Message given up by the subscriber before it was settled; its key waits until it is handled, and its redelivery will be acked",
 		ErrGivenUp, fieldsOf(h.key, msg))
