@@ -149,19 +149,24 @@ func (sn *subscription) ack(h *held, msg *message.Message) {
 		msg.Ack() // its copy: the subscriber's was acked on receipt
 		return
 	}
-	msg = sn.live(h, msg)
+	// Under sn.mu, so that a redelivery that comes now either is taken
+	// here or, h being settled, finds the message remembered (duplicate).
 	sn.mu.Lock()
-	replaced := h.replaced
-	sn.mu.Unlock()
-	if sn.given(msg) {
-		sn.givenUp(h, msg)
-	} else {
-		msg.Ack()
-		sn.st.acked.Add(1)
+	if h.next != nil && !sn.given(h.next) {
+		msg, h.next = h.next, nil
 	}
-	if h.logged || replaced {
+	given := sn.given(msg)
+	if given || h.logged || h.replaced {
 		sn.handled.add(idOf(h.id.key, h.id.uuid))
 	}
+	h.settled = true
+	sn.mu.Unlock()
+	if given {
+		sn.givenUp(h, msg)
+		return
+	}
+	msg.Ack()
+	sn.st.acked.Add(1)
 }
 
 // ErrNacked is the error a [BackoffFunc] is given, and an [Interceptor]'s

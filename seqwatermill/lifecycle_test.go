@@ -291,11 +291,13 @@ func TestAckOnReceiveRouterCloseCancelsTheHandlersCtx(t *testing.T) {
 func TestAckOnReceiveLostMessagesAreLoggedWithTheirUUID(t *testing.T) {
 	r := newReleasing(2)
 	log := newRecorder()
+	a2 := msg("a2", "a")
 	r.in <- msg("a1", "a")
-	r.in <- msg("a2", "a")
+	r.in <- a2
 	s, out := subscribe(t, r, seqwatermill.WithAckOnReceive(), seqwatermill.WithCloseTimeout(50*time.Millisecond),
 		seqwatermill.WithLogger(log))
 	require.Equal(t, "a1", next(t, out).UUID) // never acked
+	<-a2.Acked()                              // taken, and queued before Close can end the dispatch
 	require.NoError(t, s.Close())
 	assert.ElementsMatch(t, []string{
 		"Close timeout: gave up on messages in the handler <nil>",

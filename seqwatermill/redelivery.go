@@ -34,6 +34,7 @@ type held struct {
 	msg      *message.Message // the subscriber's newest copy
 	next     *message.Message // a redelivery not yet taken by newest
 	replaced bool             // a redelivery took the place of a copy
+	settled  bool             // acked: a redelivery is a duplicate now
 	found    bool             // in subscription.byID
 	logged   bool             // its give-up was logged (by its turn's goroutine only)
 }
@@ -75,7 +76,7 @@ func (sn *subscription) redelivered(okey string, msg *message.Message) bool {
 	}
 	sn.mu.Lock()
 	h := sn.byID[heldID{okey, msg.UUID}]
-	if h == nil || !sn.given(h.msg) || (h.next != nil && !sn.given(h.next)) {
+	if h == nil || h.settled || !sn.given(h.msg) || (h.next != nil && !sn.given(h.next)) {
 		sn.mu.Unlock()
 		return false // not held, or held with a live copy: a message of its own
 	}
