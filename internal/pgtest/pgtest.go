@@ -6,7 +6,7 @@
 //
 // The server's binaries are looked up in PATH, then under
 // /usr/lib/postgresql/*/bin (where Debian's postgresql package puts them).
-// Without them [Start] skips the test, saying how to install them, or
+// Without them [Start] (and [Skip], given [New]'s error) skips the test, saying how to install them, or
 // fails it when CI=true: a CI run must not pass by skipping. Run as root,
 // the server runs as the postgres user when there is one, since
 // PostgreSQL refuses to run as root.
@@ -62,7 +62,7 @@ func isFile(p string) bool {
 	return err == nil && !fi.IsDir()
 }
 
-// Server is a running PostgreSQL server owned by one test.
+// Server is a running PostgreSQL server.
 type Server struct {
 	// DSN connects to the server's postgres database as the superuser
 	// postgres, through the unix socket, in the key=value form pgx and
@@ -72,48 +72,83 @@ type Server struct {
 	Dir string
 
 	bin  string
-	tb   testing.TB
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
 }
 
-// Start initialises and starts a server for tb, and stops it, removing its
-// files, when tb ends. It skips tb when no server is installed, and fails
-// it when CI=true.
+// Start starts a server for tb (see New), and closes it when tb ends. It
+// skips tb when no server is installed, and fails it when CI=true.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	bin, err := Find()
-	if err != nil {
+	s, err := New()
+	if errors.Is(err, ErrNoServer) {
 		if os.Getenv("CI") == "true" {
 			tb.Fatalf("%v; CI=true: the PostgreSQL tests must run in CI", err)
 		}
 		tb.Skipf("skipping: %v", err)
 	}
-	dir, err := os.MkdirTemp("", "pgtest")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &Server{Dir: dir, bin: bin, tb: tb}
-	tb.Cleanup(func() {
-		s.Stop()
-		os.RemoveAll(dir)
-	})
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Skip is what a test does when New returned err in TestMain: it skips
+// the test when no server is installed, fails it when CI=true or for any
+// other error.
+func Skip(tb testing.TB, err error) {
+	tb.Helper()
+	if errors.Is(err, ErrNoServer) && os.Getenv("CI") != "true" {
+		tb.Skipf("skipping: %v", err)
+	}
+	if errors.Is(err, ErrNoServer) {
+		tb.Fatalf("%v; CI=true: the PostgreSQL tests must run in CI", err)
+	}
+	tb.Fatal(err)
+}
+
+// New initialises and starts a server in a fresh directory, for a
+// TestMain to share among its tests; Close stops it and removes the
+// directory. It returns ErrNoServer when no server is installed.
+func New() (*Server, error) {
+	bin, err := Find()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "pgtest")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Dir: dir, bin: bin}
+	fail := func(err error) (*Server, error) {
+		s.Close()
+		return nil, err
+	}
 	if err := os.Chmod(dir, 0o755); err != nil {
-		tb.Fatal(err)
+		return fail(err)
 	}
 	if err := own(dir); err != nil {
-		tb.Fatal(err)
+		return fail(err)
 	}
 	data := filepath.Join(dir, "data")
 	out, err := s.command("initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
 		"--no-sync", "--no-instructions", "--locale=C").CombinedOutput()
 	if err != nil {
-		tb.Fatalf("pgtest: initdb: %v\n%s", err, out)
+		return fail(fmt.Errorf("pgtest: initdb: %v\n%s", err, out))
 	}
 	s.DSN = fmt.Sprintf("host=%s port=5432 user=postgres dbname=postgres sslmode=disable", dir)
-	s.Restart()
-	return s
+	if err := s.Restart(); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// Close stops the server and removes its files.
+func (s *Server) Close() {
+	s.Stop()
+	os.RemoveAll(s.Dir)
 }
 
 func (s *Server) command(name string, args ...string) *exec.Cmd {
@@ -123,14 +158,13 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// Restart starts the server again after Stop or Kill (Start starts it the
+// Restart starts the server again after Stop or Kill (New starts it the
 // first time), and returns once it accepts connections.
-func (s *Server) Restart() {
-	s.tb.Helper()
+func (s *Server) Restart() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
-		s.tb.Fatal("pgtest: Restart of a running server")
+		return errors.New("pgtest: Restart of a running server")
 	}
 	cmd := s.command("postgres", "-D", filepath.Join(s.Dir, "data"), "-k", s.Dir,
 		"-c", "listen_addresses=", "-c", "fsync=off", "-c", "full_page_writes=off",
@@ -138,14 +172,15 @@ func (s *Server) Restart() {
 	dieWithParent(cmd)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		s.tb.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		s.tb.Fatalf("pgtest: postgres: %v", err)
+		return err
 	}
 	log, err := os.OpenFile(filepath.Join(s.Dir, "log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		s.tb.Fatal(err)
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("pgtest: postgres: %w", err)
 	}
 	ready := make(chan struct{})
 	copied := make(chan struct{})
@@ -176,13 +211,14 @@ func (s *Server) Restart() {
 	case <-ready:
 	case <-done:
 		b, _ := os.ReadFile(filepath.Join(s.Dir, "log"))
-		s.tb.Fatalf("pgtest: postgres exited at start:\n%s", b)
+		return fmt.Errorf("pgtest: postgres exited at start:\n%s", b)
 	case <-ctx.Done():
 		cmd.Process.Kill()
 		<-done
-		s.tb.Fatal("pgtest: postgres not ready after a minute")
+		return errors.New("pgtest: postgres not ready after a minute")
 	}
 	s.cmd, s.done = cmd, done
+	return nil
 }
 
 // Stop shuts the server down fast (SIGINT: running transactions are rolled

@@ -30,7 +30,9 @@ func TestStartKillRestart(t *testing.T) {
 	if err := dial(); err == nil {
 		t.Fatal("dial after Kill succeeded")
 	}
-	s.Restart()
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
 	if err := dial(); err != nil {
 		t.Fatalf("dial after Restart: %v", err)
 	}
