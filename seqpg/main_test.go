@@ -176,3 +176,10 @@ func state(t testing.TB, pool *pgxpool.Pool, key string) seqpg.KeyState {
 	require.NoError(t, err)
 	return s
 }
+
+type (
+	contextT = context.Context
+	rowT     = pgx.Row
+)
+
+var bg = context.Background()
