@@ -33,18 +33,21 @@ var ErrNoServer = errors.New("pgtest: no PostgreSQL server found in PATH or /usr
 	"(Debian: apt-get install postgresql; .ci/run installs it)")
 
 // Find returns the directory holding initdb and postgres, or ErrNoServer.
-func Find() (string, error) {
-	if p, err := exec.LookPath("initdb"); err == nil {
-		if _, err := exec.LookPath("postgres"); err == nil {
+func Find() (string, error) { return find(exec.LookPath, filepath.Glob, isFile) }
+
+// find is Find with its look-ups passed in, for its tests.
+func find(lookPath func(string) (string, error), glob func(string) ([]string, error), exists func(string) bool) (string, error) {
+	if p, err := lookPath("initdb"); err == nil {
+		if _, err := lookPath("postgres"); err == nil {
 			return filepath.Dir(p), nil
 		}
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	dirs, _ := glob("/usr/lib/postgresql/*/bin")
 	// The newest version first: the glob sorts "9" after "15", so sort by
 	// the version number.
 	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
 	for _, d := range dirs {
-		if isFile(filepath.Join(d, "initdb")) && isFile(filepath.Join(d, "postgres")) {
+		if exists(filepath.Join(d, "initdb")) && exists(filepath.Join(d, "postgres")) {
 			return d, nil
 		}
 	}
@@ -82,14 +85,8 @@ type Server struct {
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	s, err := New()
-	if errors.Is(err, ErrNoServer) {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("%v; CI=true: the PostgreSQL tests must run in CI", err)
-		}
-		tb.Skipf("skipping: %v", err)
-	}
 	if err != nil {
-		tb.Fatal(err)
+		Skip(tb, err)
 	}
 	tb.Cleanup(s.Close)
 	return s
@@ -100,13 +97,23 @@ func Start(tb testing.TB) *Server {
 // other error.
 func Skip(tb testing.TB, err error) {
 	tb.Helper()
-	if errors.Is(err, ErrNoServer) && os.Getenv("CI") != "true" {
-		tb.Skipf("skipping: %v", err)
+	if skip, msg := decide(os.Getenv("CI") == "true", err); skip {
+		tb.Skip(msg)
+	} else {
+		tb.Fatal(msg)
 	}
-	if errors.Is(err, ErrNoServer) {
-		tb.Fatalf("%v; CI=true: the PostgreSQL tests must run in CI", err)
+}
+
+// decide says whether a test that could not get a server because of err
+// skips (only when none is installed, outside CI) or fails, and why.
+func decide(ci bool, err error) (skip bool, msg string) {
+	switch {
+	case errors.Is(err, ErrNoServer) && !ci:
+		return true, "skipping: " + err.Error()
+	case errors.Is(err, ErrNoServer):
+		return false, err.Error() + "; CI=true: the PostgreSQL tests must run in CI"
 	}
-	tb.Fatal(err)
+	return false, err.Error()
 }
 
 // New initialises and starts a server in a fresh directory, for a
