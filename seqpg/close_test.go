@@ -30,7 +30,7 @@ func TestCloseGivesUnstartedJobsBack(t *testing.T) {
 	a, err := seqpg.NewWorker(pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
 		r.add(job)
 		started <- struct{}{}
-		<-release
+		waitOrDone(ctx, release)
 		return nil
 	}, testOpts()...)
 	require.NoError(t, err)

@@ -135,7 +135,7 @@ func TestReplaceSkipsRunningJob(t *testing.T) {
 		r.add(job)
 		if string(job.Payload) == "v1" {
 			close(started)
-			<-release
+			waitOrDone(ctx, release)
 		}
 		return nil
 	})
@@ -157,7 +157,7 @@ func TestDiscardDropsBacklogNotRunningJob(t *testing.T) {
 		r.add(job)
 		if string(job.Payload) == "running" {
 			close(started)
-			<-release
+			waitOrDone(ctx, release)
 		}
 		return nil
 	})

@@ -14,6 +14,7 @@ package seqpg
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -320,13 +321,13 @@ func (w *Worker) dbError(ctx context.Context, op string, err error) {
 		return
 	}
 	w.n.errs.Add(1)
-	w.logger().Warn("seqpg: "+op+" failed; retrying", "err", err)
+	w.log(slog.LevelWarn, "seqpg: "+op+" failed; retrying", "err", err)
 }
 
 // lost records that l's lease was found lost, and drops it.
 func (w *Worker) lost(l *lease, job *Job) {
 	w.n.leaseLost.Add(1)
-	w.logger().Warn("seqpg: lease lost; the job's transaction was rolled back",
+	w.log(slog.LevelWarn, "seqpg: lease lost; the job's transaction was rolled back",
 		"key", logkey.Cut(l.key), "token", l.token, "job", job.ID, "err", ErrLeaseLost)
 	w.drop(l)
 }

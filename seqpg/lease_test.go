@@ -35,7 +35,7 @@ func TestLostLeaseCannotComplete(t *testing.T) {
 		}
 		f, _ := seqpg.LeaseOf(ctx)
 		started <- f
-		<-release // frozen past its lease
+		waitOrDone(ctx, release) // frozen past its lease
 		return nil
 	})
 	e := enqueue(t, pool, "k", "x")
@@ -78,7 +78,7 @@ func TestLostLeaseCannotFail(t *testing.T) {
 		attempts <- job.Attempt
 		if len(attempts) == 1 {
 			started <- struct{}{}
-			<-release
+			waitOrDone(ctx, release)
 			return seqpg.Terminal(assert.AnError)
 		}
 		return nil

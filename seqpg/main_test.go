@@ -82,13 +82,15 @@ func enqueue(t testing.TB, pool *pgxpool.Pool, key, payload string, opts ...seqp
 	return e
 }
 
-// testOpts are the options tests run workers with: short timers, so that
-// what waits for them waits briefly.
+// testOpts are the options tests run workers with: short polls and
+// backoffs, so that what waits for them waits briefly, and a lease long
+// enough that a handler a test holds is never idle past it in its
+// transaction (PostgreSQL would end it) on a loaded machine.
 func testOpts(opts ...seqpg.Option) []seqpg.Option {
 	return append([]seqpg.Option{
 		seqpg.WithPollInterval(50 * time.Millisecond),
-		seqpg.WithLease(2 * time.Second),
-		seqpg.WithRetries(3, func(*seqpg.Job, int, error) time.Duration { return 10 * time.Millisecond }),
+		seqpg.WithLease(10 * time.Second),
+		seqpg.WithRetries(3, func(context.Context, *seqpg.Job, int, error) time.Duration { return 10 * time.Millisecond }),
 	}, opts...)
 }
 
@@ -183,3 +185,12 @@ type (
 )
 
 var bg = context.Background()
+
+// waitOrDone waits for ch to close or ctx to end: a handler a test holds
+// still obeys its ctx, so that a failed test's Close does not hang.
+func waitOrDone(ctx context.Context, ch <-chan struct{}) {
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+}

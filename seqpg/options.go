@@ -8,15 +8,16 @@ import (
 )
 
 // BackoffFunc returns how long key waits before job's next attempt, after
-// its attempt-th attempt (1 for the first) failed with err. The wait is
+// its attempt-th attempt (1 for the first) failed with err; ctx is the
+// attempt's, as the handler's (seqkafka's and seqjetstream's shape). The wait is
 // durable (the key's run_after): any worker takes the key up after it. A
 // zero or negative wait retries at once. A backoff that panics is logged
 // and DefaultBackoff gives the wait.
-type BackoffFunc func(job *Job, attempt int, err error) time.Duration
+type BackoffFunc func(ctx context.Context, job *Job, attempt int, err error) time.Duration
 
 // DefaultBackoff waits 100ms after the first failed attempt and doubles
 // each time, up to 10s.
-func DefaultBackoff(_ *Job, attempt int, _ error) time.Duration {
+func DefaultBackoff(_ context.Context, _ *Job, attempt int, _ error) time.Duration {
 	d := 100 * time.Millisecond
 	for i := 1; i < attempt && d < 10*time.Second; i++ {
 		d *= 2

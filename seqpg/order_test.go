@@ -124,7 +124,7 @@ func TestBlockedKeyDelaysNoOther(t *testing.T) {
 	r := newRecorder()
 	startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
 		if job.Key == "stuck" {
-			<-release
+			waitOrDone(ctx, release)
 		}
 		return r.handler(ctx, tx, job)
 	})

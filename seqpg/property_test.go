@@ -288,7 +288,7 @@ func workerMain() int {
 		}
 		return nil
 	}, seqpg.WithLease(propLease), seqpg.WithPollInterval(50*time.Millisecond), seqpg.WithMaxConcurrency(8),
-		seqpg.WithRetries(1000, func(*seqpg.Job, int, error) time.Duration { return 5 * time.Millisecond }))
+		seqpg.WithRetries(1000, func(context.Context, *seqpg.Job, int, error) time.Duration { return 5 * time.Millisecond }))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

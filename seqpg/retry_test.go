@@ -26,7 +26,7 @@ func TestRetryWithBackoffKeepsOrder(t *testing.T) {
 			return errors.New("flaky")
 		}
 		return nil
-	}, seqpg.WithRetries(3, func(job *seqpg.Job, attempt int, err error) time.Duration {
+	}, seqpg.WithRetries(3, func(ctx context.Context, job *seqpg.Job, attempt int, err error) time.Duration {
 		backoffs <- attempt
 		return 20 * time.Millisecond
 	}))
@@ -58,7 +58,7 @@ func TestDeadLetterAfterLastAttempt(t *testing.T) {
 			runtime.Goexit()
 		}
 		return nil
-	}, seqpg.WithRetries(2, func(*seqpg.Job, int, error) time.Duration { return 0 }))
+	}, seqpg.WithRetries(2, func(context.Context, *seqpg.Job, int, error) time.Duration { return 0 }))
 	for _, p := range []string{"bad", "terminal", "panic", "goexit", "good"} {
 		enqueue(t, pool, "k", p)
 	}

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
@@ -202,11 +203,11 @@ func (w *Worker) finish(ctx context.Context, l *lease, tx pgx.Tx, job *Job, herr
 	var err error
 	switch {
 	case !terminal && job.Attempt < w.cfg.attempts:
-		d := w.backoff(job, herr)
+		d := w.backoff(octx, job, herr)
 		err = w.pool.QueryRow(octx, sqlRetry, l.key, l.token, job.ID, msg, ms(d)).Scan(&n)
 		if err == nil && n == 1 {
 			w.n.retried.Add(1)
-			w.logger().Warn("seqpg: job failed; retrying after backoff", "key", logkey.Cut(l.key),
+			w.log(slog.LevelWarn, "seqpg: job failed; retrying after backoff", "key", logkey.Cut(l.key),
 				"job", job.ID, "attempt", job.Attempt, "backoff", d, "err", herr)
 			w.drop(l) // the key is given back, ready after the backoff
 			return
@@ -215,7 +216,7 @@ func (w *Worker) finish(ctx context.Context, l *lease, tx pgx.Tx, job *Job, herr
 		err = w.pool.QueryRow(octx, sqlHalt, l.key, l.token, job.ID, msg).Scan(&n)
 		if err == nil && n == 1 {
 			w.n.halted.Add(1)
-			w.logger().Error("seqpg: job failed; key halted until Resume or Discard", "key", logkey.Cut(l.key),
+			w.log(slog.LevelError, "seqpg: job failed; key halted until Resume or Discard", "key", logkey.Cut(l.key),
 				"job", job.ID, "attempts", job.Attempt, "err", herr)
 			w.drop(l)
 			return
@@ -226,7 +227,7 @@ func (w *Worker) finish(ctx context.Context, l *lease, tx pgx.Tx, job *Job, herr
 		if err == nil && n == 1 {
 			l.renewed(sent, w.cfg.lease)
 			w.n.deadLettered.Add(1)
-			w.logger().Error("seqpg: job failed; moved to seqpg_dead", "key", logkey.Cut(l.key),
+			w.log(slog.LevelError, "seqpg: job failed; moved to seqpg_dead", "key", logkey.Cut(l.key),
 				"job", job.ID, "attempts", job.Attempt, "err", herr)
 			w.next(l)
 			return
@@ -242,14 +243,14 @@ func (w *Worker) finish(ctx context.Context, l *lease, tx pgx.Tx, job *Job, herr
 
 // backoff calls the BackoffFunc, falling back to DefaultBackoff if it
 // panics.
-func (w *Worker) backoff(job *Job, herr error) (d time.Duration) {
+func (w *Worker) backoff(ctx context.Context, job *Job, herr error) (d time.Duration) {
 	defer func() {
 		if r := recover(); r != nil {
-			w.logger().Error("seqpg: backoff panicked; using DefaultBackoff", "panic", r)
-			d = DefaultBackoff(job, job.Attempt, herr)
+			w.log(slog.LevelError, "seqpg: backoff panicked; using DefaultBackoff", "panic", r)
+			d = DefaultBackoff(ctx, job, job.Attempt, herr)
 		}
 	}()
-	return w.cfg.backoff(job, job.Attempt, herr)
+	return w.cfg.backoff(ctx, job, job.Attempt, herr)
 }
 
 // next posts l's key's next step, behind whatever the key's session has

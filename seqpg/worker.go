@@ -140,13 +140,13 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var loops sync.WaitGroup
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
-	loops.Go(func() { w.fetch(loopCtx) })
+	w.supervise(loopCtx, &loops, "fetcher", w.fetch)
 	if w.cfg.listen {
-		loops.Go(func() { w.listen(loopCtx) })
+		w.supervise(loopCtx, &loops, "listener", w.listen)
 	}
 	var renew sync.WaitGroup
 	renewCtx, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
-	renew.Go(func() { w.renew(renewCtx) })
+	w.supervise(renewCtx, &renew, "lease renewer", w.renew)
 
 	var runErr error
 	select {
@@ -229,4 +229,42 @@ func (w *Worker) poke() {
 	}
 }
 
-func (w *Worker) logger() *slog.Logger { return w.cfg.log() }
+// log writes a record to the worker's logger. A logger whose handler
+// panics or calls runtime.Goexit loses the record, not the worker: the
+// call runs on a goroutine of its own, which the worker waits for.
+func (w *Worker) log(level slog.Level, msg string, args ...any) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { recover() }()
+		w.cfg.log().Log(context.Background(), level, msg, args...)
+	}()
+	<-done
+}
+
+// supervise runs loop on a goroutine counted by wg until ctx ends; if
+// loop ends otherwise (a panic or runtime.Goexit in something it called),
+// it is logged and loop runs again after the poll interval, on a new
+// goroutine.
+func (w *Worker) supervise(ctx context.Context, wg *sync.WaitGroup, name string, loop func(context.Context)) {
+	wg.Go(func() {
+		returned := false
+		defer func() {
+			if returned || ctx.Err() != nil {
+				return
+			}
+			r := recover()
+			w.log(slog.LevelError, "seqpg: "+name+" stopped unexpectedly; restarting", "panic", r)
+			w.supervise(ctx, wg, name, func(ctx context.Context) {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(w.cfg.pollInterval):
+				}
+				loop(ctx)
+			})
+		}()
+		loop(ctx)
+		returned = true
+	})
+}
