@@ -171,27 +171,29 @@ const (
 // River's unordered. Each handler does nothing, so the queues' own costs
 // are what is measured.
 func BenchmarkThroughput(b *testing.B) {
-	b.Run("system=seqpg/keys=1000", func(b *testing.B) {
-		pool := newDB(b)
-		var c counter
-		seqpgWorker(b, pool, func(*seqpg.Job) { c.add() }, quiet)
-		ctx := context.Background()
-		var total time.Duration
-		for b.Loop() {
-			done := c.expect(throughputJobs)
-			tx, err := pool.Begin(ctx)
-			must(b, err)
-			for i := range throughputJobs {
-				_, err := seqpg.Enqueue(ctx, tx, fmt.Sprint("key-", i%orderedKeys), nil)
+	for _, conc := range []int{workers, 16} {
+		b.Run(fmt.Sprintf("system=seqpg/keys=1000/concurrency=%d", conc), func(b *testing.B) {
+			pool := newDB(b)
+			var c counter
+			seqpgWorker(b, pool, func(*seqpg.Job) { c.add() }, quiet, seqpg.WithMaxConcurrency(conc))
+			ctx := context.Background()
+			var total time.Duration
+			for b.Loop() {
+				done := c.expect(throughputJobs)
+				tx, err := pool.Begin(ctx)
 				must(b, err)
+				for i := range throughputJobs {
+					_, err := seqpg.Enqueue(ctx, tx, fmt.Sprint("key-", i%orderedKeys), nil)
+					must(b, err)
+				}
+				start := time.Now()
+				must(b, tx.Commit(ctx))
+				<-done
+				total += time.Since(start)
 			}
-			start := time.Now()
-			must(b, tx.Commit(ctx))
-			<-done
-			total += time.Since(start)
-		}
-		b.ReportMetric(float64(throughputJobs*b.N)/total.Seconds(), "jobs/s")
-	})
+			b.ReportMetric(float64(throughputJobs*b.N)/total.Seconds(), "jobs/s")
+		})
+	}
 	for _, cooldown := range []time.Duration{0, time.Millisecond} {
 		name := "system=river/unordered/cooldown=default"
 		if cooldown > 0 {
