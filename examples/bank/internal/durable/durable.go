@@ -107,3 +107,41 @@ func Apply(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
 func NewWorker(pool *pgxpool.Pool, opts ...seqpg.Option) (*seqpg.Worker, error) {
 	return seqpg.NewWorker(pool, Apply, append([]seqpg.Option{seqpg.WithHaltOnError()}, opts...)...)
 }
+
+// Report is what Check found.
+type Report struct {
+	Requests   int // operations submitted
+	Applied    int // operations applied
+	Twice      int // operations applied more than once
+	OutOfOrder int // operations applied before an earlier one of their account
+	Unapplied  int // operations not applied
+	Nonzero    int // accounts whose balance is not target
+	Halted     int // accounts halted (an operation failed)
+}
+
+// OK reports whether every operation was applied once, in order, and
+// every balance is the target.
+func (r Report) OK() bool {
+	return r.Applied == r.Requests && r.Twice == 0 && r.OutOfOrder == 0 && r.Unapplied == 0 &&
+		r.Nonzero == 0 && r.Halted == 0
+}
+
+// Check reads the bank's tables and reports against target, the balance
+// every account should end at. Requests of one account must be applied in
+// the order of their IDs, which is the order Submit committed them in when
+// each account's operations are submitted one after another.
+func Check(ctx context.Context, pool *pgxpool.Pool, target int64) (Report, error) {
+	var r Report
+	err := pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM requests),
+		(SELECT count(*) FROM applied),
+		(SELECT count(*) FROM (SELECT request FROM applied GROUP BY request HAVING count(*) > 1) d),
+		(SELECT count(*) FROM (
+			SELECT request < lag(request) OVER (PARTITION BY account ORDER BY at) AS back FROM applied) o
+			WHERE back),
+		(SELECT count(*) FROM requests q WHERE NOT EXISTS (SELECT 1 FROM applied a WHERE a.request = q.id)),
+		(SELECT count(*) FROM accounts WHERE balance <> $1),
+		(SELECT count(*) FROM seqpg_keys WHERE halted)`, target).
+		Scan(&r.Requests, &r.Applied, &r.Twice, &r.OutOfOrder, &r.Unapplied, &r.Nonzero, &r.Halted)
+	return r, err
+}

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/seqsched/seqsched/examples/bank/internal/durable"
 	"github.com/seqsched/seqsched/internal/pgtest"
@@ -118,29 +117,10 @@ func TestDurableBankSurvivesKilledWorker(t *testing.T) {
 	worker = start()
 	waitFor(t, pool, `SELECT NOT EXISTS (SELECT 1 FROM seqpg_jobs)`)
 
-	var nonzero, halted, dead int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM accounts WHERE balance <> 0`).Scan(&nonzero))
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM seqpg_keys WHERE halted`).Scan(&halted))
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM seqpg_dead`).Scan(&dead))
-	assert.Zero(t, nonzero, "balances not exactly 0")
-	assert.Zero(t, halted, "halted accounts (an operation out of order)")
-	assert.Zero(t, dead)
-	rows, err := pool.Query(ctx, `SELECT r.account, r.id, a.request FROM requests r
-		LEFT JOIN applied a ON a.request = r.id ORDER BY r.account, a.at`)
+	rep, err := durable.Check(ctx, pool, 0)
 	require.NoError(t, err)
-	type pair struct {
-		Account, Request int64
-		Applied          *int64
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[pair])
-	require.NoError(t, err)
-	require.Len(t, got, 3*accounts, "every operation applied exactly once")
-	last := map[int64]int64{}
-	for _, p := range got {
-		require.NotNil(t, p.Applied, "request %d never applied", p.Request)
-		assert.Greater(t, *p.Applied, last[p.Account], "account %d applied out of order", p.Account)
-		last[p.Account] = *p.Applied
-	}
+	assert.Equal(t, durable.Report{Requests: 3 * accounts, Applied: 3 * accounts}, rep,
+		"every operation applied once, in order; every balance 0; nothing halted")
 	t.Logf("killed the worker after %d of %d operations", mid, 3*accounts)
 }
 
