@@ -83,3 +83,27 @@ func TestDeadLetterAfterLastAttempt(t *testing.T) {
 	assert.Contains(t, got[3].Error, seqsched.ErrGoexit.Error())
 	assert.Equal(t, uint64(4), w.Stats().DeadLettered)
 }
+
+// A backoff that panics or calls runtime.Goexit is logged, and
+// DefaultBackoff gives the wait: the job is still retried.
+func TestPanickingBackoffIsLoggedAndDefaultBackoffUsed(t *testing.T) {
+	pool, _ := newDB(t)
+	r := newRecorder()
+	w := startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+		r.add(job)
+		if job.Attempt < 3 {
+			return errors.New("again")
+		}
+		return nil
+	}, seqpg.WithRetries(3, func(ctx context.Context, job *seqpg.Job, attempt int, err error) time.Duration {
+		if attempt == 1 {
+			panic("backoff down")
+		}
+		runtime.Goexit()
+		return 0
+	}))
+	enqueue(t, pool, "k", "x")
+	assert.Equal(t, []string{"x", "x", "x"}, r.wait(t, 3))
+	eventually(t, "the job to complete", func() bool { return w.Stats().Completed == 1 })
+	assert.Equal(t, uint64(2), w.Stats().Retried)
+}

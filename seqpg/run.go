@@ -241,16 +241,27 @@ func (w *Worker) finish(ctx context.Context, l *lease, tx pgx.Tx, job *Job, herr
 	w.lost(l, job)
 }
 
-// backoff calls the BackoffFunc, falling back to DefaultBackoff if it
-// panics.
-func (w *Worker) backoff(ctx context.Context, job *Job, herr error) (d time.Duration) {
-	defer func() {
-		if r := recover(); r != nil {
-			w.log(slog.LevelError, "seqpg: backoff panicked; using DefaultBackoff", "panic", r)
-			d = DefaultBackoff(ctx, job, job.Attempt, herr)
-		}
+// backoff calls the BackoffFunc on a goroutine of its own, so that a
+// panic or runtime.Goexit in it is logged and DefaultBackoff gives the
+// wait, and the key's failure is still recorded.
+func (w *Worker) backoff(ctx context.Context, job *Job, herr error) time.Duration {
+	d := DefaultBackoff(ctx, job, job.Attempt, herr)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		returned := false
+		defer func() {
+			if !returned {
+				w.log(slog.LevelError, "seqpg: backoff panicked or called runtime.Goexit; using DefaultBackoff",
+					"panic", recover())
+			}
+		}()
+		v := w.cfg.backoff(ctx, job, job.Attempt, herr)
+		returned = true
+		d = v
 	}()
-	return w.cfg.backoff(ctx, job, job.Attempt, herr)
+	<-done
+	return d
 }
 
 // next posts l's key's next step, behind whatever the key's session has
