@@ -20,11 +20,13 @@ WITH c AS (
 	ORDER BY run_after LIMIT $2
 	FOR UPDATE SKIP LOCKED)
 UPDATE seqpg_keys k SET lease_owner = $1, lease_token = nextval('seqpg_lease_token'),
-	lease_until = clock_timestamp() + $3 * interval '1 millisecond'
+	lease_until = clock_timestamp() + $3 * interval '1 millisecond',
+	run_after = clock_timestamp() + $3 * interval '1 millisecond'
 FROM c WHERE k.key = c.key
 RETURNING k.key, k.lease_token`
 
-	// sqlNextReady is how long until a key in backoff becomes ready.
+	// sqlNextReady is how long until a key becomes claimable: its backoff
+	// ends, or its lease expires unrenewed.
 	sqlNextReady = `
 SELECT extract(epoch FROM min(run_after) - clock_timestamp()) FROM seqpg_keys
 WHERE pending > 0 AND NOT paused AND NOT halted AND run_after > clock_timestamp()`
@@ -57,7 +59,13 @@ func (w *Worker) claim(ctx context.Context) time.Duration {
 		return w.cfg.pollInterval
 	}
 	sent := time.Now()
-	rows, err := w.pool.Query(ctx, sqlClaim, w.owner, room, ms(w.cfg.lease))
+	// The claim is not canceled with the fetcher: a claim that committed
+	// while Run stopped would leave its keys held by no one until their
+	// leases expired. Its leases are started as usual, and the first step
+	// of each gives its key back at once when the worker is stopping.
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.lease)
+	defer cancel()
+	rows, err := w.pool.Query(qctx, sqlClaim, w.owner, room, ms(w.cfg.lease))
 	if err != nil {
 		w.dbError(ctx, "claim", err)
 		return w.cfg.pollInterval
@@ -73,7 +81,8 @@ func (w *Worker) claim(ctx context.Context) time.Duration {
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		// The claim may have committed: the leases it took expire.
+		// Lost with the connection: if the claim committed, the leases it
+		// took expire.
 		w.dbError(ctx, "claim", err)
 		return w.cfg.pollInterval
 	}

@@ -10,6 +10,11 @@ package seqpg
 // a worker that lost its lease can record nothing. Locally each lease has
 // a timer that cancels its ctx (and its handler's) when the lease would
 // have expired unrenewed.
+//
+// A held key's run_after moves with its lease_until, so that the claim's
+// scan of the ready index (ordered by run_after) stops at the first key
+// not yet claimable: a claim reads the keys it takes, not every key
+// with work (the held ones were most of them).
 
 import (
 	"context"
@@ -54,7 +59,8 @@ func (l *lease) end() {
 
 const (
 	sqlRenew = `
-UPDATE seqpg_keys k SET lease_until = clock_timestamp() + $3 * interval '1 millisecond'
+UPDATE seqpg_keys k SET lease_until = clock_timestamp() + $3 * interval '1 millisecond',
+	run_after = clock_timestamp() + $3 * interval '1 millisecond'
 FROM (
 	SELECT key FROM seqpg_keys
 	WHERE key = ANY($1) AND lease_token = ANY($2) AND lease_until > clock_timestamp()
@@ -70,7 +76,7 @@ WHERE key = $1 AND lease_token = $2
 RETURNING pending > 0 AND NOT paused AND NOT halted`
 
 	sqlReleaseAll = `
-UPDATE seqpg_keys SET lease_owner = NULL, lease_until = '-infinity'
+UPDATE seqpg_keys SET lease_owner = NULL, lease_until = '-infinity', run_after = clock_timestamp()
 WHERE key = ANY($1) AND lease_token = ANY($2)`
 )
 

@@ -43,7 +43,7 @@ func TestLostLeaseCannotComplete(t *testing.T) {
 
 	// The lease expires (as if A were frozen past it); A's renewals are
 	// refused from now on.
-	_, err = pool.Exec(ctx, `UPDATE seqpg_keys SET lease_until = now() - interval '1 second' WHERE key = 'k'`)
+	_, err = pool.Exec(ctx, `UPDATE seqpg_keys SET lease_until = now() - interval '1 second', run_after = now() - interval '1 second' WHERE key = 'k'`)
 	require.NoError(t, err)
 	tokens := make(chan int64, 1)
 	b := startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
@@ -85,7 +85,7 @@ func TestLostLeaseCannotFail(t *testing.T) {
 	})
 	enqueue(t, pool, "k", "x")
 	<-started
-	_, err := pool.Exec(ctx, `UPDATE seqpg_keys SET lease_until = now() - interval '1 second' WHERE key = 'k'`)
+	_, err := pool.Exec(ctx, `UPDATE seqpg_keys SET lease_until = now() - interval '1 second', run_after = now() - interval '1 second' WHERE key = 'k'`)
 	require.NoError(t, err)
 	close(release)
 	eventually(t, "the job to complete", func() bool { return state(t, pool, "k").Pending == 0 })

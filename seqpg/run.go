@@ -38,7 +38,8 @@ FOR UPDATE`
 
 	sqlComplete = `
 WITH k AS (
-	UPDATE seqpg_keys SET pending = pending - 1, lease_until = clock_timestamp() + $4 * interval '1 millisecond'
+	UPDATE seqpg_keys SET pending = pending - 1, lease_until = clock_timestamp() + $4 * interval '1 millisecond',
+		run_after = clock_timestamp() + $4 * interval '1 millisecond'
 	WHERE key = $1 AND lease_token = $2 AND lease_until > clock_timestamp()
 	RETURNING key)
 DELETE FROM seqpg_jobs WHERE id = $3 AND key IN (SELECT key FROM k)`
@@ -63,7 +64,8 @@ SELECT count(*) FROM k`
 
 	sqlHalt = sqlFence + `,
 r AS (
-	UPDATE seqpg_keys SET lease_owner = NULL, lease_until = '-infinity', halted = true, halt_error = $4
+	UPDATE seqpg_keys SET lease_owner = NULL, lease_until = '-infinity', run_after = clock_timestamp(),
+		halted = true, halt_error = $4
 	WHERE key IN (SELECT key FROM k)),
 j AS (
 	UPDATE seqpg_jobs SET attempt = attempt + 1, started_at = coalesce(started_at, now()), last_error = $4
@@ -75,7 +77,8 @@ d AS (
 	DELETE FROM seqpg_jobs WHERE id = $3 AND key IN (SELECT key FROM k) RETURNING *),
 u AS (
 	UPDATE seqpg_keys SET pending = pending - (SELECT count(*) FROM d),
-		lease_until = clock_timestamp() + $5 * interval '1 millisecond'
+		lease_until = clock_timestamp() + $5 * interval '1 millisecond',
+		run_after = clock_timestamp() + $5 * interval '1 millisecond'
 	WHERE key IN (SELECT key FROM k)),
 i AS (
 	INSERT INTO seqpg_dead (id, key, lane, seq, kind, payload, tag, attempts, enqueued_at, error)

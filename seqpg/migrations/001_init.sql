@@ -11,7 +11,7 @@ CREATE TABLE seqpg_keys (
 	paused      boolean NOT NULL DEFAULT false,
 	halted      boolean NOT NULL DEFAULT false,
 	halt_error  text,
-	run_after   timestamptz NOT NULL DEFAULT '-infinity',
+	run_after   timestamptz NOT NULL DEFAULT '-infinity', -- not claimable before: a backoff's end, or a held key's lease end
 	lease_owner text,
 	lease_token bigint NOT NULL DEFAULT 0,
 	lease_until timestamptz NOT NULL DEFAULT '-infinity'
