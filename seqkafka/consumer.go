@@ -71,6 +71,7 @@ type Consumer struct {
 	running    bool
 	stopPoll   context.CancelFunc // ends the poll of a Run in progress
 	runDone    chan struct{}      // closed when Run returns
+	runBegun   func()             // tests only (export_test.go): called once a Run has begun
 	closing    atomic.Bool
 	closeOnce  sync.Once
 	closedDown chan struct{} // closed when Close's work is done

@@ -111,6 +111,17 @@ func TestSecondRunReturnsErrRunning(t *testing.T) {
 	require.NoError(t, m.close(t, 10*time.Second))
 }
 
+// A Close at once after Run has begun stops that Run, which returns nil:
+// Run returns ErrClosed only when Close had begun first.
+func TestCloseRightAfterRunBeganEndsItWithNil(t *testing.T) {
+	c := cluster(t, 1)
+	cons, err := seqkafka.NewConsumer(groupOpts(c), nop)
+	require.NoError(t, err)
+	m := startMember(t, cons) // returns once Run has begun
+	require.NoError(t, m.close(t, 10*time.Second))
+	require.NoError(t, m.err, "Run after a Close during it")
+}
+
 func TestHandlerPanicIsAFailedAttempt(t *testing.T) {
 	c := cluster(t, 1)
 	produce(t, c, []*kgo.Record{rec(0, "a", "once"), rec(0, "a", "always"), rec(0, "a", "fine")})
