@@ -303,6 +303,54 @@ func (f *FloorGoroutine) Priority() bool { return false }
 // Close waits for spawned goroutines.
 func (f *FloorGoroutine) Close() { f.wg.Wait() }
 
+// FloorGoroutineAlloc is the one-allocation round-trip floor:
+// FloorGoroutine with its one allocation, the spawned goroutine's closure,
+// grown from 24 bytes to 128 (a seqsched future's size). Next to
+// FloorGoroutine it tells what a larger allocation costs (its zeroing, its
+// size class, the GC's marking) from what the scheduler's own steps cost.
+type FloorGoroutineAlloc struct{ wg sync.WaitGroup }
+
+// rtNode is what the floor's closure captures by value besides the floor:
+// the task and padding, so that the closure (code pointer, floor, rtNode)
+// is 128 bytes, allocated once per round trip.
+type rtNode struct {
+	task Task
+	_    [104]byte
+}
+
+// rtNode is exactly 112 bytes (either array length is negative otherwise).
+var (
+	_ [unsafe.Sizeof(rtNode{}) - 112]struct{}
+	_ [112 - unsafe.Sizeof(rtNode{})]struct{}
+)
+
+// NewFloorGoroutineAlloc returns the one-allocation round-trip floor.
+func NewFloorGoroutineAlloc() Impl { return &FloorGoroutineAlloc{} }
+
+func (f *FloorGoroutineAlloc) spawn(task Task) {
+	f.wg.Add(1)
+	n := rtNode{task: task}
+	go func() {
+		_ = n.task(bg)
+		f.wg.Done()
+	}()
+}
+
+// Go spawns a goroutine for task.
+func (f *FloorGoroutineAlloc) Go(_ int, task Task, _ bool) { f.spawn(task) }
+
+// Call spawns a goroutine for task and waits for it.
+func (f *FloorGoroutineAlloc) Call(_ int, task Task) {
+	f.spawn(task)
+	f.wg.Wait()
+}
+
+// Priority is false.
+func (f *FloorGoroutineAlloc) Priority() bool { return false }
+
+// Close waits for spawned goroutines.
+func (f *FloorGoroutineAlloc) Close() { f.wg.Wait() }
+
 // ---- naive ----
 
 // naiveChan is what most Go code does first: a goroutine and a buffered
