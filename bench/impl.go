@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -350,6 +351,46 @@ func (f *FloorGoroutineAlloc) Priority() bool { return false }
 
 // Close waits for spawned goroutines.
 func (f *FloorGoroutineAlloc) Close() { f.wg.Wait() }
+
+// FloorGosched is the Gosched trap, kept to show that the round trip under
+// CPU load (BenchmarkRoundTripCPULoad, TestTargets) catches it:
+// FloorGoroutine whose Call waits by spinning on runtime.Gosched instead
+// of blocking. It is as fast as FloorGoroutine on idle Ps; whenever a
+// CPU-bound goroutine shares the P, the waiter's Gosched hands the P to it
+// until the runtime preempts it (about 10 ms). Issue 47's rejected fast
+// path (Await spinning with Gosched) behaves the same way.
+type FloorGosched struct{ wg sync.WaitGroup }
+
+// NewFloorGosched returns the spinning variant of the goroutine floor.
+func NewFloorGosched() Impl { return &FloorGosched{} }
+
+// Go spawns a goroutine for task.
+func (f *FloorGosched) Go(_ int, task Task, _ bool) {
+	f.wg.Add(1)
+	go func() {
+		_ = task(bg)
+		f.wg.Done()
+	}()
+}
+
+// Call spawns a goroutine for task and spins with runtime.Gosched until it
+// has run.
+func (f *FloorGosched) Call(_ int, task Task) {
+	var done atomic.Bool
+	go func() {
+		_ = task(bg)
+		done.Store(true)
+	}()
+	for !done.Load() {
+		runtime.Gosched()
+	}
+}
+
+// Priority is false.
+func (f *FloorGosched) Priority() bool { return false }
+
+// Close waits for spawned goroutines.
+func (f *FloorGosched) Close() { f.wg.Wait() }
 
 // ---- naive ----
 

@@ -178,8 +178,13 @@ func TestTargets(t *testing.T) {
 	// Core v2's paths: handles and Post.
 	v2Targets(check, allocCheck, info, reps, manyReps, sessionsList)
 
-	// Core v4's round trips (issue 47), against the one-allocation floor.
+	// Core v4's round trips (issue 47), against the one-allocation floor,
+	// and the round trip under CPU load.
 	roundTripTargets(check, info, reps)
+	if trap := cpuLoadTargets(check, info, reps); trap <= cpuLoadLimit && !short {
+		t.Errorf("cpu load: the Gosched trap measured %.3fx, within the target (%.0fx): the check would not catch it",
+			trap, cpuLoadLimit)
+	}
 
 	// High p99 start latency with 10,000 queued Normal tasks ≤ 2 task-durations.
 	{
@@ -337,6 +342,55 @@ func roundTripTargets(check func(string, float64, float64, string, bool, ...stri
 		spawnImpl.Close()
 		runtime.GOMAXPROCS(prev)
 	}
+}
+
+// cpuLoadLimit is the round trip's p99 under CPU load, as a multiple of
+// floor-goroutine's p99 under the same load. Blocking waits measure a few
+// times the floor (microseconds: how often the OS takes the thread away on
+// a loaded machine decides most of it; see BENCHMARKS.md); a wait that
+// gives its P to a CPU-bound goroutine (the Gosched trap) waits out the
+// runtime's preemption quantum, about 10 ms, tens of thousands of times
+// the floor. Core v3 measured 2.5-3.7x (medians of 31); the limit leaves
+// it room for a loaded machine and sits three orders of magnitude below
+// the trap.
+const cpuLoadLimit = 20.0
+
+// cpuLoadTargets checks the round trip's p99 latency with a CPU-bound
+// goroutine per P (see hogCPU) against floor-goroutine's, at GOMAXPROCS=1
+// and 2: a handle's Go and Await, 10,000 round trips a repetition. It
+// returns what the same check measures for FloorGosched at GOMAXPROCS=1,
+// the Gosched trap, which the caller requires to miss (at 2 the trap
+// springs only when the waiter's P holds a CPU-bound goroutine, which the
+// runtime's balancing makes a matter of chance).
+func cpuLoadTargets(check func(string, float64, float64, string, bool, ...string),
+	info func(string, float64, string), reps int) (trap float64) {
+	const n = 10_000
+	p99 := func(impl bench.Impl, budget time.Duration) func() time.Duration {
+		return func() time.Duration {
+			stop := hogCPU()
+			defer stop()
+			return bench.Percentile(loadedRoundTrips(impl, n, budget), 99)
+		}
+	}
+	for _, procs := range []int{1, 2} {
+		prev := runtime.GOMAXPROCS(procs)
+		floor := bench.NewFloorGoroutine()
+		seq := bench.NewSeqschedHandleGo()
+		check(fmt.Sprintf("cpu load P=%d: p99 roundtrip seqsched-hgo / floor-goroutine", procs),
+			medianRatio(reps, p99(seq, time.Second), p99(floor, time.Second)), cpuLoadLimit, "x", true)
+		if procs == 1 {
+			// A few repetitions: each takes its 100 ms budget (a dozen
+			// round trips of a quantum each).
+			gosched := bench.NewFloorGosched()
+			trap = medianRatio(3, p99(gosched, 100*time.Millisecond), p99(floor, time.Second))
+			info("cpu load P=1: p99 roundtrip floor-gosched / floor-goroutine (must miss)", trap, "x")
+			gosched.Close()
+		}
+		seq.Close()
+		floor.Close()
+		runtime.GOMAXPROCS(prev)
+	}
+	return trap
 }
 
 // wakeTargets checks the wake-up workloads, where every message wakes an
