@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
@@ -16,17 +19,20 @@ import (
 // whichever instance pulls first, so one instance may own them all. With
 // a membership bucket, every instance running the Consumer heartbeats its
 // own key in a JetStream key-value bucket whose TTL (MaxAge) removes the
-// key of an instance that stops; each heartbeat reads the bucket's keys,
-// the members. Every instance computes the same assignment from them
-// (assign): the pinned partitions, ordered by stream and name, go round
-// the members, ordered by key, so no member has more than one partition
-// above another. An instance pulls only for the partitions assigned to
-// it; one that owns a partition assigned elsewhere steps down: it gives
-// back what has not started, drops the rest (the epoch ends, as when a pin
-// is lost) and unpins the partition, so that the assignee's pull is
-// pinned at once, and catches up (key order holds across the move). While
-// the views of the members differ, two instances may pull for one
-// partition (the server pins one) or none (until the next heartbeat).
+// key of an instance that stops. The key's value is the instance's claim:
+// the partitions assigned to it. Each heartbeat reads every member's
+// claim, and every instance computes the same assignment from them
+// (assign): sticky, so that a member keeps what it claims up to its
+// share, and balanced, so that no member has more than one partition
+// above another. A join moves at most the joiner's share (⌈P/n⌉
+// partitions), a leave only the leaver's. An instance pulls only for the
+// partitions assigned to it; one that owns a partition assigned elsewhere
+// steps down: it gives back what has not started, drops the rest (the
+// epoch ends, as when a pin is lost) and unpins the partition, so that
+// the assignee's pull is pinned at once, and catches up (key order holds
+// across the move). While the views of the members differ, two instances
+// may pull for one partition (the server pins one) or none (until the
+// next heartbeat).
 //
 // An instance that dies stops heartbeating: its key goes after the
 // bucket's TTL, and its partitions go to the others, whose pulls the
@@ -34,22 +40,42 @@ import (
 // pull. The TTL must therefore be at most every pinned consumer's
 // PinnedTTL (checked by Run), so that a partition moves within PinnedTTL
 // and the catch-up's AckWait, as without balancing.
+//
+// Membership is never load-bearing for liveness. While it is unavailable
+// (the server restarts, the bucket was deleted, a heartbeat fails), every
+// partition counts as assigned here: the instance pulls for all of them,
+// as without WithBalance, so the server keeps each pinned to the one
+// instance that holds it and moves a dead owner's partitions to a
+// survivor after PinnedTTL. A missing bucket is created again, with the
+// configuration it had (or, never seen, file storage and the smallest
+// PinnedTTL as its TTL), so that membership comes back after a restart
+// of a server that kept it in memory. Once a heartbeat succeeds again,
+// the claims (including the partitions this instance took over
+// meanwhile) are balanced again, with the same few moves.
 
 // balancer is a Consumer's membership (see above). Its state is Run's:
-// join and the heartbeat goroutine use it, one Run at a time.
+// join and then the heartbeat goroutine use it, one at a time.
 type balancer struct {
+	c      *Consumer
 	js     jetstream.JetStream
 	bucket string
 	id     string       // this instance's key in the bucket
 	parts  []*partition // the pinned partitions, by stream and name
-	kv     jetstream.KeyValue
-	every  time.Duration // the heartbeat's period: a third of the bucket's TTL
-	opt    string        // the option, as written, for errors
+	names  []string     // their names in claims: "<stream>.<consumer>"
+	opt    string       // the option, as written, for errors
+
+	kv    jetstream.KeyValue       // nil until bound, and after a failure
+	kvCfg jetstream.KeyValueConfig // to create the bucket when it is missing
+	every time.Duration            // the heartbeat's period: a third of the bucket's TTL
+
+	claims   []bool // per part: this instance's claim, put at each heartbeat
+	degraded bool   // membership unavailable: every partition pulled for (see above)
 }
 
 func newBalancer(js jetstream.JetStream, bucket string, parts []*partition) *balancer {
 	b := &balancer{js: js, bucket: bucket, id: rand.Text(), opt: fmt.Sprintf("WithBalance(js, %q)", bucket)}
 	for _, p := range parts {
+		b.c = p.c
 		if p.group != "" {
 			b.parts = append(b.parts, p)
 		}
@@ -57,14 +83,105 @@ func newBalancer(js jetstream.JetStream, bucket string, parts []*partition) *bal
 	slices.SortFunc(b.parts, func(x, y *partition) int {
 		return cmp.Or(cmp.Compare(x.stream, y.stream), cmp.Compare(x.name, y.name))
 	})
+	ttl := time.Duration(0)
+	for _, p := range b.parts {
+		b.names = append(b.names, p.stream+"."+p.name)
+		if t := p.cons.CachedInfo().Config.PinnedTTL; ttl == 0 || (t > 0 && t < ttl) {
+			ttl = t
+		}
+	}
+	b.claims = make([]bool, len(b.parts))
+	b.kvCfg = jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl, Storage: jetstream.FileStorage,
+		Description: "seqjetstream WithBalance membership"}
+	b.every = max(ttl/3, 100*time.Millisecond)
 	return b
 }
 
-// join binds the bucket, checks its TTL, makes this instance a member and
-// assigns the partitions, before Run's first pull. Its errors wrap the
-// server's, or ErrInvalidOption for a bucket whose TTL does not fit.
+// join binds the bucket (creating it when missing), checks its TTL,
+// makes this instance a member and assigns the partitions, before Run's
+// first pull. It fails only for a bucket whose TTL does not fit (an
+// *OptionError): when membership is unavailable it logs why and leaves
+// every partition assigned here; the heartbeat goroutine retries.
 func (b *balancer) join(ctx context.Context) error {
+	err := b.renew(ctx)
+	var oe *OptionError
+	if errors.As(err, &oe) {
+		return err
+	}
+	if err != nil && ctx.Err() == nil {
+		b.fallBack(err)
+	}
+	return nil
+}
+
+// loop heartbeats every b.every until ctx ends, then leaves the bucket.
+// It is one of Run's goroutines; should the logger end it with
+// runtime.Goexit, a fresh one carries on.
+func (b *balancer) loop(ctx context.Context, c *Consumer, wg *sync.WaitGroup) {
+	defer wg.Done()
+	normal := false
+	defer func() {
+		if !normal {
+			wg.Add(1)
+			go b.loop(ctx, c, wg)
+		}
+	}()
+	t := time.NewTimer(b.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			b.leave()
+			normal = true
+			return
+		case <-t.C:
+		}
+		bctx, cancel := context.WithTimeout(ctx, b.every)
+		err := b.renew(bctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
+			b.fallBack(err)
+		case b.degraded:
+			b.degraded = false
+			c.logAt(c.life, levelWarn, "seqjetstream: membership is back; partitions are shared out again",
+				"bucket", b.bucket, "member", b.id)
+		}
+		t.Reset(b.every)
+	}
+}
+
+// renew binds the bucket if it is not bound, then heartbeats. After a
+// failure the bucket is bound again at the next heartbeat: it may have
+// been deleted, or the server restarted without it.
+func (b *balancer) renew(ctx context.Context) error {
+	if b.kv == nil {
+		if err := b.bind(ctx); err != nil {
+			return err
+		}
+	}
+	if err := b.beat(ctx); err != nil {
+		b.kv = nil
+		return fmt.Errorf("seqjetstream: %s: %w", b.opt, err)
+	}
+	return nil
+}
+
+// bind binds the bucket, creating it when it is missing, and checks its
+// TTL. Its errors wrap the server's, or are an *OptionError for a bucket
+// whose TTL does not fit.
+func (b *balancer) bind(ctx context.Context) error {
 	kv, err := b.js.KeyValue(ctx, b.bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = b.js.CreateKeyValue(ctx, b.kvCfg)
+		if errors.Is(err, jetstream.ErrBucketExists) { // another member made it first
+			kv, err = b.js.KeyValue(ctx, b.bucket)
+		} else if err == nil {
+			b.c.logAt(b.c.life, levelWarn, "seqjetstream: membership bucket missing; created it",
+				"bucket", b.bucket, "ttl", b.kvCfg.TTL, "storage", b.kvCfg.Storage.String())
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("seqjetstream: %s: %w", b.opt, err)
 	}
@@ -81,81 +198,239 @@ func (b *balancer) join(ctx context.Context) error {
 			return &OptionError{Option: b.opt, Reason: fmt.Sprintf("the bucket's TTL %v is above the PinnedTTL %v of consumer %s/%s: a dead instance's partition would move after the TTL, not the PinnedTTL", ttl, pttl, p.stream, p.name)}
 		}
 	}
+	// Remember it as it is, to make it again the same way if it goes.
+	b.kvCfg.TTL = ttl
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		if si := bs.StreamInfo(); si != nil {
+			b.kvCfg.Storage, b.kvCfg.Replicas = si.Config.Storage, si.Config.Replicas
+			b.kvCfg.Description = si.Config.Description
+		}
+	}
 	b.kv, b.every = kv, ttl/3
-	return b.beat(ctx)
+	return nil
 }
 
-// loop heartbeats every b.every until ctx ends, then leaves the bucket.
-// It is one of Run's goroutines.
-func (b *balancer) loop(ctx context.Context, c *Consumer, wg *sync.WaitGroup) {
-	defer wg.Done()
-	t := time.NewTimer(b.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			b.leave()
-			return
-		case <-t.C:
-		}
-		bctx, cancel := context.WithTimeout(ctx, b.every)
-		err := b.beat(bctx)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			c.logAt(c.life, levelWarn, "seqjetstream: membership heartbeat failed; keeping the last assignment",
-				"bucket", b.bucket, "member", b.id, "err", err)
-		}
-		t.Reset(b.every)
-	}
-}
-
-// beat renews this instance's key, reads the members and assigns the
-// partitions.
+// beat reads every member's claim, assigns the partitions, and renews
+// this instance's key with its new claim. The assignment applies only
+// once the key is renewed: an instance that others cannot see as a
+// member takes nothing from them.
 func (b *balancer) beat(ctx context.Context) error {
-	if _, err := b.kv.Put(ctx, b.id, nil); err != nil {
-		return err
-	}
-	kl, err := b.kv.ListKeys(ctx)
+	w, err := b.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return err
 	}
-	var members []string
-	for k := range kl.Keys() { // closed, and the lister stopped, once all are listed or ctx ends
-		members = append(members, k)
-	}
+	claims := make(map[string][]string)
+	func() {
+		defer w.Stop()
+		for {
+			select {
+			case e := <-w.Updates():
+				if e == nil { // the current values are all in
+					return
+				}
+				var names []string
+				_ = json.Unmarshal(e.Value(), &names) // a value not ours claims nothing
+				claims[e.Key()] = names
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	if err := ctx.Err(); err != nil {
 		return err // the list may be short
 	}
-	if !slices.Contains(members, b.id) {
-		members = append(members, b.id) // a listing that missed the Put just made
+	_, member := claims[b.id]
+	switch {
+	case b.degraded:
+		// Keep what this instance took over while membership was away
+		// (see above), so that balancing it moves no more than needed.
+		for i, p := range b.parts {
+			p.mu.Lock()
+			b.claims[i] = b.claims[i] || p.owned
+			p.mu.Unlock()
+		}
+	case !member:
+		// Its key expired (the process stalled past the TTL, say): the
+		// others shared its partitions out meanwhile. It comes back as a
+		// joiner, taking its share from them, not its old claim.
+		clear(b.claims)
 	}
-	for i, m := range assign(len(b.parts), members) {
-		b.parts[i].setAssigned(m == b.id)
+	claims[b.id] = b.claimed()
+	owner := assign(b.names, claims)
+	mine := make([]bool, len(b.parts))
+	var names []string
+	for i, m := range owner {
+		if mine[i] = m == b.id; mine[i] {
+			names = append(names, b.names[i])
+		}
+	}
+	v, _ := json.Marshal(names) // a []string always marshals
+	if _, err := b.kv.Put(ctx, b.id, v); err != nil {
+		return err
+	}
+	b.claims = mine
+	for i, p := range b.parts {
+		p.setAssigned(mine[i])
 	}
 	return nil
+}
+
+// claimed returns the names of the partitions this instance claims.
+func (b *balancer) claimed() []string {
+	names := []string{}
+	for i, ok := range b.claims {
+		if ok {
+			names = append(names, b.names[i])
+		}
+	}
+	return names
+}
+
+// fallBack makes membership unavailable: every partition is assigned
+// here until a heartbeat succeeds again (see above). It logs the first
+// failure of a run of them.
+func (b *balancer) fallBack(err error) {
+	for i, p := range b.parts {
+		p.mu.Lock()
+		b.claims[i] = b.claims[i] || p.owned
+		p.mu.Unlock()
+		p.setAssigned(true)
+	}
+	if b.degraded {
+		return
+	}
+	b.degraded = true
+	b.c.logAt(b.c.life, levelWarn, "seqjetstream: membership unavailable; pulling for every partition until it is back (the server pins each to one instance, and moves a dead one's after PinnedTTL)",
+		"bucket", b.bucket, "member", b.id, "err", err)
 }
 
 // leave deletes this instance's key, so that the others share out its
 // partitions at their next heartbeat rather than after the TTL. It waits
 // at most handoverWait.
 func (b *balancer) leave() {
+	if b.kv == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), handoverWait)
 	defer cancel()
 	_ = b.kv.Delete(ctx, b.id)
 }
 
-// assign returns the member each of n partitions (in their order) goes
-// to: round the members in key order, so that no member gets more than
-// one partition above another. members is sorted in place; duplicates
-// count once.
-func assign(n int, members []string) []string {
+// assign returns the member each partition of parts goes to, given each
+// member's claim (partitions by name; a name not in parts is ignored).
+// Every member computes the same result from the same claims. It is
+// sticky and balanced:
+//
+//   - shares: with P partitions and n members, each member gets P/n,
+//     and the P%n members that claim most (then by key) one more;
+//   - a partition claimed by several members goes to the one that ranks
+//     it highest (see rank), and each member keeps, of what it claims,
+//     as much as its share, those it ranks highest;
+//   - every partition left goes, in order, to the member with room that
+//     ranks it highest.
+//
+// So claims that are already a balanced assignment come back unchanged;
+// a member that joins takes its share, at most ⌈P/n⌉, from those above
+// theirs (the shares above P/n go to those that claim most, who claim
+// P/(n-1)+1 or P/(n-1) ≥ P/n+1 each when the joiner's share is taken);
+// one that leaves leaves its own to the others, and none of theirs
+// moves (each claims at most P/(n-1)+1, and the P%(n-1) ≥ P%n members
+// that claim most get that much room).
+func assign(parts []string, claims map[string][]string) []string {
+	members := make([]string, 0, len(claims))
+	for m := range claims {
+		members = append(members, m)
+	}
 	slices.Sort(members)
-	members = slices.Compact(members)
-	out := make([]string, n)
-	for i := range out {
-		out[i] = members[i%len(members)]
+	n, np := len(members), len(parts)
+	index := make(map[string]int, np)
+	for i, name := range parts {
+		index[name] = i
+	}
+	owner := make([]int, np) // member index; -1 for none
+	for i := range owner {
+		owner[i] = -1
+	}
+	for mi, m := range members {
+		for _, name := range claims[m] {
+			pi, ok := index[name]
+			if !ok {
+				continue
+			}
+			if o := owner[pi]; o < 0 || rank(m, name) > rank(members[o], name) {
+				owner[pi] = mi
+			}
+		}
+	}
+	held := make([]int, n)
+	for _, o := range owner {
+		if o >= 0 {
+			held[o]++
+		}
+	}
+	// The shares: P/n each, and one more for the P%n that claim most.
+	byClaims := make([]int, n)
+	for i := range byClaims {
+		byClaims[i] = i
+	}
+	slices.SortStableFunc(byClaims, func(x, y int) int { return cmp.Compare(held[y], held[x]) })
+	share := make([]int, n)
+	for r, mi := range byClaims {
+		share[mi] = np / n
+		if r < np%n {
+			share[mi]++
+		}
+	}
+	// Each keeps, of what it claims, its share: those it ranks highest.
+	for mi, m := range members {
+		if held[mi] <= share[mi] {
+			continue
+		}
+		var mine []int
+		for pi, o := range owner {
+			if o == mi {
+				mine = append(mine, pi)
+			}
+		}
+		slices.SortFunc(mine, func(x, y int) int { return cmp.Compare(rank(m, parts[y]), rank(m, parts[x])) })
+		for _, pi := range mine[share[mi]:] {
+			owner[pi] = -1
+		}
+		held[mi] = share[mi]
+	}
+	// What is left goes to the members with room.
+	out := make([]string, np)
+	for pi, name := range parts {
+		if owner[pi] < 0 {
+			best := -1
+			for mi, m := range members {
+				if held[mi] < share[mi] && (best < 0 || rank(m, name) > rank(members[best], name)) {
+					best = mi
+				}
+			}
+			owner[pi] = best
+			held[best]++
+		}
+		out[pi] = members[owner[pi]]
 	}
 	return out
+}
+
+// rank is how much member wants partition: a hash of both, the same on
+// every instance (rendezvous hashing), so that fresh assignments spread
+// evenly and ties are rare.
+func rank(member, partition string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(member))
+	h.Write([]byte{0})
+	h.Write([]byte(partition))
+	x := h.Sum64()
+	// fnv's low bits mix poorly for short inputs: finish with splitmix64's.
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // setAssigned records whether the partition is assigned to this
