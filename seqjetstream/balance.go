@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -27,10 +28,10 @@ import (
 // above another. A join moves at most the joiner's share (⌈P/n⌉
 // partitions), a leave only the leaver's. An instance pulls only for the
 // partitions assigned to it; one that owns a partition assigned elsewhere
-// steps down: it gives back what has not started, drops the rest (the
-// epoch ends, as when a pin is lost) and unpins the partition, so that
-// the assignee's pull is pinned at once, and catches up (key order holds
-// across the move). While the views of the members differ, two instances
+// steps down (stepDown): it gives back what has not started, lets what
+// runs finish, ends the epoch (as when a pin is lost) and unpins the
+// partition, so that the assignee's pull is pinned at once, and catches
+// up (key order holds across the move). While the views of the members differ, two instances
 // may pull for one partition (the server pins one) or none (until the
 // next heartbeat).
 //
@@ -41,9 +42,10 @@ import (
 // PinnedTTL (checked by Run), so that a partition moves within PinnedTTL
 // and the catch-up's AckWait, as without balancing.
 //
-// Membership is never load-bearing for liveness. While it is unavailable
-// (the server restarts, the bucket was deleted, a heartbeat fails), every
-// partition counts as assigned here: the instance pulls for all of them,
+// Membership is never load-bearing for liveness. Once it has been
+// unavailable for the bucket's TTL (the server restarts, the bucket was
+// deleted, heartbeats fail; before that, the last assignment stands, as
+// the others' does), every partition counts as assigned here: the instance pulls for all of them,
 // as without WithBalance, so the server keeps each pinned to the one
 // instance that holds it and moves a dead owner's partitions to a
 // survivor after PinnedTTL. A missing bucket is created again, with the
@@ -68,8 +70,9 @@ type balancer struct {
 	kvCfg jetstream.KeyValueConfig // to create the bucket when it is missing
 	every time.Duration            // the heartbeat's period: a third of the bucket's TTL
 
-	claims   []bool // per part: this instance's claim, put at each heartbeat
-	degraded bool   // membership unavailable: every partition pulled for (see above)
+	claims   []bool    // per part: this instance's claim, put at each heartbeat
+	lastPut  time.Time // when this instance's key was last renewed; zero before
+	degraded bool      // membership unavailable: every partition pulled for (see above)
 }
 
 func newBalancer(js jetstream.JetStream, bucket string, parts []*partition) *balancer {
@@ -91,9 +94,10 @@ func newBalancer(js jetstream.JetStream, bucket string, parts []*partition) *bal
 		}
 	}
 	b.claims = make([]bool, len(b.parts))
-	b.kvCfg = jetstream.KeyValueConfig{Bucket: bucket, TTL: ttl, Storage: jetstream.FileStorage,
+	b.kvCfg = jetstream.KeyValueConfig{Bucket: bucket, Storage: jetstream.FileStorage,
 		Description: "seqjetstream WithBalance membership"}
 	b.every = max(ttl/3, 100*time.Millisecond)
+	b.kvCfg.TTL = max(ttl, 300*time.Millisecond)
 	return b
 }
 
@@ -136,13 +140,17 @@ func (b *balancer) loop(ctx context.Context, c *Consumer, wg *sync.WaitGroup) {
 			return
 		case <-t.C:
 		}
-		bctx, cancel := context.WithTimeout(ctx, b.every)
+		// Up to half the TTL: a slow server delays the next heartbeat,
+		// never past the TTL.
+		bctx, cancel := context.WithTimeout(ctx, b.kvCfg.TTL/2)
 		err := b.renew(bctx)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 		case err != nil:
-			b.fallBack(err)
+			if time.Since(b.lastPut) >= b.kvCfg.TTL {
+				b.fallBack(err)
+			}
 		case b.degraded:
 			b.degraded = false
 			c.logAt(c.life, levelWarn, "seqjetstream: membership is back; partitions are shared out again",
@@ -210,11 +218,29 @@ func (b *balancer) bind(ctx context.Context) error {
 	return nil
 }
 
-// beat reads every member's claim, assigns the partitions, and renews
-// this instance's key with its new claim. The assignment applies only
-// once the key is renewed: an instance that others cannot see as a
-// member takes nothing from them.
+// beat renews this instance's key with its claim, reads every member's
+// claim, assigns the partitions, and puts its new claim if it changed.
+// The assignment applies only once that claim is put: an instance that
+// others cannot see as a member takes nothing from them.
 func (b *balancer) beat(ctx context.Context) error {
+	switch {
+	case b.degraded:
+		// Keep what this instance took over while membership was away
+		// (see above), so that balancing it moves no more than needed.
+		for i, p := range b.parts {
+			p.mu.Lock()
+			b.claims[i] = b.claims[i] || p.owned
+			p.mu.Unlock()
+		}
+	case !b.lastPut.IsZero() && time.Since(b.lastPut) >= b.kvCfg.TTL:
+		// Its key expired (the process stalled past the TTL, say): the
+		// others shared its partitions out meanwhile. It comes back as a
+		// joiner, taking its share from them, not its old claim.
+		clear(b.claims)
+	}
+	if err := b.put(ctx); err != nil {
+		return err
+	}
 	w, err := b.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return err
@@ -239,39 +265,32 @@ func (b *balancer) beat(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err // the list may be short
 	}
-	_, member := claims[b.id]
-	switch {
-	case b.degraded:
-		// Keep what this instance took over while membership was away
-		// (see above), so that balancing it moves no more than needed.
-		for i, p := range b.parts {
-			p.mu.Lock()
-			b.claims[i] = b.claims[i] || p.owned
-			p.mu.Unlock()
-		}
-	case !member:
-		// Its key expired (the process stalled past the TTL, say): the
-		// others shared its partitions out meanwhile. It comes back as a
-		// joiner, taking its share from them, not its old claim.
-		clear(b.claims)
-	}
 	claims[b.id] = b.claimed()
 	owner := assign(b.names, claims)
-	mine := make([]bool, len(b.parts))
-	var names []string
+	changed := false
 	for i, m := range owner {
-		if mine[i] = m == b.id; mine[i] {
-			names = append(names, b.names[i])
+		if mine := m == b.id; mine != b.claims[i] {
+			b.claims[i], changed = mine, true
 		}
 	}
-	v, _ := json.Marshal(names) // a []string always marshals
+	if changed {
+		if err := b.put(ctx); err != nil {
+			return err
+		}
+	}
+	for i, p := range b.parts {
+		p.setAssigned(b.claims[i])
+	}
+	return nil
+}
+
+// put renews this instance's key with its claim.
+func (b *balancer) put(ctx context.Context) error {
+	v, _ := json.Marshal(b.claimed()) // a []string always marshals
 	if _, err := b.kv.Put(ctx, b.id, v); err != nil {
 		return err
 	}
-	b.claims = mine
-	for i, p := range b.parts {
-		p.setAssigned(mine[i])
-	}
+	b.lastPut = time.Now()
 	return nil
 }
 
@@ -469,20 +488,60 @@ func (p *partition) waitAssigned(ctx context.Context) bool {
 	}
 }
 
-// stepDown hands the partition to its assignee: what has not started is
-// given back (it comes back after giveBackDelay), the epoch ends (running
-// handlers' answers are dropped, and those messages come back after their
-// AckWait), and the partition is unpinned, so that the server pins the
-// assignee's pull at once. The assignee catches up, keeping key order.
+// stepDown hands the partition to its assignee. What has not started is
+// given back (it comes back after giveBackDelay); what runs is let finish
+// and acknowledged, for at most drainWait, while this instance still
+// holds the pin (it does not pull meanwhile, and nothing new arrives).
+// Then the epoch ends (the answers of handlers still running are
+// dropped, and those messages come back after their AckWait) and the
+// partition is unpinned, so that the server pins the assignee's pull at
+// once. The assignee catches up, keeping key order; draining first means
+// it waits for the messages given back, not for a running one's AckWait,
+// and runs none of them again. Should the partition be assigned here
+// again meanwhile, the step-down stops and the epoch goes on.
 func (p *partition) stepDown(ctx context.Context) {
 	p.gate.RLock()
 	p.mu.Lock()
 	back, late := p.answerableOnlyLocked(p.takeUnstartedLocked())
+	idle := make(chan struct{})
+	p.idle = idle
+	p.checkDrainedLocked()
+	wake := p.assignWake
+	running := len(p.held)
 	p.mu.Unlock()
 	p.giveBackAll(back, late)
 	p.gate.RUnlock()
+
+	wait := p.drainWait()
+	p.c.logAt(p.c.life, slog.LevelDebug, "seqjetstream: stepping down (WithBalance): letting running handlers finish before the hand-over",
+		"stream", p.stream, "consumer", p.name, "running", running, "wait", wait)
+	t := time.NewTimer(wait)
+	select {
+	case <-idle:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-wake:
+	}
+	t.Stop()
+	p.mu.Lock()
+	if p.idle == idle {
+		p.idle = nil
+	}
+	again := p.assigned
+	p.mu.Unlock()
+	if again {
+		return
+	}
 	p.lose("assigned to another instance (WithBalance)")
 	uctx, cancel := context.WithTimeout(ctx, handoverWait)
 	defer cancel()
 	p.unpin(uctx, p.c.bal.js)
+}
+
+// drainWait bounds how long a step-down lets running handlers finish: a
+// held message's answer window (past it the answer would be withheld
+// anyway), and half the PinnedTTL, so that the pin, renewed by no pull
+// meanwhile, is still this instance's when it unpins.
+func (p *partition) drainWait() time.Duration {
+	return max(0, min(p.fresh, p.cons.CachedInfo().Config.PinnedTTL/2))
 }

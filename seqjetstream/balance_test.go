@@ -3,6 +3,7 @@ package seqjetstream_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -41,6 +42,8 @@ type balanced struct {
 	store   *orderStore
 	seq     atomic.Uint64 // messages published
 	members []*member     // every member started, dead or alive
+	gate    chan struct{} // messages of key "gate" wait for it to close
+	logger  *slog.Logger  // the next member's; discard if nil
 }
 
 type balancedOpts struct {
@@ -73,7 +76,7 @@ func newBalancedWith(t *testing.T, parts int, o balancedOpts) *balanced {
 		})
 		require.NoError(t, err)
 	}
-	return &balanced{t: t, url: o.url, js: js, parts: parts, store: newOrderStore()}
+	return &balanced{t: t, url: o.url, js: js, parts: parts, store: newOrderStore(), gate: make(chan struct{})}
 }
 
 // reconnecting is connect for a server that may restart: it reconnects
@@ -107,14 +110,21 @@ func (b *balanced) join() *member {
 		cons = append(cons, cn)
 	}
 	m := &member{name: fmt.Sprint("m", len(b.members)+1), nc: nc}
+	logger := discard
+	if b.logger != nil {
+		logger, b.logger = b.logger, nil
+	}
 	c, err := seqjetstream.NewConsumer(cons, func(ctx context.Context, msg jetstream.Msg) error {
 		if m.dead.Load() {
 			return fmt.Errorf("dead")
 		}
+		if strings.HasSuffix(msg.Subject(), ".gate") {
+			<-b.gate
+		}
 		b.store.apply(msg.Subject(), seqjetstream.Sequence(ctx))
 		return nil
 	}, seqjetstream.WithMaxBuffered(100), seqjetstream.WithFetchExpiry(300*time.Millisecond),
-		seqjetstream.WithBalance(js, "owners"), seqjetstream.WithLogger(discard))
+		seqjetstream.WithBalance(js, "owners"), seqjetstream.WithLogger(logger))
 	require.NoError(t, err)
 	m.c = c
 	m.run = start(t, c)
@@ -278,6 +288,38 @@ func TestBalanceSharesPartitionsOutAndMovesFewOnJoinLeaveAndKill(t *testing.T) {
 			assert.Equal(t, "m3", before[i], "a kill moves the dead member's partitions only: %v → %v", before, after)
 		}
 	}
+}
+
+// A member that steps down lets its running handlers finish and
+// acknowledges them before it unpins: the assignee neither waits for
+// their AckWait nor runs them again.
+func TestBalanceStepDownFinishesWhatRuns(t *testing.T) {
+	b := newBalanced(t, 2)
+	rec := recordingHandler{records: make(chan slog.Record, 64)}
+	b.logger = slog.New(rec)
+	m1 := b.join()
+	b.settle([]int{2}, m1)
+	for i := range b.parts {
+		publish(t, b.js, fmt.Sprintf("p.%d.gate", i), "x") // each runs on m1, and waits
+		b.seq.Add(1)
+	}
+	eventually(t, func() bool { return m1.c.Stats().InFlight == 2 }, "both gated messages running on m1: %+v", statsOf(m1.c))
+	m2 := b.join()
+	// m1 steps down from one partition, whose message still runs: it
+	// either waits for it (the record) or drops it (the partition lost).
+	deadline := time.After(20 * time.Second)
+	for stepping := false; !stepping; {
+		select {
+		case r := <-rec.records:
+			stepping = strings.HasPrefix(r.Message, "seqjetstream: stepping down") || strings.HasPrefix(r.Message, "seqjetstream: partition lost")
+		case <-deadline:
+			t.Fatalf("m1 did not step down: %+v", m1.c.Stats())
+		}
+	}
+	close(b.gate)
+	took := b.settle([]int{1, 1}, m1, m2)
+	b.report("step-down with a handler running", took, 1, m1, m2)
+	assert.Zero(t, b.store.snapshot().dups, "messages applied twice: the stepping-down member's answers were dropped")
 }
 
 // The bucket deleted, then a member killed: its partitions must not be
