@@ -51,9 +51,11 @@ import (
 // survivor after PinnedTTL. A missing bucket is created again, with the
 // configuration it had (or, never seen, file storage and the smallest
 // PinnedTTL as its TTL), so that membership comes back after a restart
-// of a server that kept it in memory. Once a heartbeat succeeds again,
-// the claims (including the partitions this instance took over
-// meanwhile) are balanced again, with the same few moves.
+// of a server that kept it in memory. Once a heartbeat succeeds again
+// (after a bucket made again, and after membership was away, only once a
+// TTL has passed, for every live member to renew its key: see
+// settleUntil), the claims, including the partitions this instance took
+// over meanwhile, are balanced again, with the same few moves.
 
 // balancer is a Consumer's membership (see above). Its state is Run's:
 // join and then the heartbeat goroutine use it, one at a time.
@@ -73,7 +75,16 @@ type balancer struct {
 	claims   []bool    // per part: this instance's claim, put at each heartbeat
 	lastPut  time.Time // when this instance's key was last renewed; zero before
 	degraded bool      // membership unavailable: every partition pulled for (see above)
+	// settleUntil is, after the bucket was made again or membership came
+	// back, when the members that are alive have all renewed their keys:
+	// until then heartbeats only renew, and the last assignment stands,
+	// lest the first to come back take every partition.
+	settleUntil time.Time
 }
+
+// errSettling is a heartbeat's answer before settleUntil: neither a
+// failure nor an assignment.
+var errSettling = errors.New("seqjetstream: membership settling")
 
 func newBalancer(js jetstream.JetStream, bucket string, parts []*partition) *balancer {
 	b := &balancer{js: js, bucket: bucket, id: rand.Text(), opt: fmt.Sprintf("WithBalance(js, %q)", bucket)}
@@ -112,7 +123,7 @@ func (b *balancer) join(ctx context.Context) error {
 	if errors.As(err, &oe) {
 		return err
 	}
-	if err != nil && ctx.Err() == nil {
+	if err != nil && !errors.Is(err, errSettling) && ctx.Err() == nil {
 		b.fallBack(err)
 	}
 	return nil
@@ -142,11 +153,12 @@ func (b *balancer) loop(ctx context.Context, c *Consumer, wg *sync.WaitGroup) {
 		}
 		// Up to half the TTL: a slow server delays the next heartbeat,
 		// never past the TTL.
+		began := time.Now()
 		bctx, cancel := context.WithTimeout(ctx, b.kvCfg.TTL/2)
 		err := b.renew(bctx)
 		cancel()
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil, errors.Is(err, errSettling):
 		case err != nil:
 			if time.Since(b.lastPut) >= b.kvCfg.TTL {
 				b.fallBack(err)
@@ -156,7 +168,9 @@ func (b *balancer) loop(ctx context.Context, c *Consumer, wg *sync.WaitGroup) {
 			c.logAt(c.life, levelWarn, "seqjetstream: membership is back; partitions are shared out again",
 				"bucket", b.bucket, "member", b.id)
 		}
-		t.Reset(b.every)
+		// At a fixed rate: a slow heartbeat does not push the next one,
+		// which renews the key first, further towards the TTL.
+		t.Reset(max(0, b.every-time.Since(began)))
 	}
 }
 
@@ -165,45 +179,53 @@ func (b *balancer) loop(ctx context.Context, c *Consumer, wg *sync.WaitGroup) {
 // been deleted, or the server restarted without it.
 func (b *balancer) renew(ctx context.Context) error {
 	if b.kv == nil {
-		if err := b.bind(ctx); err != nil {
+		created, err := b.bind(ctx)
+		if err != nil {
 			return err
+		}
+		if created || b.degraded {
+			b.settleUntil = time.Now().Add(b.kvCfg.TTL)
 		}
 	}
 	if err := b.beat(ctx); err != nil {
+		if errors.Is(err, errSettling) {
+			return err
+		}
 		b.kv = nil
 		return fmt.Errorf("seqjetstream: %s: %w", b.opt, err)
 	}
 	return nil
 }
 
-// bind binds the bucket, creating it when it is missing, and checks its
-// TTL. Its errors wrap the server's, or are an *OptionError for a bucket
-// whose TTL does not fit.
-func (b *balancer) bind(ctx context.Context) error {
+// bind binds the bucket, creating it when it is missing (created), and
+// checks its TTL. Its errors wrap the server's, or are an *OptionError
+// for a bucket whose TTL does not fit.
+func (b *balancer) bind(ctx context.Context) (created bool, err error) {
 	kv, err := b.js.KeyValue(ctx, b.bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = b.js.CreateKeyValue(ctx, b.kvCfg)
 		if errors.Is(err, jetstream.ErrBucketExists) { // another member made it first
 			kv, err = b.js.KeyValue(ctx, b.bucket)
 		} else if err == nil {
+			created = true
 			b.c.logAt(b.c.life, levelWarn, "seqjetstream: membership bucket missing; created it",
 				"bucket", b.bucket, "ttl", b.kvCfg.TTL, "storage", b.kvCfg.Storage.String())
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("seqjetstream: %s: %w", b.opt, err)
+		return false, fmt.Errorf("seqjetstream: %s: %w", b.opt, err)
 	}
 	st, err := kv.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("seqjetstream: %s: %w", b.opt, err)
+		return false, fmt.Errorf("seqjetstream: %s: %w", b.opt, err)
 	}
 	ttl := st.TTL()
 	if ttl <= 0 {
-		return &OptionError{Option: b.opt, Reason: "the bucket has no TTL: a dead instance would keep its partitions for ever"}
+		return false, &OptionError{Option: b.opt, Reason: "the bucket has no TTL: a dead instance would keep its partitions for ever"}
 	}
 	for _, p := range b.parts {
 		if pttl := p.cons.CachedInfo().Config.PinnedTTL; ttl > pttl {
-			return &OptionError{Option: b.opt, Reason: fmt.Sprintf("the bucket's TTL %v is above the PinnedTTL %v of consumer %s/%s: a dead instance's partition would move after the TTL, not the PinnedTTL", ttl, pttl, p.stream, p.name)}
+			return false, &OptionError{Option: b.opt, Reason: fmt.Sprintf("the bucket's TTL %v is above the PinnedTTL %v of consumer %s/%s: a dead instance's partition would move after the TTL, not the PinnedTTL", ttl, pttl, p.stream, p.name)}
 		}
 	}
 	// Remember it as it is, to make it again the same way if it goes.
@@ -215,7 +237,7 @@ func (b *balancer) bind(ctx context.Context) error {
 		}
 	}
 	b.kv, b.every = kv, ttl/3
-	return nil
+	return created, nil
 }
 
 // beat renews this instance's key with its claim, reads every member's
@@ -224,7 +246,7 @@ func (b *balancer) bind(ctx context.Context) error {
 // others cannot see as a member takes nothing from them.
 func (b *balancer) beat(ctx context.Context) error {
 	switch {
-	case b.degraded:
+	case b.degraded || time.Now().Before(b.settleUntil):
 		// Keep what this instance took over while membership was away
 		// (see above), so that balancing it moves no more than needed.
 		for i, p := range b.parts {
@@ -240,6 +262,9 @@ func (b *balancer) beat(ctx context.Context) error {
 	}
 	if err := b.put(ctx); err != nil {
 		return err
+	}
+	if time.Now().Before(b.settleUntil) {
+		return errSettling
 	}
 	w, err := b.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
@@ -498,7 +523,7 @@ func (p *partition) waitAssigned(ctx context.Context) bool {
 // once. The assignee catches up, keeping key order; draining first means
 // it waits for the messages given back, not for a running one's AckWait,
 // and runs none of them again. Should the partition be assigned here
-// again meanwhile, the step-down stops and the epoch goes on.
+// again meanwhile, or Run end, the step-down stops there.
 func (p *partition) stepDown(ctx context.Context) {
 	p.gate.RLock()
 	p.mu.Lock()
@@ -529,7 +554,10 @@ func (p *partition) stepDown(ctx context.Context) {
 	}
 	again := p.assigned
 	p.mu.Unlock()
-	if again {
+	if again || ctx.Err() != nil {
+		// Assigned here again: the epoch goes on. Or Run ends: the
+		// partition is left as any other this instance owns, for Close
+		// to drain and unpin.
 		return
 	}
 	p.lose("assigned to another instance (WithBalance)")
