@@ -349,9 +349,12 @@ func (b *balancer) fallBack(err error) {
 }
 
 // leave deletes this instance's key, so that the others share out its
-// partitions at their next heartbeat rather than after the TTL. It waits
-// at most handoverWait.
+// partitions at their next heartbeat rather than after the TTL, and
+// forgets its claim. It waits at most handoverWait.
 func (b *balancer) leave() {
+	// A later Run joins afresh: the others take these partitions now.
+	clear(b.claims)
+	b.lastPut, b.settleUntil, b.degraded = time.Time{}, time.Time{}, false
 	if b.kv == nil {
 		return
 	}
