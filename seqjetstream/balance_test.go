@@ -34,7 +34,9 @@ import (
 //
 //	go test -race -count=20 -v -run 'TestBalance[A-Z]|TestAssign' .
 //
-// (the property tests with WithBalance are in property_test.go).
+// (the property tests with WithBalance are in property_test.go; members
+// as real processes, killed with SIGKILL and frozen with SIGSTOP, in
+// balance_process_test.go).
 
 // balanced is a stream of parts partitions, each a pinned consumer
 // part-<i> of subjects p.<i>.* (AckWait 500ms, PinnedTTL 4s), and, unless
