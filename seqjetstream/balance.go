@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -17,23 +15,23 @@ import (
 )
 
 // Balancing (WithBalance). Left alone, the server pins each partition to
-// whichever instance pulls first, so one instance may own them all. With
-// a membership bucket, every instance running the Consumer heartbeats its
+// whichever instance pulls first, so one instance may own them all. With a
+// membership bucket, every instance running the Consumer heartbeats its
 // own key in a JetStream key-value bucket whose TTL (MaxAge) removes the
 // key of an instance that stops. The key's value is the instance's claim:
 // the partitions assigned to it. Each heartbeat reads every member's
 // claim, and every instance computes the same assignment from them
-// (assign): sticky, so that a member keeps what it claims up to its
-// share, and balanced, so that no member has more than one partition
-// above another. A join moves at most the joiner's share (⌈P/n⌉
+// (assign, in assign.go): sticky, so that a member keeps what it claims up
+// to its share, and balanced, so that no member has more than one
+// partition above another. A join moves at most the joiner's share (⌈P/n⌉
 // partitions), a leave only the leaver's. An instance pulls only for the
 // partitions assigned to it; one that owns a partition assigned elsewhere
-// steps down (stepDown): it gives back what has not started, lets what
-// runs finish, ends the epoch (as when a pin is lost) and unpins the
-// partition, so that the assignee's pull is pinned at once, and catches
-// up (key order holds across the move). While the views of the members differ, two instances
-// may pull for one partition (the server pins one) or none (until the
-// next heartbeat).
+// steps down (stepDown, in stepdown.go): it gives back what has not
+// started, lets what runs finish, ends the epoch (as when a pin is lost)
+// and unpins the partition, so that the assignee's pull is pinned at once,
+// and catches up (key order holds across the move). While the views of the
+// members differ, two instances may pull for one partition (the server
+// pins one) or none (until the next heartbeat).
 //
 // An instance that dies stops heartbeating: its key goes after the
 // bucket's TTL, and its partitions go to the others, whose pulls the
@@ -361,218 +359,4 @@ func (b *balancer) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), handoverWait)
 	defer cancel()
 	_ = b.kv.Delete(ctx, b.id)
-}
-
-// assign returns the member each partition of parts goes to, given each
-// member's claim (partitions by name; a name not in parts is ignored).
-// Every member computes the same result from the same claims. It is
-// sticky and balanced:
-//
-//   - shares: with P partitions and n members, each member gets P/n,
-//     and the P%n members that claim most (then by key) one more;
-//   - a partition claimed by several members goes to the one that ranks
-//     it highest (see rank), and each member keeps, of what it claims,
-//     as much as its share, those it ranks highest;
-//   - every partition left goes, in order, to the member with room that
-//     ranks it highest.
-//
-// So claims that are already a balanced assignment come back unchanged;
-// a member that joins takes its share, at most ⌈P/n⌉, from those above
-// theirs (the shares above P/n go to those that claim most, who claim
-// P/(n-1)+1 or P/(n-1) ≥ P/n+1 each when the joiner's share is taken);
-// one that leaves leaves its own to the others, and none of theirs
-// moves (each claims at most P/(n-1)+1, and the P%(n-1) ≥ P%n members
-// that claim most get that much room).
-func assign(parts []string, claims map[string][]string) []string {
-	members := make([]string, 0, len(claims))
-	for m := range claims {
-		members = append(members, m)
-	}
-	slices.Sort(members)
-	n, np := len(members), len(parts)
-	index := make(map[string]int, np)
-	for i, name := range parts {
-		index[name] = i
-	}
-	owner := make([]int, np) // member index; -1 for none
-	for i := range owner {
-		owner[i] = -1
-	}
-	for mi, m := range members {
-		for _, name := range claims[m] {
-			pi, ok := index[name]
-			if !ok {
-				continue
-			}
-			if o := owner[pi]; o < 0 || rank(m, name) > rank(members[o], name) {
-				owner[pi] = mi
-			}
-		}
-	}
-	held := make([]int, n)
-	for _, o := range owner {
-		if o >= 0 {
-			held[o]++
-		}
-	}
-	// The shares: P/n each, and one more for the P%n that claim most.
-	byClaims := make([]int, n)
-	for i := range byClaims {
-		byClaims[i] = i
-	}
-	slices.SortStableFunc(byClaims, func(x, y int) int { return cmp.Compare(held[y], held[x]) })
-	share := make([]int, n)
-	for r, mi := range byClaims {
-		share[mi] = np / n
-		if r < np%n {
-			share[mi]++
-		}
-	}
-	// Each keeps, of what it claims, its share: those it ranks highest.
-	for mi, m := range members {
-		if held[mi] <= share[mi] {
-			continue
-		}
-		var mine []int
-		for pi, o := range owner {
-			if o == mi {
-				mine = append(mine, pi)
-			}
-		}
-		slices.SortFunc(mine, func(x, y int) int { return cmp.Compare(rank(m, parts[y]), rank(m, parts[x])) })
-		for _, pi := range mine[share[mi]:] {
-			owner[pi] = -1
-		}
-		held[mi] = share[mi]
-	}
-	// What is left goes to the members with room.
-	out := make([]string, np)
-	for pi, name := range parts {
-		if owner[pi] < 0 {
-			best := -1
-			for mi, m := range members {
-				if held[mi] < share[mi] && (best < 0 || rank(m, name) > rank(members[best], name)) {
-					best = mi
-				}
-			}
-			owner[pi] = best
-			held[best]++
-		}
-		out[pi] = members[owner[pi]]
-	}
-	return out
-}
-
-// rank is how much member wants partition: a hash of both, the same on
-// every instance (rendezvous hashing), so that fresh assignments spread
-// evenly and ties are rare.
-func rank(member, partition string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(member))
-	h.Write([]byte{0})
-	h.Write([]byte(partition))
-	x := h.Sum64()
-	// fnv's low bits mix poorly for short inputs: finish with splitmix64's.
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
-}
-
-// setAssigned records whether the partition is assigned to this
-// instance, and wakes its fetch goroutine on a change (see waitAssigned).
-func (p *partition) setAssigned(a bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.assigned == a {
-		return
-	}
-	p.assigned = a
-	close(p.assignWake)
-	p.assignWake = make(chan struct{})
-}
-
-// waitAssigned returns once the partition is assigned to this instance
-// (true) or ctx ends (false). Meanwhile it does not pull: if it owns the
-// partition, it steps down first. It runs on the fetch goroutine, between
-// pulls.
-func (p *partition) waitAssigned(ctx context.Context) bool {
-	for {
-		p.mu.Lock()
-		assigned, wake, owned := p.assigned, p.assignWake, p.owned
-		p.mu.Unlock()
-		if assigned {
-			return true
-		}
-		if owned {
-			p.stepDown(ctx)
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
-
-// stepDown hands the partition to its assignee. What has not started is
-// given back (it comes back after giveBackDelay); what runs is let finish
-// and acknowledged, for at most drainWait, while this instance still
-// holds the pin (it does not pull meanwhile, and nothing new arrives).
-// Then the epoch ends (the answers of handlers still running are
-// dropped, and those messages come back after their AckWait) and the
-// partition is unpinned, so that the server pins the assignee's pull at
-// once. The assignee catches up, keeping key order; draining first means
-// it waits for the messages given back, not for a running one's AckWait,
-// and runs none of them again. Should the partition be assigned here
-// again meanwhile, or Run end, the step-down stops there.
-func (p *partition) stepDown(ctx context.Context) {
-	p.gate.RLock()
-	p.mu.Lock()
-	back, late := p.answerableOnlyLocked(p.takeUnstartedLocked())
-	idle := make(chan struct{})
-	p.idle = idle
-	p.checkDrainedLocked()
-	wake := p.assignWake
-	running := len(p.held)
-	p.mu.Unlock()
-	p.giveBackAll(back, late)
-	p.gate.RUnlock()
-
-	wait := p.drainWait()
-	p.c.logAt(p.c.life, slog.LevelDebug, "seqjetstream: stepping down (WithBalance): letting running handlers finish before the hand-over",
-		"stream", p.stream, "consumer", p.name, "running", running, "wait", wait)
-	t := time.NewTimer(wait)
-	select {
-	case <-idle:
-	case <-t.C:
-	case <-ctx.Done():
-	case <-wake:
-	}
-	t.Stop()
-	p.mu.Lock()
-	if p.idle == idle {
-		p.idle = nil
-	}
-	again := p.assigned
-	p.mu.Unlock()
-	if again || ctx.Err() != nil {
-		// Assigned here again: the epoch goes on. Or Run ends: the
-		// partition is left as any other this instance owns, for Close
-		// to drain and unpin.
-		return
-	}
-	p.lose("assigned to another instance (WithBalance)")
-	uctx, cancel := context.WithTimeout(ctx, handoverWait)
-	defer cancel()
-	p.unpin(uctx, p.c.bal.js)
-}
-
-// drainWait bounds how long a step-down lets running handlers finish: a
-// held message's answer window (past it the answer would be withheld
-// anyway), and half the PinnedTTL, so that the pin, renewed by no pull
-// meanwhile, is still this instance's when it unpins.
-func (p *partition) drainWait() time.Duration {
-	return max(0, min(p.fresh, p.cons.CachedInfo().Config.PinnedTTL/2))
 }
