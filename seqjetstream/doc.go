@@ -128,7 +128,10 @@
 // a membership key-value bucket on the same server: each instance pulls
 // only for the partitions assigned to it, and one that owns a partition
 // assigned elsewhere (an instance joined or left) steps down and unpins
-// it, and the assignee catches up (balance.go).
+// it, and the assignee catches up (balance.go). A join moves at most the
+// joiner's share, a leave only the leaver's partitions; while membership
+// is unavailable every instance pulls for every partition, so none is
+// orphaned.
 //
 // The pin is not a fencing token, so an owner fences its own answers. An
 // owner keeps the pin by pulling: the server moves it PinnedTTL after the

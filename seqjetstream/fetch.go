@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seqsched/seqsched/internal/logkey"
 )
 
 // fetchLoop is a partition's fetch goroutine, started and waited for by
@@ -132,7 +134,7 @@ func (p *partition) receive(m jetstream.Msg) {
 	meta, err := m.Metadata()
 	if err != nil {
 		p.c.logAt(p.c.life, levelWarn, "seqjetstream: message without JetStream metadata ignored",
-			"stream", p.stream, "consumer", p.name, "subject", m.Subject(), "err", err)
+			"stream", p.stream, "consumer", p.name, "subject", logkey.Cut(m.Subject()), "err", err)
 		return
 	}
 	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, del: meta.Sequence.Consumer, first: meta.NumDelivered == 1, at: now(), anchor: p.pullAt}

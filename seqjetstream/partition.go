@@ -99,6 +99,7 @@ type partition struct {
 	closing     bool          // Close has begun: deliveries are given back
 	closed      bool          // Close has ended: nothing more is sent
 	drained     chan struct{} // made by drainedCh, closed once held is empty while closing
+	idle        chan struct{} // made by a step-down (WithBalance), closed once held is empty
 	hb          *time.Timer   // the InProgress timer, armed while messages are held
 	hbArmed     bool
 	hbStop      bool
