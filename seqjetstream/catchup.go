@@ -35,16 +35,25 @@ func (p *partition) beginCatchUpLocked() {
 const catchUpLimit = 4
 
 // giveUpDueLocked reports whether a catch-up whose check, asked at
-// asked, found messages missing is to be given up: it has lasted
-// cuLimit, and an earlier check, asked at least a tick before, found
-// messages missing past it too. The second check keeps an instance that
-// was paused (or starved of CPU) during its catch-up from giving up for
-// messages that were redelivered to it meanwhile and wait, not yet
-// taken, in its connection. The bound counts real time, as the server's
-// redeliveries do. Called with mu held.
+// asked, found messages missing is to be given up. Half way through its
+// bound (cuLimit), a catch-up that still misses messages makes the
+// partition pull singly (see pullSingly), so that nothing more can be
+// lost on its way behind a status message; it is given up only once it
+// has lasted cuLimit, has pulled singly for half of it, and an earlier
+// check, asked at least a tick before, found messages missing past that
+// too. What it misses then is out of every pull's reach (see
+// giveUpLocked). The second check keeps an instance that was paused (or
+// starved of CPU) during its catch-up from giving up for messages that
+// were redelivered to it meanwhile and wait, not yet taken, in its
+// connection. The bound counts real time, as the server's redeliveries
+// do. Called with mu held, on the fetch goroutine.
 func (p *partition) giveUpDueLocked(asked time.Time) bool {
+	if asked.Sub(p.cuSince) < p.cuLimit/2 {
+		return false
+	}
+	p.pullSingly(asked)
 	switch {
-	case asked.Sub(p.cuSince) < p.cuLimit:
+	case asked.Sub(p.cuSince) < p.cuLimit || asked.Sub(p.singleSince) < p.cuLimit/2:
 		return false
 	case p.cuOverdue.IsZero():
 		p.cuOverdue = asked
@@ -199,7 +208,7 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 		return
 	}
 	for _, g := range info.PriorityGroups {
-		if g.Group == p.group && g.PinnedClientID != "" && g.PinnedClientID != p.pin {
+		if g.Group == p.group && g.PinnedClientID != "" && g.PinnedClientID != p.pin && !p.repin { // a repin is followRepin's
 			p.mu.Unlock()
 			p.lose("pinned to another client")
 			return

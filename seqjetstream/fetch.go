@@ -41,12 +41,14 @@ func (p *partition) fetch(ctx context.Context) {
 			return
 		}
 		n, expiry := p.pullSize()
+		start := time.Now()
 		fctx, cancel := newPullCtx(ctx, expiry)
 		opts := []jetstream.FetchOpt{jetstream.FetchContext(fctx)}
 		if p.group != "" {
 			opts = append(opts, jetstream.FetchPriorityGroup(p.group))
 		}
 		p.pullAt = now()
+		p.pullPinned = p.withPin
 		b, err := p.cons.Fetch(n, opts...)
 		if err != nil {
 			cancel()
@@ -54,7 +56,9 @@ func (p *partition) fetch(ctx context.Context) {
 			continue
 		}
 		p.batch, p.batchCancel = b, cancel
-		p.drainBatch(ctx)
+		if got, err := p.drainBatch(ctx); p.group != "" && ctx.Err() == nil {
+			p.noteEnd(got < n && time.Since(start) < expiry*8/10, err)
+		}
 	}
 }
 
@@ -72,7 +76,13 @@ func (p *partition) fetch(ctx context.Context) {
 func (p *partition) pullSize() (int, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.single && !p.catchUp && time.Since(p.singleSince) >= p.cuLimit/2 {
+		p.single = false
+	}
 	n := max(1, min(p.bound-len(p.held), p.maxPull))
+	if p.single {
+		n = 1
+	}
 	return n, p.pullExpiry()
 }
 
@@ -83,7 +93,7 @@ func (p *partition) pullSize() (int, time.Duration) {
 // message it delivered to the pull, so the pull ends by the server's word
 // and nothing is on its way to it then; the backstop ends a pull whose
 // end did not come (a broken connection, or a pull the server ended
-// without one, after a message with a Status header filled it).
+// without one, filled by a message with a Status header: see status.go).
 //
 // A ctx that ended at the deadline would end the pull from this side
 // while deliveries may still be on their way (nats.go asks the server for
@@ -117,8 +127,9 @@ func (p *partition) pullExpiry() time.Duration {
 }
 
 // drainBatch takes every message of the current pull, and the catch-up
-// checks' answers meanwhile, then handles how the pull ended.
-func (p *partition) drainBatch(ctx context.Context) {
+// checks' answers meanwhile, then handles how the pull ended. It returns
+// how many messages the pull brought and the error it ended with.
+func (p *partition) drainBatch(ctx context.Context) (got int, err error) {
 	msgs := p.batch.Messages()
 	for msgs != nil {
 		select {
@@ -127,6 +138,7 @@ func (p *partition) drainBatch(ctx context.Context) {
 				msgs = nil
 				break
 			}
+			got++
 			p.receive(m)
 			if p.catchUpDue() {
 				p.checkCatchUp(ctx)
@@ -135,7 +147,7 @@ func (p *partition) drainBatch(ctx context.Context) {
 			p.catchUpChecked(ctx, r)
 		}
 	}
-	err := p.batch.Error()
+	err = p.batch.Error()
 	p.batch = nil
 	p.batchCancel()
 	p.batchCancel = nil
@@ -144,18 +156,23 @@ func (p *partition) drainBatch(ctx context.Context) {
 		p.failures = 0
 	case errors.Is(err, jetstream.ErrPinIDMismatch) && p.forgedPin:
 		p.failures = 0
-		p.forgedPin = false
+		p.forgedPin, p.withPin = false, false
 		p.lose(forgedPinReason)
 		p.unpinForged(ctx)
 	case errors.Is(err, jetstream.ErrPinIDMismatch):
 		p.failures = 0
-		p.lose("pinned to another client")
+		p.withPin = false // nats.go forgets its pin at a 423
+		if !p.pinForgotten(ctx) {
+			p.lose("pinned to another client")
+		}
 	default:
 		p.fetchFailed(ctx, err)
 	}
 	if ctx.Err() == nil && p.catchingUp() {
 		p.checkCatchUp(ctx)
 	}
+	p.followRepin(ctx)
+	return got, err
 }
 
 // receive reads m's sequence and priority, and takes it.
@@ -186,6 +203,7 @@ func (p *partition) take(h *held) {
 		if p.group != "" {
 			pin, forged := pinOf(h.msg)
 			p.forgedPin = forged
+			p.withPin = p.withPin || pin != ""
 			p.followPin(pin)
 		}
 	}
