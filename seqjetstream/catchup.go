@@ -48,6 +48,13 @@ const catchUpLimit = 4
 // connection. The bound counts real time, as the server's redeliveries
 // do. Called with mu held, on the fetch goroutine.
 func (p *partition) giveUpDueLocked(asked time.Time) bool {
+	if p.repin {
+		// Waiting to be pinned anew (see pinForgotten): another client
+		// may be pinned meanwhile and hold what this catch-up waits for.
+		// The bound counts from the new pin.
+		p.cuSince, p.cuOverdue = asked, time.Time{}
+		return false
+	}
 	if asked.Sub(p.cuSince) < p.cuLimit/2 {
 		return false
 	}
@@ -179,11 +186,15 @@ func (p *partition) checkCatchUp(ctx context.Context) {
 // with a previous owner or lost on its way, and the held messages run in
 // stream order. Messages delivered after the server's count have a higher
 // sequence than its Delivered.Stream and are not counted; those delivered
-// before it and held now were unacknowledged when it was taken. The count
-// relies on every held message being unacknowledged at the server, which
-// only an answer that arrives after the message's AckWait ran out can
-// break: this package's owners withhold those (answerableLocked), other
-// clients may not (see the package doc). It runs on the fetch goroutine.
+// before it and held now were unacknowledged when it was taken, and so
+// were those this epoch resolved with an answer withheld (p.withheld),
+// which are done here and wait for a redelivery to this instance to be
+// answered (but for their last delivery under MaxDeliver, after which the
+// server gives them up: see dispatch). The count relies on every held
+// message being unacknowledged at the server, which only an answer that
+// arrives after the message's AckWait ran out can break: this package's
+// owners withhold those (answerableLocked), other clients may not (see
+// the package doc). It runs on the fetch goroutine.
 func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 	p.checking = false
 	if r.err != nil {
@@ -216,6 +227,14 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 	}
 	mine := 0
 	for seq := range p.held {
+		if seq <= info.Delivered.Stream {
+			mine++
+		}
+	}
+	for seq := range p.withheld {
+		// Done here, its answer withheld: the server counts it until a
+		// redelivery to this instance gets the answer, and nowhere else
+		// can it be (the epoch would have ended).
 		if seq <= info.Delivered.Stream {
 			mine++
 		}

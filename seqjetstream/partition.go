@@ -129,10 +129,16 @@ type partition struct {
 
 	// repin is set while the epoch waits to be pinned anew after a stored
 	// status message made nats.go forget its pin (see pinForgotten);
-	// repinSeen is the other pin followRepin saw meanwhile, if any.
+	// repinSince is when it began (see followRepin).
 	// Guarded by mu.
-	repin     bool
-	repinSeen string
+	repin      bool
+	repinSince time.Time
+	// withheld are, on a pinned consumer, the stream sequences this epoch
+	// resolved with an answer withheld (see answerableLocked) whose
+	// redelivery has not been answered yet: the server counts them
+	// unacknowledged, though they are done (see catchUpChecked). Guarded
+	// by mu.
+	withheld map[uint64]struct{}
 
 	// assigned is false while WithBalance assigns the partition to another
 	// instance: the fetch goroutine does not pull then (see waitAssigned).
@@ -240,7 +246,8 @@ func (p *partition) startEpochLocked(pin string) {
 	p.ectx, p.ecancel = context.WithCancel(p.c.life)
 	p.lastDel, p.own = 0, 0
 	p.catchUp, p.unreachable = false, 0
-	p.repin, p.repinSeen = false, ""
+	p.repin = false
+	clear(p.withheld)
 	if p.group != "" {
 		p.beginCatchUpLocked()
 	}
@@ -262,6 +269,7 @@ func (p *partition) noteReplayLocked(h *held) {
 	}
 	if h.seq <= p.lastFirst {
 		p.resolved.reset()
+		clear(p.withheld)
 		p.applied.reset()
 		p.own = 0 // noteDeliveryLocked sets it again from h
 	}
@@ -281,15 +289,19 @@ func (p *partition) followPin(pin string) {
 	}
 	if p.owned && p.repin {
 		// Pinned anew after pinForgotten's unpin, which no other client
-		// has taken (followRepin loses the partition when the server
-		// shows another client's pin): the epoch goes on under the new
-		// pin. What was delivered
+		// has taken (followRepin loses the partition as soon as the
+		// server shows another client's pin): the epoch goes on under
+		// the new pin. What was delivered
 		// meanwhile, such as the status message, shows as a gap: the
 		// epoch catches up, and the new pin's first delivery is the
 		// fence (see noteDeliveryLocked).
-		p.pin, p.repin, p.repinSeen = pin, false, ""
+		p.pin, p.repin = pin, false
 		p.lastDel, p.own = 0, 0
 		p.beginCatchUpLocked()
+		// While the partition was unpinned, another client may have been
+		// pinned and taken messages this catch-up waits for: its bound
+		// starts over (see giveUpDueLocked).
+		p.cuSince, p.cuOverdue = time.Now(), time.Time{}
 		p.mu.Unlock()
 		p.gate.Unlock()
 		return
@@ -323,7 +335,8 @@ func (p *partition) endLocked() (int, context.CancelFunc) {
 	}
 	p.epoch++
 	p.owned, p.pin = false, ""
-	p.repin, p.repinSeen = false, ""
+	p.repin = false
+	clear(p.withheld)
 	n := len(p.held)
 	for _, h := range p.held {
 		h.gone = true
@@ -386,11 +399,15 @@ func (p *partition) dispatch(h *held) {
 			// unless this delivery too may have run out (see
 			// answerableLocked): then the next one is answered.
 			if !p.answerableLocked(h, now()) {
+				if p.lastDelivery(h) {
+					delete(p.withheld, h.seq) // the server gives it up after this one
+				}
 				p.mu.Unlock()
 				p.st.dropped.Add(1)
 				p.gate.RUnlock()
 				return
 			}
+			delete(p.withheld, h.seq)
 			p.mu.Unlock()
 			if termed {
 				_ = h.msg.Term()
@@ -418,6 +435,17 @@ func (p *partition) dispatch(h *held) {
 	if submit != nil {
 		p.submit(submit)
 	}
+}
+
+// lastDelivery reports whether h is its message's last delivery: the
+// consumer's MaxDeliver is set and reached.
+func (p *partition) lastDelivery(h *held) bool {
+	md := p.cons.CachedInfo().Config.MaxDeliver
+	if md <= 0 {
+		return false
+	}
+	meta, err := h.msg.Metadata()
+	return err == nil && meta.NumDelivered >= uint64(md)
 }
 
 // submit queues h's task on its key's session.

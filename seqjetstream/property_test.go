@@ -43,6 +43,9 @@ var regressions = map[string][]uint64{
 	// machine nats.go dropped deliveries still on their way, and their
 	// redeliveries, until the catch-up was given up (order lost).
 	"TestPartitionedInstancesKilledAndRestartedLoseNothingAndKeepOrder": {1795868293797196056},
+	// A catch-up given up with 37 messages missing (not yet a violation
+	// in this property: see strictCatchUps).
+	"TestBalancedInstancesThatStallLoseNothingKeepOrderAndShareEvenly": {3034307000158103757},
 }
 
 func envUint(name string, def uint64) uint64 {

@@ -97,7 +97,10 @@ func (p *partition) pinForgotten(ctx context.Context) bool {
 	p.mu.Lock()
 	stays := owned && p.owned && p.pin == pin
 	if stays {
-		p.pin, p.repin, p.repinSeen = now, true, ""
+		if !p.repin {
+			p.repin, p.repinSince = true, time.Now()
+		}
+		p.pin = now
 		p.unreachable = max(p.unreachable, 1)
 	}
 	p.mu.Unlock()
@@ -108,17 +111,25 @@ func (p *partition) pinForgotten(ctx context.Context) bool {
 }
 
 // followRepin follows, after each pull, a partition unpinned by
-// pinForgotten until a delivery under its new pin comes (followPin): if
-// the server pins another client, the partition is lost; if it still
-// pins the old pin, the unpin did not reach it, and is sent again. A pin
-// seen once may be this instance's, its delivery still on its way; seen
-// at the next pull's end too, it is another's. Called on the fetch
-// goroutine.
+// pinForgotten until a delivery under its new pin comes (followPin). If
+// the server pins another client (or this one, its delivery still on its
+// way: then the next owner's catch-up costs only time), the partition is
+// lost, as in any hand-over. If it still pins the old pin, the unpin did
+// not reach it, and is sent again. If no delivery has pinned this
+// instance anew within half a catch-up's bound, the partition is lost
+// too: the status message alone may be what the server delivers after
+// each unpin (every other message held by instances waiting, as this
+// one, to be pinned anew), and only dropping what it holds lets the
+// server deliver it to a new owner. Called on the fetch goroutine.
 func (p *partition) followRepin(ctx context.Context) {
 	p.mu.Lock()
-	pin, repin, seen := p.pin, p.repin && p.owned, p.repinSeen
+	pin, repin, since := p.pin, p.repin && p.owned, p.repinSince
 	p.mu.Unlock()
 	if !repin || ctx.Err() != nil {
+		return
+	}
+	if time.Since(since) >= p.cuLimit/2 {
+		p.lose("not pinned anew since a stored status message made nats.go forget the pin")
 		return
 	}
 	idle := !p.unpinning.Load() // an unpin asked before the server's answer below was taken has ended
@@ -129,14 +140,8 @@ func (p *partition) followRepin(ctx context.Context) {
 		if idle {
 			p.unpinToRepin(ctx)
 		}
-	case now == seen:
-		p.lose("pinned to another client")
 	default:
-		p.mu.Lock()
-		if p.repin {
-			p.repinSeen = now
-		}
-		p.mu.Unlock()
+		p.lose("pinned to another client")
 	}
 }
 
