@@ -399,8 +399,18 @@ func (p *partition) dispatch(h *held) {
 			// unless this delivery too may have run out (see
 			// answerableLocked): then the next one is answered.
 			if !p.answerableLocked(h, now()) {
-				if p.lastDelivery(h) {
-					delete(p.withheld, h.seq) // the server gives it up after this one
+				// Done here (in this epoch or an earlier one), and
+				// delivered to this owner: its catch-ups count it as
+				// theirs until a redelivery gets the answer, but for its
+				// last delivery, after which the server gives it up.
+				switch {
+				case p.lastDelivery(h):
+					delete(p.withheld, h.seq)
+				case p.group != "" && len(p.withheld) < p.bound:
+					if p.withheld == nil {
+						p.withheld = make(map[uint64]struct{})
+					}
+					p.withheld[h.seq] = struct{}{}
 				}
 				p.mu.Unlock()
 				p.st.dropped.Add(1)
