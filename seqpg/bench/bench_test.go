@@ -171,11 +171,19 @@ const (
 // River's unordered. Each handler does nothing, so the queues' own costs
 // are what is measured.
 func BenchmarkThroughput(b *testing.B) {
-	for _, conc := range []int{workers, 16} {
-		b.Run(fmt.Sprintf("system=seqpg/keys=1000/concurrency=%d", conc), func(b *testing.B) {
+	for _, run := range []struct {
+		name string
+		opts []seqpg.Option
+	}{
+		{"concurrency=100", []seqpg.Option{seqpg.WithMaxConcurrency(workers)}},
+		{"concurrency=16", []seqpg.Option{seqpg.WithMaxConcurrency(16)}},
+		{"concurrency=100/batched=10", []seqpg.Option{seqpg.WithMaxConcurrency(workers), seqpg.WithBatchedCompletion(10)}},
+		{"concurrency=100/batched=100", []seqpg.Option{seqpg.WithMaxConcurrency(workers), seqpg.WithBatchedCompletion(100)}},
+	} {
+		b.Run("system=seqpg/keys=1000/"+run.name, func(b *testing.B) {
 			pool := newDB(b)
 			var c counter
-			seqpgWorker(b, pool, func(*seqpg.Job) { c.add() }, quiet, seqpg.WithMaxConcurrency(conc))
+			seqpgWorker(b, pool, func(*seqpg.Job) { c.add() }, append([]seqpg.Option{quiet}, run.opts...)...)
 			ctx := context.Background()
 			var total time.Duration
 			for b.Loop() {
