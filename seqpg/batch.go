@@ -14,6 +14,7 @@ package seqpg
 // last of them; the lease's mutex orders the two.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -197,7 +198,7 @@ func (w *Worker) flush(ctx context.Context, l *lease, read bool) (ok bool, err e
 			}
 			return 1
 		}
-		return int(a.Seq - b.Seq)
+		return cmp.Compare(a.Seq, b.Seq)
 	})
 	l.renewed(sent, w.cfg.lease)
 	l.mu.Lock()
