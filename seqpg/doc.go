@@ -42,6 +42,11 @@
 //     (WithPollInterval) covers lost notifications and poolers.
 //   - Inside a worker, keys run as sessions of a seqsched.Scheduler.
 //
+// For throughput, WithBatchedCompletion gives up the job's transaction:
+// a key's jobs are read several at a time and their completions recorded
+// in one statement, so effects become at least once (fence and dedupe
+// them); order, the fenced lease and durability stay.
+//
 // # What it does not do
 //
 // No scheduled (run-at) jobs, no cron, no unique jobs beyond Replace, no

@@ -109,7 +109,8 @@ func (w *Worker) claim(ctx context.Context) time.Duration {
 // start registers a claimed lease and posts its key's first step.
 func (w *Worker) start(l *lease, sent time.Time) {
 	l.ctx, l.stop = context.WithCancel(context.Background())
-	l.timer = time.AfterFunc(time.Until(sent.Add(w.cfg.lease)), l.stop)
+	l.until = sent.Add(w.cfg.lease)
+	l.timer = time.AfterFunc(time.Until(l.until), l.stop)
 	w.mu.Lock()
 	if old := w.leases[l.key]; old != nil {
 		// Our earlier lease of the key expired and the key came back to

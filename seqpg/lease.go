@@ -35,6 +35,8 @@ type lease struct {
 
 	mu    sync.Mutex
 	timer *time.Timer
+	until time.Time  // the local expiry, on the monotonic clock
+	b     batchState // WithBatchedCompletion's jobs in hand
 }
 
 // renewed moves the lease's local expiry to a lease after sent, the time
@@ -43,8 +45,19 @@ func (l *lease) renewed(sent time.Time, d time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.timer != nil {
-		l.timer.Reset(time.Until(sent.Add(d)))
+		l.until = sent.Add(d)
+		l.timer.Reset(time.Until(l.until))
 	}
+}
+
+// live reports whether the lease is still held locally: its ctx is not
+// done and its expiry has not passed. The clock is read as well as the
+// timer, because a process thawed after a freeze may run a step before
+// the timer's callback has run.
+func (l *lease) live() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ctx.Err() == nil && time.Now().Before(l.until)
 }
 
 func (l *lease) end() {
@@ -99,6 +112,7 @@ func (w *Worker) release(l *lease) {
 	defer w.drop(l)
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.lease)
 	defer cancel()
+	w.flushOnRelease(ctx, l)
 	var again bool
 	err := w.pool.QueryRow(ctx, sqlRelease, l.key, l.token).Scan(&again)
 	if err != nil && !errors.Is(err, errNoRows) {
@@ -111,6 +125,19 @@ func (w *Worker) release(l *lease) {
 
 // releaseAll gives back every key still held, at the end of Run.
 func (w *Worker) releaseAll() {
+	if w.cfg.batch > 0 {
+		w.mu.Lock()
+		held := make([]*lease, 0, len(w.leases))
+		for _, l := range w.leases {
+			held = append(held, l)
+		}
+		w.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.lease)
+		for _, l := range held {
+			w.flushOnRelease(ctx, l)
+		}
+		cancel()
+	}
 	w.mu.Lock()
 	var keys []string
 	var tokens []int64

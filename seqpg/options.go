@@ -51,6 +51,7 @@ type config struct {
 	drainTimeout time.Duration
 	logger       *slog.Logger
 	interceptors []Interceptor
+	batch        int // WithBatchedCompletion's n; 0: one transaction per job
 	errs         []error
 }
 
@@ -144,7 +145,27 @@ func WithLogger(l *slog.Logger) Option { return loggerOption{l} }
 // first given is the outermost.
 func WithInterceptor(f Interceptor) Option { return &interceptorOption{f} }
 
+// WithBatchedCompletion trades the job's transaction for throughput: the
+// worker reads up to n (1..1000) of a key's next jobs in one statement,
+// runs them one at a time in order, and records their completion in one
+// statement, sent together with the read of the key's next jobs; a
+// failure records the completions before it, then the failure, as usual.
+// The handler's tx is nil: its writes are its own, committed before it
+// returns, so a job's effects are at least once, everywhere (a worker
+// that dies or loses the lease before the completion is recorded leaves
+// those jobs to run again, in order, elsewhere).
+//
+// What stays: order per key is commit order, one running job per key
+// across workers under the fenced lease (a lost lease records nothing),
+// nothing lost on a kill or a freeze. What changes, besides the tx: the
+// jobs read in one statement count as started, so Replace no longer
+// rewrites them (it enqueues a new job), and Pause, Discard and a new High
+// job take effect after them (at most n-1 more jobs). See BENCHMARKS.md
+// for what it buys.
+func WithBatchedCompletion(n int) Option { return batchOption(n) }
+
 type (
+	batchOption       int
 	concurrencyOption int
 	leaseOption       time.Duration
 	retriesOption     struct {
@@ -158,6 +179,14 @@ type (
 	loggerOption      struct{ l *slog.Logger }
 	interceptorOption struct{ f Interceptor }
 )
+
+func (o batchOption) apply(c *config) {
+	if o < 1 || o > 1000 {
+		c.bad(o, "must be 1..1000")
+		return
+	}
+	c.batch = int(o)
+}
 
 func (o concurrencyOption) apply(c *config) {
 	if o < 1 {
@@ -216,6 +245,7 @@ func (o *interceptorOption) apply(c *config) {
 	c.interceptors = append(c.interceptors, o.f)
 }
 
+func (o batchOption) String() string       { return fmt.Sprintf("WithBatchedCompletion(%d)", int(o)) }
 func (o concurrencyOption) String() string { return fmt.Sprintf("WithMaxConcurrency(%d)", int(o)) }
 func (o leaseOption) String() string       { return fmt.Sprintf("WithLease(%v)", time.Duration(o)) }
 func (o *retriesOption) String() string {

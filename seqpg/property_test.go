@@ -30,6 +30,9 @@ import (
 // independent checker then reads what the handlers applied, in their
 // transactions: every job applied exactly once, each key's jobs in commit
 // order, and a stuck key's long jobs overlapped by other keys' progress.
+// Each seed runs twice: with the job's transaction, and under
+// WithBatchedCompletion, whose handler applies each job as its docs say a
+// handler must: fenced by the lease's token and idempotent.
 //
 // One random seed runs by default (printed: rerun it with -seqpg.seed);
 // -seqpg.seeds=N runs N more, and regressionSeeds run every time.
@@ -64,10 +67,12 @@ func TestPropertyWorkersKilledAndFrozen(t *testing.T) {
 		}
 	}
 	for _, seed := range seeds {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			t.Logf("seed %d (rerun: go test -run TestPropertyWorkersKilledAndFrozen -seqpg.seed=%d)", seed, seed)
-			propertyRun(t, seed)
-		})
+		for _, batched := range []bool{false, true} {
+			t.Run(fmt.Sprintf("seed=%d/batched=%v", seed, batched), func(t *testing.T) {
+				t.Logf("seed %d (rerun: go test -run TestPropertyWorkersKilledAndFrozen -seqpg.seed=%d)", seed, seed)
+				propertyRun(t, seed, batched)
+			})
+		}
 	}
 }
 
@@ -78,12 +83,18 @@ type proc struct {
 	frozen bool
 }
 
-func propertyRun(t *testing.T, seed uint64) {
+func propertyRun(t *testing.T, seed uint64, batched bool) {
 	pool, dsn := newDB(t)
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `CREATE TABLE applied (
 		id bigserial PRIMARY KEY, key text, n int, prev int, token bigint,
 		started timestamptz, at timestamptz DEFAULT clock_timestamp())`)
+	require.NoError(t, err)
+	if batched {
+		// The batched handler's idempotence. Not in the tx mode, whose
+		// checker must see a duplicate.
+		_, err = pool.Exec(ctx, `CREATE UNIQUE INDEX applied_once ON applied (key, n)`)
+	}
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	exe, err := os.Executable()
@@ -95,7 +106,7 @@ func propertyRun(t *testing.T, seed uint64) {
 		var out bytes.Buffer
 		cmd := exec.Command(exe, "-test.run=^$")
 		cmd.Env = append(os.Environ(), workerEnv+"=1", "SEQPG_DSN="+dsn,
-			"SEQPG_SEED="+strconv.FormatUint(seed+uint64(i), 10))
+			"SEQPG_SEED="+strconv.FormatUint(seed+uint64(i), 10), "SEQPG_BATCHED="+strconv.FormatBool(batched))
 		cmd.Stdout, cmd.Stderr = &out, &out
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		require.NoError(t, cmd.Start())
@@ -249,11 +260,14 @@ func enqueueN(ctx context.Context, pool *pgxpool.Pool, key string, n int) error 
 }
 
 // workerMain is a worker process of the property test: it applies each
-// job in its transaction, recording the key's previous job as it sees
-// it, fails some attempts at random, and runs until SIGTERM.
+// job in its transaction (under WithBatchedCompletion: in a statement of
+// its own, fenced by the lease's token and ignored if already applied),
+// recording the key's previous job as it sees it, fails some attempts at
+// random, and runs until SIGTERM.
 func workerMain() int {
 	ctx := context.Background()
 	seed, _ := strconv.ParseUint(os.Getenv("SEQPG_SEED"), 10, 64)
+	batched, _ := strconv.ParseBool(os.Getenv("SEQPG_BATCHED"))
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(seed, 1))
 	random := func(n int) int {
@@ -267,7 +281,7 @@ func workerMain() int {
 		return 1
 	}
 	defer pool.Close()
-	w, err := seqpg.NewWorker(pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+	h := func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
 		started := time.Now()
 		n, _ := strconv.Atoi(string(job.Payload))
 		f, _ := seqpg.LeaseOf(ctx)
@@ -277,9 +291,19 @@ func workerMain() int {
 			// A slow job: a freeze is likely to catch one mid-handler.
 			time.Sleep(time.Duration(20+random(30)) * time.Millisecond)
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO applied (key, n, prev, token, started)
-			SELECT $1, $2, coalesce((SELECT max(n) FROM applied WHERE key = $1), -1), $3, $4`,
-			job.Key, n, f.Token, started)
+		var err error
+		if batched {
+			_, err = pool.Exec(ctx, `INSERT INTO applied (key, n, prev, token, started)
+				SELECT $1, $2, coalesce((SELECT max(n) FROM applied WHERE key = $1), -1), $3, $4
+				WHERE EXISTS (SELECT 1 FROM seqpg_keys WHERE key = $1 AND lease_token = $3
+					AND lease_until > clock_timestamp() FOR SHARE)
+				ON CONFLICT (key, n) DO NOTHING`,
+				job.Key, n, f.Token, started)
+		} else {
+			_, err = tx.Exec(ctx, `INSERT INTO applied (key, n, prev, token, started)
+				SELECT $1, $2, coalesce((SELECT max(n) FROM applied WHERE key = $1), -1), $3, $4`,
+				job.Key, n, f.Token, started)
+		}
 		if err != nil {
 			return err
 		}
@@ -287,8 +311,13 @@ func workerMain() int {
 			return fmt.Errorf("chance failure of %s/%d", job.Key, n)
 		}
 		return nil
-	}, seqpg.WithLease(propLease), seqpg.WithPollInterval(50*time.Millisecond), seqpg.WithMaxConcurrency(8),
-		seqpg.WithRetries(1000, func(context.Context, *seqpg.Job, int, error) time.Duration { return 5 * time.Millisecond }))
+	}
+	opts := []seqpg.Option{seqpg.WithLease(propLease), seqpg.WithPollInterval(50 * time.Millisecond), seqpg.WithMaxConcurrency(8),
+		seqpg.WithRetries(1000, func(context.Context, *seqpg.Job, int, error) time.Duration { return 5 * time.Millisecond })}
+	if batched {
+		opts = append(opts, seqpg.WithBatchedCompletion(4))
+	}
+	w, err := seqpg.NewWorker(pool, h, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

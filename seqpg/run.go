@@ -100,6 +100,10 @@ func (w *Worker) step(l *lease) func(context.Context) error {
 			w.drop(l) // lost: the lease expired unrenewed
 			return nil
 		}
+		if w.cfg.batch > 0 {
+			w.runBatched(ctx, l)
+			return nil
+		}
 		w.runJob(ctx, l)
 		return nil
 	}
@@ -195,7 +199,9 @@ func (w *Worker) finish(ctx context.Context, l *lease, tx pgx.Tx, job *Job, herr
 		w.next(l)
 		return
 	}
-	tx.Rollback(context.WithoutCancel(ctx))
+	if tx != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+	}
 	// The outcome is recorded even when ctx ended (Close gave up): a
 	// failure is a fact, and the fence still guards it.
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.lease)

@@ -7,7 +7,7 @@ import "github.com/seqsched/seqsched"
 type Stats struct {
 	Leased       int    // keys the worker holds now
 	Claimed      uint64 // leases taken
-	Completed    uint64 // jobs completed (their transactions committed)
+	Completed    uint64 // jobs whose completion committed
 	Retried      uint64 // failed attempts that will be retried
 	DeadLettered uint64 // jobs moved to seqpg_dead
 	Halted       uint64 // keys halted by WithHaltOnError

@@ -22,7 +22,8 @@ import (
 // effects in this database happen exactly once (River's JobCompleteTx,
 // built in). Returning nil completes the job; an error rolls tx back and
 // counts as a failed attempt (see WithRetries, Terminal). The handler must
-// not commit or roll back tx.
+// not commit or roll back tx. Under WithBatchedCompletion tx is nil and
+// a job's effects are at least once.
 //
 // ctx carries the key's lease (LeaseOf) and is canceled when the worker
 // loses the lease, when Close gives up waiting, or when the job's

@@ -171,11 +171,19 @@ const (
 // River's unordered. Each handler does nothing, so the queues' own costs
 // are what is measured.
 func BenchmarkThroughput(b *testing.B) {
-	for _, conc := range []int{workers, 16} {
-		b.Run(fmt.Sprintf("system=seqpg/keys=1000/concurrency=%d", conc), func(b *testing.B) {
+	for _, run := range []struct {
+		name string
+		opts []seqpg.Option
+	}{
+		{"concurrency=100", []seqpg.Option{seqpg.WithMaxConcurrency(workers)}},
+		{"concurrency=16", []seqpg.Option{seqpg.WithMaxConcurrency(16)}},
+		{"concurrency=100/batched=10", []seqpg.Option{seqpg.WithMaxConcurrency(workers), seqpg.WithBatchedCompletion(10)}},
+		{"concurrency=100/batched=100", []seqpg.Option{seqpg.WithMaxConcurrency(workers), seqpg.WithBatchedCompletion(100)}},
+	} {
+		b.Run("system=seqpg/keys=1000/"+run.name, func(b *testing.B) {
 			pool := newDB(b)
 			var c counter
-			seqpgWorker(b, pool, func(*seqpg.Job) { c.add() }, quiet, seqpg.WithMaxConcurrency(conc))
+			seqpgWorker(b, pool, func(*seqpg.Job) { c.add() }, append([]seqpg.Option{quiet}, run.opts...)...)
 			ctx := context.Background()
 			var total time.Duration
 			for b.Loop() {
@@ -235,25 +243,30 @@ func BenchmarkPickup(b *testing.B) {
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(lat[len(lat)*95/100].Microseconds())/1000, "p95-ms")
 	}
-	b.Run("system=seqpg", func(b *testing.B) {
-		pool := newDB(b)
-		started := make(chan time.Time, 1)
-		seqpgWorker(b, pool, func(*seqpg.Job) { started <- time.Now() }, quiet)
-		ctx := context.Background()
-		var lat []time.Duration
-		for b.Loop() {
-			for i := range pickups {
-				tx, err := pool.Begin(ctx)
-				must(b, err)
-				_, err = seqpg.Enqueue(ctx, tx, fmt.Sprint("idle-", i%10), nil)
-				must(b, err)
-				t0 := time.Now()
-				must(b, tx.Commit(ctx))
-				lat = append(lat, (<-started).Sub(t0))
+	for _, run := range []struct {
+		name string
+		opt  seqpg.Option
+	}{{"system=seqpg", quiet}, {"system=seqpg/batched=10", seqpg.WithBatchedCompletion(10)}} {
+		b.Run(run.name, func(b *testing.B) {
+			pool := newDB(b)
+			started := make(chan time.Time, 1)
+			seqpgWorker(b, pool, func(*seqpg.Job) { started <- time.Now() }, quiet, run.opt)
+			ctx := context.Background()
+			var lat []time.Duration
+			for b.Loop() {
+				for i := range pickups {
+					tx, err := pool.Begin(ctx)
+					must(b, err)
+					_, err = seqpg.Enqueue(ctx, tx, fmt.Sprint("idle-", i%10), nil)
+					must(b, err)
+					t0 := time.Now()
+					must(b, tx.Commit(ctx))
+					lat = append(lat, (<-started).Sub(t0))
+				}
 			}
-		}
-		report(b, lat)
-	})
+			report(b, lat)
+		})
+	}
 	for _, cooldown := range []time.Duration{0, time.Millisecond} {
 		name := "system=river/cooldown=default"
 		if cooldown > 0 {
