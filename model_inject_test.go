@@ -75,12 +75,14 @@ const (
 	aReturn akind = iota
 	aPanic
 	aGoexit
-	aBlock // until gate action.gate is released
-	aCall  // call back with action.op
+	aBlock       // until gate action.gate is released
+	aCall        // call back with action.op
+	aPanicGoexit // panic from a deferred call while a runtime.Goexit unwinds
+	aGoexitPanic // runtime.Goexit from a deferred call while a panic unwinds
 	nAkinds
 )
 
-var akindNames = [...]string{"return", "panic", "goexit", "block", "call"}
+var akindNames = [...]string{"return", "panic", "goexit", "block", "call", "panic-in-goexit", "goexit-in-panic"}
 
 // cop is a public operation a callback makes.
 type cop uint8
@@ -137,6 +139,10 @@ func (a action) String() string {
 		return "goexit"
 	case aBlock:
 		return fmt.Sprintf("block(%d)", a.gate)
+	case aPanicGoexit:
+		return "panic-in-goexit"
+	case aGoexitPanic:
+		return "goexit-in-panic"
 	}
 	return fmt.Sprintf("%v(%v,%d)", a.op, []string{"own", "other", "sched"}[a.tgt], a.n)
 }
@@ -216,6 +222,16 @@ func genLayer(data []byte, p *plan) {
 	}
 	p.ops, p.layer = ops, l
 	l.resumeOnHalt = lr.IntN(3) == 0 // drawn last: the layers of older plans keep their draws
+	// Drawn after it (issue 50): one panic or Goexit in three becomes a
+	// panic raised while a Goexit unwinds, or a Goexit called while a
+	// panic unwinds, at every site.
+	for s := range nSites {
+		for i, a := range l.scripts[s] {
+			if (a.kind == aPanic || a.kind == aGoexit) && lr.IntN(3) == 0 {
+				l.scripts[s][i].kind = aPanicGoexit + akind(lr.IntN(2))
+			}
+		}
+	}
 }
 
 func genAction(lr randChooser, p *plan) action {
@@ -323,6 +339,20 @@ func (r *run) perform(env callEnv, a action) {
 		panic(v)
 	case aGoexit:
 		runtime.Goexit()
+	case aPanicGoexit:
+		// Go resumes the Goexit once the panic is recovered; the panic is
+		// what the task fails with.
+		v := injectedPanic{site: env.site}
+		if env.site == hsFn {
+			r.panicking(env.rc, v)
+		}
+		defer func() { panic(v) }()
+		runtime.Goexit()
+	case aGoexitPanic:
+		// The Goexit aborts the panic: recover returns nil, and the task
+		// fails with ErrGoexit.
+		defer runtime.Goexit()
+		panic(injectedPanic{site: env.site})
 	case aBlock:
 		<-r.gates[a.gate]
 	case aCall:

@@ -25,8 +25,9 @@ import (
 // handler, the logger, the weight function, and the methods of values they
 // return). The worker always knows what is at hand (user says which user
 // code runs), so the guard fails that and the goroutine carries on from
-// there: after a panic on the same goroutine, after runtime.Goexit on a
-// new one. Nothing is lost: no task, slot, live token or goroutine.
+// there: after a panic on the same goroutine, after runtime.Goexit (and a
+// panic raised while one unwinds) on a new one. Nothing is lost: no task,
+// slot, live token or goroutine.
 type worker[K comparable] struct {
 	slot  bool  // it holds a slot (WithMaxConcurrency); guarded by slots.mu while a loan may be out
 	claim bool  // popped from the ready queue: move it to running first (see claim)
@@ -88,33 +89,52 @@ func (s *Scheduler[K]) work(sess *session[K]) {
 
 // guard runs steps until the goroutine has nothing left (it returns nil)
 // or user code panicked (it returns the session to go on with). It is the
-// one guard of every goroutine the scheduler starts (singleflight's doCall
-// shape): a panic and a runtime.Goexit are told apart by whether recover
-// returns a value, and either is turned into a failed task or a log record
-// by unwound, with no lock held.
+// one guard of every goroutine the scheduler starts, in singleflight's
+// doCall shape: two deferred frames and two flags tell the four endings
+// of user code apart, and each is turned into a failed task or a log
+// record by unwound, with no lock held:
+//
+//   - a normal return: normal is set;
+//   - a panic: the inner frame recovers it, and the goroutine goes on with
+//     the session (recovered is set);
+//   - runtime.Goexit, or a Goexit called from a panic's deferred calls
+//     (recover then returns nil): only the outer frame runs, and another
+//     goroutine carries on with the session and this one's live token;
+//   - a panic raised while a Goexit unwinds: the inner frame recovers it,
+//     the task fails with that panic, and Go resumes the Goexit: the outer
+//     frame then finds it handled, and starts the goroutine that carries
+//     on.
 func (s *Scheduler[K]) guard(sess *session[K]) (resume *session[K]) {
-	normal := false
+	normal, recovered, handled := false, false, false
 	defer func() {
-		if normal {
+		if normal || recovered {
 			return
 		}
-		r := recover()
-		var stack []byte
-		if r != nil {
-			stack = debug.Stack()
+		if !handled {
+			s.unwound(sess, nil, nil)
 		}
-		s.unwound(sess, r, stack)
-		if r == nil { // runtime.Goexit: this goroutine ends; another carries on
-			go sess.start()
-			return
-		}
-		resume = sess
+		go sess.start()
 	}()
-	for sess != nil {
-		sess = s.step(sess)
+	func() {
+		defer func() {
+			if normal {
+				return
+			}
+			if r := recover(); r != nil {
+				handled = true
+				s.unwound(sess, r, debug.Stack())
+			}
+		}()
+		for sess != nil {
+			sess = s.step(sess)
+		}
+		normal = true
+	}()
+	if normal {
+		return nil
 	}
-	normal = true
-	return nil
+	recovered = true // a panic, recovered: this goroutine goes on
+	return sess
 }
 
 // unwound turns what unwound through user code into the outcome of what
