@@ -21,8 +21,12 @@ import (
 //
 //  9. no task of a paused key starts while it is paused: after Pause (by
 //     key, or through a handle open on the key's session) returned nil,
-//     at most the one task its worker had in hand starts before the next
-//     Resume (or an end of the key) is issued; after a HaltOnError task
+//     at most the one task its worker was starting at that instant starts
+//     before the next Resume (or an end of the key) is issued, and none
+//     when the key's worker was asking the weight function for its turn
+//     (a worker has no task in hand then: a task starts only when its
+//     session's goroutine takes it, and a task queued to an idle key waits
+//     in its queue, where Pause holds it); after a HaltOnError task
 //     failed, none does;
 //  10. each halt is reported once, as a *HaltError that names the key and
 //     wraps ErrHalted and the task's error, to the error handler or the
@@ -175,11 +179,13 @@ func (r *run) endPlan() {
 // is known paused (a Pause returned nil, a HaltOnError task ended
 // failed), to when a Resume or an end of the key was first issued after
 // (0: never). hand: how many tasks may still start in it (the one a
-// worker had in hand when Pause came), and accepted before which tick.
+// worker was starting when Pause came), and accepted before which tick;
+// issue: when the Pause was issued.
 type pausedSpan struct {
 	key, from, to int
 	hand          int
 	handBefore    int
+	issue         int
 	why           string
 }
 
@@ -233,7 +239,7 @@ func (r *run) pausedSpans(loose bool) []pausedSpan {
 			from = ev.issue
 		}
 		spans = append(spans, pausedSpan{key: ev.key, from: from, to: r.endsPause(ev.key, ev.issue),
-			hand: 1, handBefore: ev.ret, why: fmt.Sprintf("%s paused it (returned at %d)", ev.where, ev.ret)})
+			hand: 1, handBefore: ev.ret, issue: ev.issue, why: fmt.Sprintf("%s paused it (returned at %d)", ev.where, ev.ret)})
 	}
 	for _, rc := range r.recs {
 		if !rc.halted() || rc.end == 0 {
@@ -269,14 +275,29 @@ func (r *run) checkPaused(fail func(string, ...any)) {
 			}
 		}
 		sort.Slice(in, func(i, j int) bool { return in[i].start < in[j].start })
+		hand := sp.hand
+		if hand > 0 && r.askingWeight(sp.key, sp.issue, sp.handBefore) {
+			hand = 0 // its worker had no task in hand while Pause ran
+		}
 		for i, rc := range in {
-			if i < sp.hand && rc.submitBefore < sp.handBefore {
+			if i < hand && rc.submitBefore < sp.handBefore {
 				continue // in its worker's hand when Pause came
 			}
 			fail("key %d: task %d started at %d while the key was paused: %s, and nothing resumed or ended the key until %d",
 				sp.key, rc.id, rc.start, sp.why, sp.to)
 		}
 	}
+}
+
+// askingWeight reports whether a worker of key was in the weight function
+// from before issue until after ret. Called with r.mu held.
+func (r *run) askingWeight(key, issue, ret int) bool {
+	for _, wc := range r.weightCalls {
+		if wc.key == key && wc.enter < issue && (wc.leave == 0 || wc.leave > ret) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkReplaced holds the tagged tasks against invariant 11, and gives

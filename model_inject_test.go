@@ -222,6 +222,7 @@ func genLayer(data []byte, p *plan) {
 	}
 	p.ops, p.layer = ops, l
 	l.resumeOnHalt = lr.IntN(3) == 0 // drawn last: the layers of older plans keep their draws
+	genRightAfterPost(lr, p)
 	// Drawn after it (issue 50): one panic or Goexit in three becomes a
 	// panic raised while a Goexit unwinds, or a Goexit called while a
 	// panic unwinds, at every site.
@@ -232,6 +233,35 @@ func genLayer(data []byte, p *plan) {
 			}
 		}
 	}
+}
+
+// genRightAfterPost adds, after one post in eight of a plan with controls,
+// a Pause of its key, or two posts of one Replace tag in a row (issue 50):
+// they come while the key's goroutine may still be on its way, and a task
+// starts only when that goroutine runs it. Drawn after the rest of the
+// layer, so that older plans keep their draws.
+func genRightAfterPost(lr randChooser, p *plan) {
+	if !p.controls {
+		return
+	}
+	var ops []op
+	for _, o := range p.ops {
+		ops = append(ops, o)
+		if o.kind != opSubmit || !o.post || lr.IntN(8) != 0 {
+			continue
+		}
+		if lr.IntN(2) == 0 {
+			ops = append(ops, op{kind: opPause, key: o.key, handle: -1, extra: true})
+			continue
+		}
+		tag := string(rune('a' + lr.IntN(2)))
+		for range 2 {
+			spec := genSpec(lr, *p, o.key, true)
+			ops = append(ops, op{kind: opSubmit, key: o.key, post: true, count: 1, handle: -1, extra: true,
+				prio: o.prio, spec: spec, tag: tag, cancelable: spec.b == bBlockCtx})
+		}
+	}
+	p.ops = ops
 }
 
 func genAction(lr randChooser, p *plan) action {
@@ -599,6 +629,17 @@ func (r *run) handler(ctx context.Context, key int, err error) {
 // make no wait.
 func (r *run) weight(key int) int {
 	r.userCode("the weight function")
+	// The call's span: while it lasts, key's worker has no task in hand
+	// (invariant 9 holds a Pause made meanwhile to every task).
+	r.mu.Lock()
+	wc := &weightCall{key: key, enter: r.tick()}
+	r.weightCalls = append(r.weightCalls, wc)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		wc.leave = r.tick()
+		r.mu.Unlock()
+	}()
 	normal := false
 	defer func() {
 		if normal {
@@ -617,6 +658,13 @@ func (r *run) weight(key int) int {
 	}
 	normal = true
 	return w
+}
+
+// weightCall is a call of the weight function, from enter to leave (0:
+// it never left). A worker asks for a weight as it begins a turn, before
+// it takes the turn's first task: meanwhile it has none in hand.
+type weightCall struct {
+	key, enter, leave int
 }
 
 // modelLog is the plan's slog handler: the tests' funcHandler (whose

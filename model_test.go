@@ -743,12 +743,13 @@ type run struct {
 	// or a Goexit, whatever code inside them caused it.
 	handlerExits [nAkinds]atomic.Int32
 
-	mu         sync.Mutex // guards everything below
-	errs       []string
-	seq        int
-	recs       []*rec
-	keyRunning []int
-	running    int
+	mu          sync.Mutex // guards everything below
+	weightCalls []*weightCall
+	errs        []string
+	seq         int
+	recs        []*rec
+	keyRunning  []int
+	running     int
 	// active holds the tasks counted in running; true marks one that came
 	// back from an Await after a forced Shutdown, which may hold a slot
 	// beyond the limit.

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -269,6 +270,67 @@ func TestPauseHoldsTheKeysClosingSessionToo(t *testing.T) {
 	awaitAll(t, old, f)
 	require.Equal(t, []string{"old", "new"}, r.get())
 	require.NoError(t, h.Close(context.Background()))
+}
+
+// Pause applies to the key: a Pause while Remove drains the key's running
+// task holds the session Open makes meanwhile, and Paused answers for the
+// key.
+func TestPauseHoldsTheSessionOpenMakesWhileTheKeyCloses(t *testing.T) {
+	s := newScheduler[string](t)
+	release, g := gate(t, s, "k")
+	t.Cleanup(func() { release(); _ = s.Resume("k") }) // before Shutdown's, if the test fails
+	require.NoError(t, s.Pause("k"))
+	begun, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, s.Remove(begun, "k"), context.Canceled) // the drain begins, and goes on
+	h, err := s.Open("k")                                      // a successor, held behind the closing session
+	require.NoError(t, err)
+	require.True(t, s.Paused("k"), "the key is paused, whichever of its sessions is newest")
+	var r recorder
+	f, err := h.Go(context.Background(), func(context.Context) error { r.add("new"); return nil })
+	require.NoError(t, err)
+	release()
+	awaitAll(t, g)
+	require.Eventually(t, func() bool { return s.Stats().Paused == 1 }, testTimeout, time.Millisecond,
+		"the successor parks once its predecessor is forgotten")
+	require.Empty(t, r.get(), "the successor runs nothing while its key is paused")
+	require.False(t, resolved(f))
+	require.True(t, s.Paused("k"))
+	require.NoError(t, s.Resume("k"))
+	awaitAll(t, f)
+	require.Equal(t, []string{"new"}, r.get())
+	require.NoError(t, h.Close(context.Background()))
+}
+
+// weightGate returns a WithWeight option whose function, the first time a
+// session's goroutine asks it, signals entered and waits for open: the
+// goroutine exists and has taken no task yet.
+func weightGate() (opt seqsched.Option, entered, open chan struct{}) {
+	entered, open = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	return seqsched.WithWeight(func(string) int {
+		once.Do(func() { close(entered); <-open })
+		return 1
+	}), entered, open
+}
+
+// A task starts when its session's goroutine runs it, not when it is
+// accepted: a task posted to an idle key, whose goroutine is on its way,
+// is held by a Pause that comes before the goroutine takes it.
+func TestPauseHoldsATaskPostedToAnIdleKeyBeforeItsGoroutineTakesIt(t *testing.T) {
+	opt, entered, open := weightGate()
+	s := newScheduler[string](t, opt)
+	var r recorder
+	f := record(t, s, &r, "k", "a")
+	<-entered // k's goroutine runs, and has not taken a
+	require.NoError(t, s.Pause("k"))
+	close(open)
+	require.Eventually(t, func() bool { return s.Stats().Paused == 1 }, testTimeout, time.Millisecond)
+	require.Empty(t, r.get(), "a task whose fn had not begun when Pause returned must wait for Resume")
+	require.False(t, resolved(f))
+	require.NoError(t, s.Resume("k"))
+	awaitAll(t, f)
+	require.Equal(t, []string{"a"}, r.get())
 }
 
 // bank is the example: withdraw 50, deposit 100, withdraw 150 on a

@@ -333,6 +333,7 @@ func (s *Scheduler[K]) open(sh *shard[K], key K) *session[K] {
 		succ := s.makeSession(sh, key) // replaces sess in the map
 		succ.pred, sess.succ = sess, succ
 		succ.base.pred.Store(&sess.base)
+		succ.pause = sess.pause // Pause applies to the key: its next session too
 		sh.move(succ, stateHeld)
 		sess = succ
 	default:

@@ -99,10 +99,13 @@ var WaitForRoom TaskOption = flagWait
 // a stream of updates is never pushed to the back by its own newer values,
 // so the latest one runs no later than the first unrun one would have. A
 // replacement takes no room under [WithMaxQueue]. A running task is never
-// replaced; the tag is free again once its task starts. Use it for what is
-// stale once a newer value exists: presence, typing indicators, a cursor,
-// the latest price for a slow client. An empty tag makes Submit return an
-// [*OptionError].
+// replaced; the tag is free again once its task starts. A task starts when
+// its session's goroutine takes it to run, not when it is accepted: of two
+// tasks of one tag submitted in a row to an idle key, only the second runs
+// (unless the key's worker was starting the first at that instant). Use it
+// for what is stale once a newer value exists: presence, typing
+// indicators, a cursor, the latest price for a slow client. An empty tag
+// makes Submit return an [*OptionError].
 func Replace(tag string) TaskOption { return replaceOption{tag} }
 
 type replaceOption struct{ tag string }

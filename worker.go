@@ -386,13 +386,10 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		s.pace(sh, sess, wait)
 		leave = true
 	case turnOver && sess.queued() > 0:
-		w.begin()
+		w.begin() // the next advance takes the next task, after beginTurn
 		yield = true
 		if limited {
 			next = s.yieldSlot(sh, sess)
-		}
-		if next == sess {
-			s.take(sh, sess)
 		}
 	case s.take(sh, sess) == nil:
 		succ, startSucc := s.retire(sh, sess)
