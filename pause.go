@@ -141,13 +141,20 @@ func (h *Session[K]) Resume() error {
 }
 
 // pause sets the pause of sess and the closing sessions it waits behind;
-// an idle one is parked at once, the others when their worker or release
-// next looks. Called with sh.mu held.
+// an idle one is parked at once, and so is a paced one (its timer
+// stopped, its token for the next task given back, its live token kept:
+// it has work), the others when their worker or release next looks.
+// Called with sh.mu held.
 func (s *Scheduler[K]) pause(sh *shard[K], sess *session[K]) {
 	for p := sess; p != nil; p = p.pred {
 		p.pause = true
-		if p.state == stateIdle {
+		switch p.state {
+		case stateIdle:
 			sh.unlistIdle(p)
+			sh.move(p, statePaused)
+		case statePaced:
+			p.unpace()
+			p.w.pace.unreserve()
 			sh.move(p, statePaused)
 		}
 	}

@@ -455,6 +455,32 @@ func TestTasksThatNeverRanOrSucceededHaltNothing(t *testing.T) {
 	require.Zero(t, s.Stats().Halts)
 }
 
+// A halt needs a session to halt: a HaltOnError task that fails because
+// Discard ended its session while it ran halts nothing; a posted one's
+// failure is reported as any other.
+func TestAHaltOnErrorTaskThatDiscardEndsHaltsNothing(t *testing.T) {
+	var fl failures
+	s := newScheduler[string](t, seqsched.WithErrorHandler(fl.handle))
+	running := make(chan struct{})
+	require.NoError(t, s.Post(context.Background(), "k", func(ctx context.Context) error {
+		close(running)
+		<-ctx.Done()
+		return ctx.Err()
+	}, seqsched.HaltOnError))
+	<-running
+	require.NoError(t, s.Discard(context.Background(), "k"))
+	require.Zero(t, s.Stats().Halts)
+	require.False(t, s.Paused("k"))
+	errs := fl.get("k")
+	require.Len(t, errs, 1)
+	require.NotErrorIs(t, errs[0], seqsched.ErrHalted)
+	require.ErrorIs(t, errs[0], context.Canceled)
+	// The key is fresh: its next task runs.
+	var r recorder
+	awaitAll(t, record(t, s, &r, "k", "next"))
+	require.Equal(t, []string{"next"}, r.get())
+}
+
 func TestWithHaltOnErrorHaltsEveryTask(t *testing.T) {
 	var fl failures
 	s := newScheduler[string](t, seqsched.WithHaltOnError(), seqsched.WithErrorHandler(fl.handle))

@@ -302,9 +302,8 @@ func (s *Scheduler[K]) accept(ctx context.Context, h *Session[K], key K, t *task
 		t.at = time.Since(s.core.epoch).Nanoseconds()
 	}
 	var caller *base
-	if t.flags&flagWait != 0 && s.opts.maxQueue > 0 {
-		caller = callerOf(ctx) // read before any lock: ctx is the caller's
-	}
+	asked := false // caller was read from ctx: only when the lane is full
+again:
 	var sh *shard[K]
 	var sess *session[K]
 	if h != nil {
@@ -344,6 +343,13 @@ func (s *Scheduler[K]) accept(ctx context.Context, h *Session[K], key K, t *task
 		if t.flags&flagWait == 0 {
 			sh.mu.Unlock()
 			return ErrQueueFull
+		}
+		if !asked {
+			// ctx is read with no lock held (it is the caller's value),
+			// and only when the caller may have to wait: look again.
+			sh.mu.Unlock()
+			caller, asked = callerOf(ctx), true
+			goto again
 		}
 		return s.waitForRoom(ctx, sh, sess, t, tag, caller) // unlocks sh
 	}

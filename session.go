@@ -35,13 +35,14 @@ import "sync/atomic"
 //   - paused: Pause, or a halt (pause.go), found it with no task running:
 //     it accepts tasks and runs none until Resume, with no goroutine and no
 //     slot; with work it holds a live token, so Shutdown waits for it. It
-//     is reached from idle (Pause), running (its worker parks it) and held
-//     (released while paused), and left for idle, ready or running
+//     is reached from idle and paced (Pause), running (its worker parks
+//     it) and held (released while paused), and left for idle, ready or running
 //     (Resume), or gone (Discard, or Remove of one with no work).
 //   - paced: WithRate's bucket had no token for its next task (rate.go):
 //     it waits on one timer, with no goroutine and no slot, holding a live
 //     token; the timer schedules it again (ready or running). Discard or a
-//     forced Shutdown stops the timer: gone, idle or paused.
+//     forced Shutdown stops the timer: gone, idle or paused; so does Pause:
+//     paused.
 //   - gone: forgotten, out of the map; its handles refuse tasks.
 //
 // Closing (Remove, Discard, the last handle's Close) is not a state of its

@@ -70,7 +70,9 @@ func (f taskFlag) String() string {
 // both [ErrHalted] and the task's error; a posted task's failure is not
 // reported a second time. A task that never ran (its ctx ended first,
 // Discard or a forced Shutdown dropped it, a newer one replaced it) halts
-// nothing. [WithHaltOnError] sets it for every task.
+// nothing, and neither does one whose session Discard ended while it ran:
+// there is no session left to halt, and its failure is reported as any
+// other. [WithHaltOnError] sets it for every task.
 //
 // It is how "withdraw 50, deposit 100, withdraw 150" stops at the first
 // failed withdrawal until an operator has looked at the account.
@@ -230,6 +232,7 @@ type doneState struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	err    error // the latched reason; set, under mu, as ctx is canceled
+	cause  error // and its cause, for Cause: ErrDiscarded, or the submit ctx's
 	closed bool
 	stops  []func() bool // the watches on the submit ctx and the force
 }
@@ -250,9 +253,9 @@ func (t *task) Err() error {
 	// A source may have ended before the watch or end latched it (the
 	// future resolves before its task's ctx is ended): latch it here, so
 	// that Err is never nil once a reason holds.
-	if reason := t.reason(); reason != nil {
+	if reason, cause := t.reason(); reason != nil {
 		d := t.state()
-		d.latch(reason)
+		d.latch(reason, cause)
 		return d.latched()
 	}
 	return nil
@@ -275,17 +278,20 @@ func (t *task) AfterFunc(f func()) func() bool {
 
 func (t *task) String() string { return "seqsched.task" }
 
-// reason returns why the task's ctx is done, or nil: the submit ctx's
-// error, or Canceled once the session was discarded, Shutdown gave up or
-// the task is over.
-func (t *task) reason() error {
+// reason returns why the task's ctx is done, or nil, and its cause: the
+// submit ctx's error (and cause), or Canceled once the session was
+// discarded (ErrDiscarded), Shutdown gave up or the task is over.
+func (t *task) reason() (err, cause error) {
 	if err := t.parent.Err(); err != nil {
-		return err
+		return err, context.Cause(t.parent)
 	}
-	if t.job.resolved() || t.sess.discarded(t) || t.sess.core.forced.Load() {
-		return context.Canceled
+	if t.sess.discarded(t) {
+		return context.Canceled, ErrDiscarded
 	}
-	return nil
+	if t.job.resolved() || t.sess.core.forced.Load() {
+		return context.Canceled, context.Canceled
+	}
+	return nil, nil
 }
 
 // state returns t's done state, making it if need be: it watches the
@@ -303,9 +309,9 @@ func (t *task) state() *doneState {
 	}
 	var stops []func() bool
 	if t.parent.Done() != nil {
-		stops = append(stops, context.AfterFunc(t.parent, func() { d.latch(t.parent.Err()) }))
+		stops = append(stops, context.AfterFunc(t.parent, func() { d.latch(t.parent.Err(), context.Cause(t.parent)) }))
 	}
-	stops = append(stops, context.AfterFunc(t.sess.core.force, func() { d.latch(context.Canceled) }))
+	stops = append(stops, context.AfterFunc(t.sess.core.force, func() { d.latch(context.Canceled, context.Canceled) }))
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -316,22 +322,22 @@ func (t *task) state() *doneState {
 	}
 	// Read after publishing d: end and discard store their mark before
 	// they read t.done, so one of the two latches it.
-	if reason := t.reason(); reason != nil {
-		d.latch(reason)
+	if reason, cause := t.reason(); reason != nil {
+		d.latch(reason, cause)
 	}
 	return d
 }
 
-// latch makes err the reason the ctx ended, unless one was latched first,
-// closes Done's channel (before Err can return the reason: both under mu)
-// and stops the watches.
-func (d *doneState) latch(err error) {
+// latch makes err the reason the ctx ended, and cause its cause, unless
+// one was latched first, closes Done's channel (before Err can return the
+// reason: both under mu) and stops the watches.
+func (d *doneState) latch(err, cause error) {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
 		return
 	}
-	d.closed, d.err = true, err
+	d.closed, d.err, d.cause = true, err, cause
 	d.cancel()
 	stops := d.stops
 	d.stops = nil
@@ -346,6 +352,13 @@ func (d *doneState) latched() error {
 	return d.err
 }
 
+// latchedCause returns the latched reason's cause, or nil.
+func (d *doneState) latchedCause() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cause
+}
+
 func stopAll(stops []func() bool) {
 	for _, stop := range stops {
 		stop()
@@ -356,7 +369,11 @@ func stopAll(stops []func() bool) {
 // state; a state made later finds the resolution itself.
 func (t *task) end() {
 	if d := t.done.Load(); d != nil {
-		d.latch(context.Canceled)
+		cause := context.Canceled
+		if t.sess.discarded(t) {
+			cause = ErrDiscarded
+		}
+		d.latch(context.Canceled, cause)
 	}
 }
 
@@ -411,10 +428,23 @@ func submitCtx(ctx context.Context) context.Context {
 // Cause returns [ErrDiscarded] when ctx is (derived from) the ctx of a task
 // whose session [Scheduler.Discard] ended while it ran, and
 // context.Cause(ctx) otherwise. A task's ctx is a context of its own
-// implementation, so package context cannot report the cause itself.
+// implementation, so package context cannot report the cause itself. As
+// Err does, Cause keeps the first reason: a task's ctx that Discard ended
+// reports ErrDiscarded for ever, even once its submit ctx ends too, and
+// one whose submit ctx ended first reports that ctx's cause.
 func Cause(ctx context.Context) error {
+	t, ok := ctx.Value(runningKey{}).(*task)
+	if !ok {
+		return context.Cause(ctx)
+	}
+	if ctx.Done() == t.Done() { // the task's ctx, or one that only adds values
+		if t.Err() == nil {
+			return nil
+		}
+		return t.state().latchedCause()
+	}
 	cause := context.Cause(ctx)
-	if t, ok := ctx.Value(runningKey{}).(*task); ok && cause == context.Canceled && t.sess.discarded(t) {
+	if cause == context.Canceled && t.sess.discarded(t) {
 		return ErrDiscarded
 	}
 	return cause
