@@ -232,6 +232,60 @@ func TestShutdownWaitsForPausedSessionsUntilResume(t *testing.T) {
 	require.Equal(t, []string{"a"}, r.get())
 }
 
+// attrsLogger returns a logger that adds each record to r as
+// "LEVEL message key=value ...".
+func attrsLogger(r *recorder) *slog.Logger {
+	return slog.New(&funcHandler{handle: func(_ context.Context, rec slog.Record) error {
+		line := rec.Level.String() + " " + rec.Message
+		rec.Attrs(func(a slog.Attr) bool { line += " " + a.String(); return true })
+		r.add("%s", line)
+		return nil
+	}})
+}
+
+// Shutdown waits for a paused or halted key's work until Resume, Discard
+// or its ctx's end, and says so once, at Warn, with the count of such keys
+// and how to end the wait.
+func TestShutdownWaitingOnPausedKeysSaysSoOnce(t *testing.T) {
+	var logs recorder
+	s, err := seqsched.New[string](seqsched.WithLogger(attrsLogger(&logs)), seqsched.WithErrorHandler(func(context.Context, string, error) {}))
+	require.NoError(t, err)
+	require.NoError(t, s.Pause("paused"))
+	var r recorder
+	a := record(t, s, &r, "paused", "a")
+	_, err = s.Go(context.Background(), "halted", func(context.Context) error { return errOverdraft }, seqsched.HaltOnError)
+	require.NoError(t, err)
+	b := record(t, s, &r, "halted", "b")
+	require.Eventually(t, func() bool { return s.Paused("halted") }, testTimeout, time.Millisecond)
+	require.NoError(t, s.Pause("idle")) // paused with no work: nothing to wait for
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(context.Background()) }()
+	require.Eventually(t, func() bool { return len(logs.get()) > 0 }, testTimeout, time.Millisecond)
+	require.NoError(t, s.Resume("paused"))
+	require.NoError(t, s.Resume("halted"))
+	within(t, testTimeout, "Shutdown", func() { require.NoError(t, <-done) })
+	awaitAll(t, a, b)
+	require.Equal(t, []string{"WARN seqsched: Shutdown waits for paused or halted keys with work; " +
+		"Resume or Discard them, or pass Shutdown a ctx with a deadline keys=2"}, logs.get())
+}
+
+// Remove of a paused key with work waits for Resume, and says so once.
+func TestRemoveWaitingOnAPausedKeySaysSo(t *testing.T) {
+	var logs recorder
+	s := newScheduler[string](t, seqsched.WithLogger(attrsLogger(&logs)))
+	require.NoError(t, s.Pause("k"))
+	var r recorder
+	f := record(t, s, &r, "k", "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, s.Remove(ctx, "k"), context.Canceled)
+	require.Eventually(t, func() bool { return len(logs.get()) > 0 }, testTimeout, time.Millisecond)
+	require.Equal(t, []string{"WARN seqsched: Remove waits for a paused key with work; " +
+		"Resume or Discard it, or pass a ctx with a deadline session=k"}, logs.get())
+	require.NoError(t, s.Resume("k"))
+	awaitAll(t, f)
+}
+
 func TestShutdownWhoseCtxEndsDropsPausedTasksWithErrClosed(t *testing.T) {
 	var fl failures
 	s, err := seqsched.New[string](seqsched.WithErrorHandler(fl.handle))
