@@ -48,6 +48,15 @@
 // by the ctx it is given, and returns [ErrWouldDeadlock]; see
 // [WithErrorHandler] for the rules of callbacks.
 //
+// # Memory model
+//
+// Everything a task's fn does happens before its future's [Future.Await]
+// returns (and before its Done channel is closed), before a
+// [Scheduler.Remove] of its key or a [Scheduler.Shutdown] that returns nil
+// returns, and before the next task of its key starts. So state that only
+// one key's tasks touch needs no lock, and a caller that awaited a task
+// may read what it wrote.
+//
 // # Where each guarantee is kept
 //
 // For a maintainer, each guarantee and the code that keeps it:

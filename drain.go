@@ -283,7 +283,8 @@ func (s *Scheduler[K]) pausedWithWork() int {
 // tasks it dropped are reported on the scheduler's goroutines, possibly
 // after Close returned, and a later Shutdown that returns nil finds them
 // reported and every goroutine gone. A Remove or Discard waiting meanwhile
-// returns ErrClosed. Close is safe to call again, and always returns nil.
+// returns ErrClosed. Close is safe to call again, and returns nil
+// ([ErrNotNew] for a Scheduler not made by New).
 func (s *Scheduler[K]) Close() error {
 	if !s.usable() {
 		return ErrNotNew

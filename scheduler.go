@@ -194,7 +194,12 @@ func (s *Scheduler[K]) usable() bool { return s != nil && s.shards != nil }
 // any goroutine. If ctx is done before the task starts, fn never runs and
 // the future resolves with ctx.Err(). A panic in fn is recovered and
 // resolves the future with a [*PanicError], and runtime.Goexit with
-// [ErrGoexit]; the session goes on.
+// [ErrGoexit] (a panic raised while a Goexit unwinds is a *PanicError; a
+// Goexit called while a panic unwinds is ErrGoexit); the session goes on.
+//
+// Memory model: everything fn does happens before its future's Await (or
+// Done) reports it resolved, before a Remove or Shutdown that returns nil
+// returns, and before the next task of its key starts.
 //
 // A task may queue follow-up work with its own ctx: when ctx is a task's
 // ctx itself, the new task inherits the ctx that task was submitted with

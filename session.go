@@ -96,7 +96,13 @@ func (b *base) discarded(t *task) bool { return b.cut.Load() == t }
 
 // session is one key's queues, its place in the state machine, and the
 // state of the goroutine that runs its turn (w). Fields are guarded by
-// sh.mu, except w, which only the goroutine running the session touches.
+// sh.mu, except w: the goroutine running the session reads and writes it
+// without a lock. While the session has no goroutine (idle, ready, held,
+// paused, paced) w is written only under sh.mu: release hands a retiring
+// goroutine's turn and slot to a successor, Pause gives back a paced
+// session's token, Remove stages a record for the worker it schedules,
+// drop clears the slot flag; and w.slot, while a loan of it may be out,
+// under slots.mu (see loan).
 type session[K comparable] struct {
 	base
 	key   K

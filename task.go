@@ -91,6 +91,26 @@ var HaltOnError TaskOption = flagHalt
 // session lends its slot while it waits, as [Future.Await] does. Without
 // WithMaxQueue it changes nothing, and like every wait it reads ctx only
 // when it has to wait.
+//
+// A producer that fans out to many keys waits behind the first full lane
+// it meets: one paused or slow key stalls its posts to every other key.
+// Give each post a deadline of its own, which its task shares (a message
+// not queued, or not started, in time is stale anyway, and is dropped), so
+// that a stuck key costs the producer that long at most:
+//
+//	for _, key := range keys {
+//		ctx, cancel := context.WithTimeout(ctx, time.Second)
+//		err := s.Post(ctx, key, func(ctx context.Context) error {
+//			defer cancel()
+//			return deliver(ctx, key, msg)
+//		}, seqsched.WaitForRoom)
+//		if err != nil {
+//			cancel() // not accepted: ctx's error, after a second at most
+//		}
+//	}
+//
+// Or post without WaitForRoom to the keys known to be slow ([Scheduler.Queued],
+// or an [ErrQueueFull] seen before), and handle ErrQueueFull there.
 var WaitForRoom TaskOption = flagWait
 
 // Replace tags a task for latest-wins delivery: a task of the same session,
@@ -172,9 +192,11 @@ const (
 // allocation.
 //
 // A task's life: queued (in a session's FIFO), then taken by the session's
-// worker, which runs or skips it (start), resolves it (job.publish, under
-// the shard lock, then job.wake) and ends its ctx (end). A task that Discard
-// or a forced Shutdown drops is resolved where it is dropped.
+// goroutine (advance, under the shard lock: only then has it started, for
+// Pause and Replace), which runs or skips it (runTask), resolves it
+// (job.publish, under the shard lock, then job.wake) and ends its ctx
+// (end). A task that Discard, a forced Shutdown or Replace drops is
+// resolved where it is dropped.
 type task struct {
 	next    *task           // next in its session's FIFO
 	parent  context.Context // the submit ctx: values, deadline, cancellation
