@@ -62,10 +62,11 @@ const (
 	hsLogEnabled              // the slog handler's Enabled
 	hsLogHandle               // the slog handler's Handle
 	hsWeight                  // WithWeight's function
+	hsRate                    // WithRate's function (it leaves keys unpaced)
 	nSites
 )
 
-var siteNames = [...]string{"fn", "handler", "log.Enabled", "log.Handle", "weight"}
+var siteNames = [...]string{"fn", "handler", "log.Enabled", "log.Handle", "weight", "rate"}
 
 func (s hsite) String() string { return siteNames[s] }
 
@@ -154,13 +155,14 @@ type layer struct {
 	// halted at once, a policy HaltOnError's doc allows.
 	resumeOnHalt bool
 	weights      []int // WithWeight's answer per key (0 and 101 are out of range); nil: no WithWeight
+	rate         bool  // WithRate, whose function plays its site's script and paces no key
 	scripts      [nSites][]action
 }
 
 func (l *layer) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "hostile: WithErrorHandler=%v WithWeight=%v WithLogger(test handler) resume on halt=%v\n",
-		l.handler, l.weights, l.resumeOnHalt)
+	fmt.Fprintf(&b, "hostile: WithErrorHandler=%v WithWeight=%v WithRate=%v WithLogger(test handler) resume on halt=%v\n",
+		l.handler, l.weights, l.rate, l.resumeOnHalt)
 	for s, sc := range l.scripts {
 		if len(sc) > 0 {
 			fmt.Fprintf(&b, "  %-12v %v\n", hsite(s), sc)
@@ -203,8 +205,8 @@ func genLayer(data []byte, p *plan) {
 		}
 	}
 	for s := range nSites {
-		if lr.IntN(4) == 0 {
-			continue // a quiet site
+		if s == hsRate || lr.IntN(4) == 0 {
+			continue // a quiet site (the rate's is drawn last)
 		}
 		for range lr.IntN(14) {
 			l.scripts[s] = append(l.scripts[s], genAction(lr, p))
@@ -231,6 +233,17 @@ func genLayer(data []byte, p *plan) {
 			if (a.kind == aPanic || a.kind == aGoexit) && lr.IntN(3) == 0 {
 				l.scripts[s][i].kind = aPanicGoexit + akind(lr.IntN(2))
 			}
+		}
+	}
+	// Drawn after them: WithRate in one plan in three, its function
+	// playing a script of its own, with every ending.
+	if l.rate = lr.IntN(3) == 0; l.rate {
+		for range lr.IntN(10) {
+			a := genAction(lr, p)
+			if (a.kind == aPanic || a.kind == aGoexit) && lr.IntN(2) == 0 {
+				a.kind = aPanicGoexit + akind(lr.IntN(2))
+			}
+			l.scripts[hsRate] = append(l.scripts[hsRate], a)
 		}
 	}
 }
@@ -658,6 +671,14 @@ func (r *run) weight(key int) int {
 	}
 	normal = true
 	return w
+}
+
+// rate is the plan's WithRate function. Like the weight function it has
+// no ctx, and its call backs make no wait; it paces no key.
+func (r *run) rate(key int) (float64, int) {
+	r.userCode("the rate function")
+	r.perform(callEnv{site: hsRate, key: key}, r.take(hsRate))
+	return 0, 0
 }
 
 // weightCall is a call of the weight function, from enter to leave (0:

@@ -854,6 +854,9 @@ func runModel(p plan) []string {
 		opts = append(opts, seqsched.WithLogger(slog.New(&modelLog{funcHandler: funcHandler{handle: r.logHandle}, r: r})))
 	}
 	if l := p.layer; l != nil {
+		if l.rate {
+			opts = append(opts, seqsched.WithRate(r.rate))
+		}
 		if l.handler {
 			opts = append(opts, seqsched.WithErrorHandler(r.handler))
 		}
