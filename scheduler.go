@@ -257,7 +257,12 @@ func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], h *Sessio
 	f := &Future[T]{fn: fn, fn0: fn0}
 	f.t.parent, f.t.prio, f.t.flags, f.t.job = submitCtx(ctx), sp.prio, sp.flags, f
 	f.wg.Add(1)
-	if err := s.accept(ctx, h, key, &f.t, sp.tag); err != nil {
+	if sp.tag != "" || sp.flags&flagWait != 0 {
+		err = s.acceptControlled(ctx, h, key, &f.t, sp.tag)
+	} else {
+		err = s.accept(h, key, &f.t)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -275,7 +280,10 @@ func post[K comparable](ctx context.Context, s *Scheduler[K], h *Session[K], key
 	}
 	p := &posted[K]{fn: fn, key: key}
 	p.t.parent, p.t.prio, p.t.flags, p.t.job = submitCtx(ctx), sp.prio, sp.flags, p
-	return s.accept(ctx, h, key, &p.t, sp.tag)
+	if sp.tag != "" || sp.flags&flagWait != 0 {
+		return s.acceptControlled(ctx, h, key, &p.t, sp.tag)
+	}
+	return s.accept(h, key, &p.t)
 }
 
 // admissible checks what Submit, Go and Post can check before they
@@ -300,38 +308,45 @@ func (s *Scheduler[K]) admissible(ctx context.Context, h *Session[K], key K, opt
 
 // accept queues t on h's session, or on key's when h is nil (making the
 // session if key has none), and starts the session's goroutine if it needs
-// one. A task tagged for Replace may take a queued task's place instead
-// (see replace.go); one that may wait for room waits here (see room.go).
-func (s *Scheduler[K]) accept(ctx context.Context, h *Session[K], key K, t *task, tag string) error {
-	if s.core.stamped {
-		t.at = time.Since(s.core.epoch).Nanoseconds()
+// one. A task tagged for Replace, or one that may wait for room, goes to
+// acceptControlled instead.
+//
+// accept is on the stack of every wake-up: a task that submits to an idle
+// key runs accept, admit, schedule, run and take on its own goroutine,
+// whose stack starts small and is copied to grow (bench's wake-up stack
+// target). So what only Replace and WaitForRoom need, and their wide
+// calls, stay out of accept's frame.
+func (s *Scheduler[K]) accept(h *Session[K], key K, t *task) error {
+	sh, sess, err := s.lockSession(h, key, t)
+	if err != nil {
+		return err
 	}
+	q := &sess.normal
+	if t.prio == High {
+		q = &sess.high
+	}
+	if max := s.opts.maxQueue; max > 0 && q.n >= max {
+		sh.mu.Unlock()
+		return ErrQueueFull
+	}
+	start := s.admit(sh, sess, t)
+	sh.mu.Unlock()
+	if start {
+		go sess.start()
+	}
+	return nil
+}
+
+// acceptControlled is accept for a task tagged for Replace or one that may
+// wait for room: it may take a queued task's place instead (see
+// replace.go), or wait for room (see room.go).
+func (s *Scheduler[K]) acceptControlled(ctx context.Context, h *Session[K], key K, t *task, tag string) error {
 	var caller *base
 	asked := false // caller was read from ctx: only when the lane is full
 again:
-	var sh *shard[K]
-	var sess *session[K]
-	if h != nil {
-		sh, sess = h.sess.sh, h.sess
-		sh.mu.Lock()
-		if h.closed || sess.drain != nil || sess.state == stateGone {
-			sh.mu.Unlock()
-			return &SessionError{Key: key, Err: ErrSessionClosing}
-		}
-	} else {
-		sh = s.shard(key)
-		sh.mu.Lock()
-		if sess = sh.sessions[key]; sess != nil && sess.drain != nil {
-			sh.mu.Unlock()
-			return &SessionError{Key: key, Err: ErrSessionClosing}
-		}
-	}
-	if s.core.closed.Load() {
-		sh.mu.Unlock()
-		return ErrClosed
-	}
-	if sess == nil {
-		sess = s.makeSession(sh, key)
+	sh, sess, err := s.lockSession(h, key, t)
+	if err != nil {
+		return err
 	}
 	if tag != "" {
 		if old, ok := s.replace(sh, sess, t, tag); ok {
@@ -367,6 +382,41 @@ again:
 		go sess.start()
 	}
 	return nil
+}
+
+// lockSession stamps t's queue time (with a wait histogram), locks the
+// shard of h's session, or of key's when h is nil, and returns the session
+// t goes to (made if key has none) with the shard locked, or, unlocked,
+// the error that refuses t.
+func (s *Scheduler[K]) lockSession(h *Session[K], key K, t *task) (*shard[K], *session[K], error) {
+	if s.core.stamped {
+		t.at = time.Since(s.core.epoch).Nanoseconds()
+	}
+	var sh *shard[K]
+	var sess *session[K]
+	if h != nil {
+		sh, sess = h.sess.sh, h.sess
+		sh.mu.Lock()
+		if h.closed || sess.drain != nil || sess.state == stateGone {
+			sh.mu.Unlock()
+			return nil, nil, &SessionError{Key: key, Err: ErrSessionClosing}
+		}
+	} else {
+		sh = s.shard(key)
+		sh.mu.Lock()
+		if sess = sh.sessions[key]; sess != nil && sess.drain != nil {
+			sh.mu.Unlock()
+			return nil, nil, &SessionError{Key: key, Err: ErrSessionClosing}
+		}
+	}
+	if s.core.closed.Load() {
+		sh.mu.Unlock()
+		return nil, nil, ErrClosed
+	}
+	if sess == nil {
+		sess = s.makeSession(sh, key)
+	}
+	return sh, sess, nil
 }
 
 // Queued returns how many tasks wait in key's High and Normal lanes, the

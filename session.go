@@ -253,6 +253,18 @@ func (s *Scheduler[K]) schedule(sh *shard[K], sess *session[K]) (start bool) {
 // the oldest Normal one, unless WithHighBurst says a Normal one is due. It
 // returns nil when both queues are empty.
 func (sh *shard[K]) pick(sess *session[K], burst int) *task {
+	t := sh.pop(sess, burst)
+	if t != nil && t.flags&flagTagged != 0 {
+		t = sess.untag(t)
+	}
+	return t
+}
+
+// pop is pick without Replace's tags: it returns the node it took off a
+// queue, and a tagged node stands for the task that last replaced it (see
+// untag). It calls nothing, so that take, on a wake-up's stack (see
+// Scheduler.accept), needs no frame for it.
+func (sh *shard[K]) pop(sess *session[K], burst int) *task {
 	var t *task
 	if sess.high.n > 0 && (burst == 0 || sess.highRun < burst || sess.normal.n == 0) {
 		t = sess.high.pop()
@@ -261,9 +273,6 @@ func (sh *shard[K]) pick(sess *session[K], burst int) *task {
 		sess.highRun = 0
 	}
 	if t != nil {
-		if t.flags&flagTagged != 0 {
-			t = sess.untag(t)
-		}
 		sh.queued[t.prio]--
 	}
 	return t
@@ -541,18 +550,36 @@ func (q *fifo) pop() *task {
 
 // take puts sess's next task (see pick) in its worker's hand, to run;
 // the room it leaves in its lane goes to a caller waiting for it, if any.
+// What only per-key control needs is in took: take is on a wake-up's
+// stack (see Scheduler.accept).
 func (s *Scheduler[K]) take(sh *shard[K], sess *session[K]) *task {
-	t := sh.pick(sess, s.opts.highBurst)
+	t := sh.pop(sess, s.opts.highBurst)
 	sess.w.t, sess.cur = t, t
-	if t != nil {
-		sess.w.stage = stageRun
-		sh.running++
-		if sess.w.pace != nil {
-			sess.w.pace.reserved = false // the task took its token
-		}
-		if sess.ctl != nil && sh.waiters > 0 {
-			s.makeRoom(sh, sess, t.prio)
-		}
+	if t == nil {
+		return nil
+	}
+	sess.w.stage = stageRun
+	sh.running++
+	if t.flags&flagTagged != 0 || sess.w.pace != nil || sess.ctl != nil && sh.waiters > 0 {
+		t = s.took(sh, sess)
+	}
+	return t
+}
+
+// took is take's part for per-key control, with the node just popped in
+// hand: a tagged node gives way to the task it stands for, a paced key's
+// token is spent, and a caller waiting for room gets it.
+func (s *Scheduler[K]) took(sh *shard[K], sess *session[K]) *task {
+	t := sess.w.t
+	if t.flags&flagTagged != 0 {
+		t = sess.untag(t)
+		sess.w.t, sess.cur = t, t
+	}
+	if sess.w.pace != nil {
+		sess.w.pace.reserved = false // the task took its token
+	}
+	if sess.ctl != nil && sh.waiters > 0 {
+		s.makeRoom(sh, sess, t.prio)
 	}
 	return t
 }

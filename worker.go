@@ -268,31 +268,18 @@ func (w *worker[K]) turnOver(interval time.Duration) bool {
 
 // runTask runs the task in hand, or skips it: once Shutdown gave up, once
 // Discard ended its session, or when its submit ctx ended.
+//
+// runTask is on the stack of every wake-up (see Scheduler.accept): what
+// only a skip or a timing option needs is in skipped and stamp, so that
+// its calls stay out of this frame.
 func (s *Scheduler[K]) runTask(sess *session[K]) {
 	w, t := &sess.w, sess.w.t
 	w.stage = stageReport
-	switch {
-	case s.core.forced.Load():
-		t.job.fail(ErrClosed, outcomeSkipped)
-		return
-	case sess.cut.Load() == t:
-		t.job.fail(ErrDiscarded, outcomeDiscarded)
-		return
-	}
-	w.user = userSubmitCtx
-	err := t.parent.Err()
-	w.user = userNone
-	if err != nil {
-		t.job.fail(err, outcomeSkipped)
+	if s.skipped(sess, t) {
 		return
 	}
 	if s.opts.slowTask > 0 || s.waitHist != nil || s.runHist != nil {
-		w.began = time.Now()
-		if s.waitHist != nil {
-			wait := time.Duration(w.began.Sub(s.core.epoch).Nanoseconds() - t.at)
-			s.waitQ[t.prio].record(wait)
-			s.waitHist[t.prio].Observe(wait)
-		}
+		s.stamp(sess, t)
 	}
 	w.n++ // counted before fn runs: a panic or Goexit still uses up the turn
 	s.userBegin(sess, userFn)
@@ -303,6 +290,41 @@ func (s *Scheduler[K]) runTask(sess *session[K]) {
 	}
 	w.user = userNone
 	s.afterFn(sess, t)
+}
+
+// skipped fails t, in sess's worker's hand, without running it, and
+// reports true: once Shutdown gave up, once Discard ended its session, or
+// when its submit ctx ended.
+func (s *Scheduler[K]) skipped(sess *session[K], t *task) bool {
+	w := &sess.w
+	switch {
+	case s.core.forced.Load():
+		t.job.fail(ErrClosed, outcomeSkipped)
+		return true
+	case sess.cut.Load() == t:
+		t.job.fail(ErrDiscarded, outcomeDiscarded)
+		return true
+	}
+	w.user = userSubmitCtx
+	err := t.parent.Err()
+	w.user = userNone
+	if err != nil {
+		t.job.fail(err, outcomeSkipped)
+		return true
+	}
+	return false
+}
+
+// stamp notes when t's fn begins, for WithSlowTask and the histograms, and
+// records t's queue wait.
+func (s *Scheduler[K]) stamp(sess *session[K], t *task) {
+	w := &sess.w
+	w.began = time.Now()
+	if s.waitHist != nil {
+		wait := time.Duration(w.began.Sub(s.core.epoch).Nanoseconds() - t.at)
+		s.waitQ[t.prio].record(wait)
+		s.waitHist[t.prio].Observe(wait)
+	}
 }
 
 // userBegin marks user code that may lend sess's slot as running.

@@ -32,7 +32,11 @@ func streamImpls() []bench.Maker {
 }
 
 func roundtripImpls() []bench.Maker {
-	return append(append([]bench.Maker{{Name: "floor-goroutine", New: bench.NewFloorGoroutine}}, bench.Keyed()...), bench.V2()...)
+	floors := []bench.Maker{
+		{Name: "floor-goroutine", New: bench.NewFloorGoroutine},
+		{Name: "floor-goroutine-alloc", New: bench.NewFloorGoroutineAlloc},
+	}
+	return append(append(floors, bench.Keyed()...), bench.V2()...)
 }
 
 // measure runs op in b.Loop and reports per-task figures; tasksPerOp is how

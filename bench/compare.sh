@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Compares two versions of the core side by side: builds bench's test binary
 # against REV (in a temporary git worktree) and against the working tree,
-# then runs the round trip, stream and many benchmarks ROUNDS times,
-# alternating the two binaries, and prints each benchmark's median ns/op.
+# then runs the round trip, stream and many benchmarks and the wake-up
+# workloads (Savina's pingpong and threadring) ROUNDS times, alternating the
+# two binaries, and prints each benchmark's median ns/op.
 # Usage: bash bench/compare.sh REV [ROUNDS]   (ROUNDS defaults to 6)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,7 @@ run() {
 	"$1" -test.run '^$' -test.bench 'RoundTrip/impl=(floor-goroutine|seqsched-await|seqsched-hgo)$' -test.benchmem -test.benchtime 0.5s | grep ^Benchmark
 	"$1" -test.run '^$' -test.bench 'Stream/n=.*/impl=(floor-chan-alloc|seqsched-hpost|seqsched-hgo)$' -test.benchmem -test.benchtime 0.5s | grep ^Benchmark
 	"$1" -test.run '^$' -test.bench 'Many/sessions=1000$/producers=2/impl=(naive-chan|seqsched-post)$' -test.benchmem -test.benchtime 0.5s | grep ^Benchmark
+	"$1" -test.run '^$' -test.bench 'Savina/workload=(pingpong|threadring)/impl=(seqsched|naive-chan)$' -test.benchmem -test.benchtime 3x | grep ^Benchmark
 }
 for _ in $(seq "$rounds"); do
 	(cd bench && run "$tmp/old.test") | sed 's/^/old /'

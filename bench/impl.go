@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -302,6 +303,94 @@ func (f *FloorGoroutine) Priority() bool { return false }
 
 // Close waits for spawned goroutines.
 func (f *FloorGoroutine) Close() { f.wg.Wait() }
+
+// FloorGoroutineAlloc is the one-allocation round-trip floor:
+// FloorGoroutine with its one allocation, the spawned goroutine's closure,
+// grown from 24 bytes to 128 (a seqsched future's size). Next to
+// FloorGoroutine it tells what a larger allocation costs (its zeroing, its
+// size class, the GC's marking) from what the scheduler's own steps cost.
+type FloorGoroutineAlloc struct{ wg sync.WaitGroup }
+
+// rtNode is what the floor's closure captures by value besides the floor:
+// the task and padding, so that the closure (code pointer, floor, rtNode)
+// is 128 bytes, allocated once per round trip.
+type rtNode struct {
+	task Task
+	_    [104]byte
+}
+
+// rtNode is exactly 112 bytes (either array length is negative otherwise).
+var (
+	_ [unsafe.Sizeof(rtNode{}) - 112]struct{}
+	_ [112 - unsafe.Sizeof(rtNode{})]struct{}
+)
+
+// NewFloorGoroutineAlloc returns the one-allocation round-trip floor.
+func NewFloorGoroutineAlloc() Impl { return &FloorGoroutineAlloc{} }
+
+func (f *FloorGoroutineAlloc) spawn(task Task) {
+	f.wg.Add(1)
+	n := rtNode{task: task}
+	go func() {
+		_ = n.task(bg)
+		f.wg.Done()
+	}()
+}
+
+// Go spawns a goroutine for task.
+func (f *FloorGoroutineAlloc) Go(_ int, task Task, _ bool) { f.spawn(task) }
+
+// Call spawns a goroutine for task and waits for it.
+func (f *FloorGoroutineAlloc) Call(_ int, task Task) {
+	f.spawn(task)
+	f.wg.Wait()
+}
+
+// Priority is false.
+func (f *FloorGoroutineAlloc) Priority() bool { return false }
+
+// Close waits for spawned goroutines.
+func (f *FloorGoroutineAlloc) Close() { f.wg.Wait() }
+
+// FloorGosched is the Gosched trap, kept to show that the round trip under
+// CPU load (BenchmarkRoundTripCPULoad, TestTargets) catches it:
+// FloorGoroutine whose Call waits by spinning on runtime.Gosched instead
+// of blocking. It is as fast as FloorGoroutine on idle Ps; whenever a
+// CPU-bound goroutine shares the P, the waiter's Gosched hands the P to it
+// until the runtime preempts it (about 10 ms). Issue 47's rejected fast
+// path (Await spinning with Gosched) behaves the same way.
+type FloorGosched struct{ wg sync.WaitGroup }
+
+// NewFloorGosched returns the spinning variant of the goroutine floor.
+func NewFloorGosched() Impl { return &FloorGosched{} }
+
+// Go spawns a goroutine for task.
+func (f *FloorGosched) Go(_ int, task Task, _ bool) {
+	f.wg.Add(1)
+	go func() {
+		_ = task(bg)
+		f.wg.Done()
+	}()
+}
+
+// Call spawns a goroutine for task and spins with runtime.Gosched until it
+// has run.
+func (f *FloorGosched) Call(_ int, task Task) {
+	var done atomic.Bool
+	go func() {
+		_ = task(bg)
+		done.Store(true)
+	}()
+	for !done.Load() {
+		runtime.Gosched()
+	}
+}
+
+// Priority is false.
+func (f *FloorGosched) Priority() bool { return false }
+
+// Close waits for spawned goroutines.
+func (f *FloorGosched) Close() { f.wg.Wait() }
 
 // ---- naive ----
 

@@ -27,13 +27,22 @@ var knownMiss = map[string]string{
 	"many s=1000 p=2: seqsched / naive-chan":      "no allocation and a parked goroutine per key: ~60 ns a task, under the ~82 ns of a seqsched task's primitives; a build with no allocation and no WaitGroup per task still measured 1.7x",
 	"many s=100000 p=2: seqsched / pkgz-pool":     "near parity: 0.66-1.68x from run to run; 2 fixed workers: no session to start, no map",
 	// Core v2's paths (BENCHMARKS.md, "Session handles and Post").
-	"stream: seqsched-hpost / floor-chan-alloc":    "1.21-1.54x over 10 runs on a quiet machine (met in 7), 0.97-1.82x over 6 on a loaded one (met in 2): at GOMAXPROCS=1 a handle Post task is 3.4x the floor's work (the allocation, two lock sections, the worker's steps); on 2 cores the floor's consumer wake-ups hide part of that, so the ratio swings with which side keeps up",
-	"stream: seqsched-hgo / floor-chan-alloc":      "1.44-1.56x over 6 runs on a quiet machine (met in none), 1.11-2.46x over 6 on a loaded one (met in 1): as for seqsched-hpost, plus the future's WaitGroup and its publication",
+	"stream: seqsched-hpost / floor-chan-alloc":    "target 1.15x since issue 47 (1.3x before): 0.96-1.62x over 6 loaded runs (met in 2), 1.21-1.54x over 10 quiet runs of v2: at GOMAXPROCS=1 a handle Post task is 3.4x the floor's work (the allocation, two lock sections, the worker's steps); on 2 cores the floor's consumer wake-ups hide part of that, so the ratio swings with which side keeps up",
+	"stream: seqsched-hgo / floor-chan-alloc":      "target 1.25x since issue 47 (1.3x before): 1.14-1.67x over 6 loaded runs (met in 2), 1.44-1.56x over 6 quiet runs of v2: as for seqsched-hpost, plus the future's WaitGroup and its publication",
 	"stream: seqsched-hpost / protoactor":          "protoactor's mailbox allocates nothing per message; a task allocates once, by decision (BENCHMARKS.md, Targets)",
 	"stream: seqsched-hgo / protoactor":            "as for seqsched-hpost",
 	"roundtrip: seqsched-hgo / floor-goroutine":    "the same path as Go by key plus a future: 1.6-2.1x here",
 	"many s=1000 p=2: seqsched-post / naive-chan":  "1 allocation and a session activation (a shard lock, a live token) per task; naive-chan has a parked goroutine per key",
 	"many s=100000 p=2: seqsched-post / pkgz-pool": "as for seqsched: 2 fixed workers, no session to start, no map",
+	// Core v4's targets (issue 47), against core v3 (medians of 31, 6 runs
+	// on the loaded 2-core machine; BENCHMARKS.md, Targets).
+	"roundtrip P=1: seqsched-hgo / floor-goroutine-alloc": "1.40-1.53x: the scheduler's two lock sections and steps " +
+		"around the spawn, and a costlier wake and exit; core v4's lock-free admission is the plan",
+	"roundtrip P=2: seqsched-hgo / floor-goroutine-alloc":   "1.42-1.71x: as at GOMAXPROCS=1",
+	"roundtrip P=1: seqsched-await / floor-goroutine-alloc": "1.44-1.88x: as for seqsched-hgo, plus a map lookup by key",
+	"roundtrip P=2: seqsched-await / floor-goroutine-alloc": "1.45-1.75x: as at GOMAXPROCS=1",
+	"many s=1000 p=2: seqsched-post / naive-chan (v4)": "2.8-4.3x: one allocation and a session activation per " +
+		"task against a parked goroutine's channel send",
 }
 
 // TestTargets is the suite's pass/fail summary: the performance targets
@@ -62,7 +71,7 @@ func TestTargets(t *testing.T) {
 		if !ok && known {
 			verdict = "XMISS"
 		}
-		line := fmt.Sprintf("%-5s %-46s %10.3f %-10s target <= %.3f", verdict, name, got, unit, limit)
+		line := fmt.Sprintf("%-5s %-56s %10.3f %-10s target <= %.3f", verdict, name, got, unit, limit)
 		for _, n := range notes {
 			line += "  (" + n + ")"
 		}
@@ -88,7 +97,7 @@ func TestTargets(t *testing.T) {
 	}()
 	// info prints a figure that is no target, next to the targets.
 	info := func(name string, got float64, unit string) {
-		report = append(report, fmt.Sprintf("%-5s %-46s %10.3f %-10s (no target)", "INFO", name, got, unit))
+		report = append(report, fmt.Sprintf("%-5s %-56s %10.3f %-10s (no target)", "INFO", name, got, unit))
 	}
 	// allocCheck applies "≤ 1 allocation per task" the way go test
 	// -benchmem counts allocs/op: whole allocations per task. What the
@@ -103,6 +112,10 @@ func TestTargets(t *testing.T) {
 	if short {
 		reps = 11
 	}
+
+	// Wake-ups first, while the runtime's first goroutine stack is still
+	// its default (see startingStack).
+	wakeTargets(check, info, reps)
 
 	// roundtrip ≤ 1.3× the goroutine floor, through the future (Await).
 	seqRT, seqRTImpl := roundTripTimer(bench.NewSeqschedAwait)
@@ -165,6 +178,14 @@ func TestTargets(t *testing.T) {
 	// Core v2's paths: handles and Post.
 	v2Targets(check, allocCheck, info, reps, manyReps, sessionsList)
 
+	// Core v4's round trips (issue 47), against the one-allocation floor,
+	// and the round trip under CPU load.
+	roundTripTargets(check, info, reps)
+	if trap := cpuLoadTargets(check, info, reps); trap <= cpuLoadLimit && !short {
+		t.Errorf("cpu load: the Gosched trap measured %.3fx, within the target (%.0fx): the check would not catch it",
+			trap, cpuLoadLimit)
+	}
+
 	// High p99 start latency with 10,000 queued Normal tasks ≤ 2 task-durations.
 	{
 		impl := bench.NewSeqsched()
@@ -222,7 +243,9 @@ func allocsPerTask(tasksPerOp int, op func()) float64 {
 // measured side by side with the floors and peers in this run.
 func v2Targets(check func(string, float64, float64, string, bool, ...string), allocCheck func(string, float64),
 	info func(string, float64, string), reps, manyReps int, sessionsList []int) {
-	// stream through a handle ≤ 1.3× the one-allocation floor: a buffered
+	// stream through a handle ≤ 1.15× (Post) and ≤ 1.25× (Go) the
+	// one-allocation floor (core v4's targets, issue 47; core v2's were
+	// 1.3× for both): a buffered
 	// channel of pointers to freshly allocated 128-byte nodes. A task
 	// allocates once by design (BENCHMARKS.md, "Targets": a posted task's
 	// node is its ctx, which must stay done after the task), so the floor
@@ -231,14 +254,15 @@ func v2Targets(check func(string, float64, float64, string, bool, ...string), al
 	floor, floorImpl, _ := streamTimer(bench.NewFloorChanAlloc)
 	proto, protoImpl, _ := streamTimer(bench.NewProtoactor)
 	for _, v := range []struct {
-		name string
-		mk   func() bench.Impl
+		name  string
+		mk    func() bench.Impl
+		limit float64
 	}{
-		{"seqsched-hpost", bench.NewSeqschedHandlePost},
-		{"seqsched-hgo", bench.NewSeqschedHandleGo},
+		{"seqsched-hpost", bench.NewSeqschedHandlePost, 1.15},
+		{"seqsched-hgo", bench.NewSeqschedHandleGo, 1.25},
 	} {
 		op, impl, p := streamTimer(v.mk)
-		check("stream: "+v.name+" / floor-chan-alloc", medianRatio(reps, op, floor), 1.3, "x", true)
+		check("stream: "+v.name+" / floor-chan-alloc", medianRatio(reps, op, floor), v.limit, "x", true)
 		check("stream: "+v.name+" / protoactor", medianRatio(reps, op, proto), nextBelow1, "x", true)
 		c := bench.NewCounter()
 		allocCheck("allocs/task: stream ("+v.name+")", allocsPerTask(streamN, func() { bench.Stream(p, c, streamN) }))
@@ -274,8 +298,150 @@ func v2Targets(check func(string, float64, float64, string, bool, ...string), al
 				r := medianRatio(manyReps, post, other)
 				otherImpl.Close()
 				check(fmt.Sprintf("many s=%d p=%d: seqsched-post / %s", sessions, np, mk.Name), r, nextBelow1, "x", true)
+				if sessions == 1_000 && mk.Name == "naive-chan" {
+					// Core v4's step towards it (issue 47).
+					check(fmt.Sprintf("many s=%d p=%d: seqsched-post / %s (v4)", sessions, np, mk.Name), r, 2.2, "x", true)
+				}
 			}
 			postImpl.Close()
+		}
+	}
+}
+
+// roundTripTargets checks core v4's round-trip targets (issue 47): a
+// handle's Go and Await, and Submit and Await by key, ≤ 1.3× the
+// one-allocation round-trip floor at GOMAXPROCS=1 and ≤ 1.4× at 2. That
+// floor (a goroutine, a WaitGroup and one 128-byte allocation) pays what a
+// seqsched round trip cannot avoid, so the ratio is the scheduler's own
+// cost; next to it, the floor's ratio to floor-goroutine (24 bytes) is
+// what the allocation's size costs, printed.
+func roundTripTargets(check func(string, float64, float64, string, bool, ...string),
+	info func(string, float64, string), reps int) {
+	for _, at := range []struct {
+		procs int
+		limit float64
+	}{{1, 1.3}, {2, 1.4}} {
+		prev := runtime.GOMAXPROCS(at.procs)
+		alloc, allocImpl := roundTripTimer(bench.NewFloorGoroutineAlloc)
+		spawn, spawnImpl := roundTripTimer(bench.NewFloorGoroutine)
+		for _, v := range []struct {
+			name string
+			mk   func() bench.Impl
+		}{
+			{"seqsched-hgo", bench.NewSeqschedHandleGo},
+			{"seqsched-await", bench.NewSeqschedAwait},
+		} {
+			op, impl := roundTripTimer(v.mk)
+			check(fmt.Sprintf("roundtrip P=%d: %s / floor-goroutine-alloc", at.procs, v.name),
+				medianRatio(reps, op, alloc), at.limit, "x", true)
+			impl.Close()
+		}
+		info(fmt.Sprintf("roundtrip P=%d: floor-goroutine-alloc / floor-goroutine", at.procs),
+			medianRatio(reps, alloc, spawn), "x")
+		allocImpl.Close()
+		spawnImpl.Close()
+		runtime.GOMAXPROCS(prev)
+	}
+}
+
+// cpuLoadLimit is the round trip's p99 under CPU load, as a multiple of
+// floor-goroutine's p99 under the same load. Blocking waits measure a few
+// times the floor (microseconds: how often the OS takes the thread away on
+// a loaded machine decides most of it; see BENCHMARKS.md); a wait that
+// gives its P to a CPU-bound goroutine (the Gosched trap) waits out the
+// runtime's preemption quantum, about 10 ms, tens of thousands of times
+// the floor. Core v3 measured 2.5-3.7x (medians of 31); the limit leaves
+// it room for a loaded machine and sits three orders of magnitude below
+// the trap.
+const cpuLoadLimit = 20.0
+
+// cpuLoadTargets checks the round trip's p99 latency with a CPU-bound
+// goroutine per P (see hogCPU) against floor-goroutine's, at GOMAXPROCS=1
+// and 2: a handle's Go and Await, 10,000 round trips a repetition. It
+// returns what the same check measures for FloorGosched at GOMAXPROCS=1,
+// the Gosched trap, which the caller requires to miss (at 2 the trap
+// springs only when the waiter's P holds a CPU-bound goroutine, which the
+// runtime's balancing makes a matter of chance).
+func cpuLoadTargets(check func(string, float64, float64, string, bool, ...string),
+	info func(string, float64, string), reps int) (trap float64) {
+	const n = 10_000
+	p99 := func(impl bench.Impl, budget time.Duration) func() time.Duration {
+		return func() time.Duration {
+			stop := hogCPU()
+			defer stop()
+			return bench.Percentile(loadedRoundTrips(impl, n, budget), 99)
+		}
+	}
+	for _, procs := range []int{1, 2} {
+		prev := runtime.GOMAXPROCS(procs)
+		floor := bench.NewFloorGoroutine()
+		seq := bench.NewSeqschedHandleGo()
+		check(fmt.Sprintf("cpu load P=%d: p99 roundtrip seqsched-hgo / floor-goroutine", procs),
+			medianRatio(reps, p99(seq, time.Second), p99(floor, time.Second)), cpuLoadLimit, "x", true)
+		if procs == 1 {
+			// A few repetitions: each takes its 100 ms budget (a dozen
+			// round trips of a quantum each).
+			gosched := bench.NewFloorGosched()
+			trap = medianRatio(3, p99(gosched, 100*time.Millisecond), p99(floor, time.Second))
+			info("cpu load P=1: p99 roundtrip floor-gosched / floor-goroutine (must miss)", trap, "x")
+			gosched.Close()
+		}
+		seq.Close()
+		floor.Close()
+		runtime.GOMAXPROCS(prev)
+	}
+	return trap
+}
+
+// wakeTargets checks the wake-up workloads, where every message wakes an
+// idle key: a wake-up copies no stack (exact, see wakeCopies), and
+// Savina's pingpong and threadring, timed against protoactor-go and
+// naive-chan in this run, stay at core v3's ratios. Per-key control lost
+// both (pingpong 6x slower) through frames that grew on the wake-up's
+// stack, which the stream and round-trip targets did not see.
+func wakeTargets(check func(string, float64, float64, string, bool, ...string),
+	info func(string, float64, string), reps int) {
+	// The most padding with which no more than half the wake-ups copied
+	// their stack (0: not even the least), and the check at wakePad; the
+	// scan stops once both are known.
+	const wakeN = 200
+	var headroom uintptr
+	checked, copied := false, false
+	for i := 0; i < len(pads) && !(checked && copied); i++ {
+		share, padded := wakeCopies(i, wakeN)
+		if !checked && padded >= wakePad {
+			check(fmt.Sprintf("wake-up: stack copies / wake-up (+%d B)", wakePad), share, 0.5, "copies", false,
+				fmt.Sprintf("padded %d B, first stack %d B", padded, startingStack()))
+			checked = true
+		}
+		if share > 0.5 {
+			copied = true
+		} else if !copied {
+			headroom = padded
+		}
+	}
+	info("wake-up: stack headroom (Session.Post)", float64(headroom), "B")
+
+	systems := bench.SavinaSystems()
+	for _, w := range bench.SavinaSuite(testing.Short()) {
+		limits, ok := wakeLimits[w.Name]
+		if !ok {
+			continue
+		}
+		run := func(mk func(int) bench.Actors) func() time.Duration {
+			return func() time.Duration {
+				runtime.GC() // the run before's garbage is collected outside this one's time
+				start := time.Now()
+				if err := w.Run(mk); err != nil {
+					panic(err)
+				}
+				return time.Since(start)
+			}
+		}
+		seq := run(systems[0].New)
+		for _, sys := range systems[1:] {
+			check(fmt.Sprintf("%s: seqsched / %s", w.Name, sys.Name), medianRatio(reps, seq, run(sys.New)),
+				limits[sys.Name], "x", true)
 		}
 	}
 }

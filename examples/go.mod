@@ -55,6 +55,7 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/seqsched/seqsched/seqpg v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -72,3 +73,5 @@ replace github.com/seqsched/seqsched/seqjetstream => ../seqjetstream
 replace github.com/seqsched/seqsched/seqprom => ../seqprom
 
 replace github.com/seqsched/seqsched/seqwatermill => ../seqwatermill
+
+replace github.com/seqsched/seqsched/seqpg => ../seqpg

@@ -39,6 +39,12 @@ func (p *partition) resolve(h *held, r reply) bool {
 		if p.group != "" {
 			p.applied.add(h.key.key, h.seq, r == replyTerm)
 		}
+		if late && p.group != "" && len(p.withheld) < p.bound {
+			if p.withheld == nil {
+				p.withheld = make(map[uint64]struct{})
+			}
+			p.withheld[h.seq] = struct{}{}
+		}
 	}
 	p.checkDrainedLocked()
 	anchor := h.anchor

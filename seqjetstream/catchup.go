@@ -35,16 +35,32 @@ func (p *partition) beginCatchUpLocked() {
 const catchUpLimit = 4
 
 // giveUpDueLocked reports whether a catch-up whose check, asked at
-// asked, found messages missing is to be given up: it has lasted
-// cuLimit, and an earlier check, asked at least a tick before, found
-// messages missing past it too. The second check keeps an instance that
-// was paused (or starved of CPU) during its catch-up from giving up for
-// messages that were redelivered to it meanwhile and wait, not yet
-// taken, in its connection. The bound counts real time, as the server's
-// redeliveries do. Called with mu held.
+// asked, found messages missing is to be given up. Half way through its
+// bound (cuLimit), a catch-up that still misses messages makes the
+// partition pull singly (see pullSingly), so that nothing more can be
+// lost on its way behind a status message; it is given up only once it
+// has lasted cuLimit, has pulled singly for half of it, and an earlier
+// check, asked at least a tick before, found messages missing past that
+// too. What it misses then is out of every pull's reach (see
+// giveUpLocked). The second check keeps an instance that was paused (or
+// starved of CPU) during its catch-up from giving up for messages that
+// were redelivered to it meanwhile and wait, not yet taken, in its
+// connection. The bound counts real time, as the server's redeliveries
+// do. Called with mu held, on the fetch goroutine.
 func (p *partition) giveUpDueLocked(asked time.Time) bool {
+	if p.repin {
+		// Waiting to be pinned anew (see pinForgotten): another client
+		// may be pinned meanwhile and hold what this catch-up waits for.
+		// The bound counts from the new pin.
+		p.cuSince, p.cuOverdue = asked, time.Time{}
+		return false
+	}
+	if asked.Sub(p.cuSince) < p.cuLimit/2 {
+		return false
+	}
+	p.pullSingly(asked)
 	switch {
-	case asked.Sub(p.cuSince) < p.cuLimit:
+	case asked.Sub(p.cuSince) < p.cuLimit || asked.Sub(p.singleSince) < p.cuLimit/2:
 		return false
 	case p.cuOverdue.IsZero():
 		p.cuOverdue = asked
@@ -170,11 +186,15 @@ func (p *partition) checkCatchUp(ctx context.Context) {
 // with a previous owner or lost on its way, and the held messages run in
 // stream order. Messages delivered after the server's count have a higher
 // sequence than its Delivered.Stream and are not counted; those delivered
-// before it and held now were unacknowledged when it was taken. The count
-// relies on every held message being unacknowledged at the server, which
-// only an answer that arrives after the message's AckWait ran out can
-// break: this package's owners withhold those (answerableLocked), other
-// clients may not (see the package doc). It runs on the fetch goroutine.
+// before it and held now were unacknowledged when it was taken, and so
+// were those this epoch resolved with an answer withheld (p.withheld),
+// which are done here and wait for a redelivery to this instance to be
+// answered (but for their last delivery under MaxDeliver, after which the
+// server gives them up: see dispatch). The count relies on every held
+// message being unacknowledged at the server, which only an answer that
+// arrives after the message's AckWait ran out can break: this package's
+// owners withhold those (answerableLocked), other clients may not (see
+// the package doc). It runs on the fetch goroutine.
 func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 	p.checking = false
 	if r.err != nil {
@@ -199,7 +219,7 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 		return
 	}
 	for _, g := range info.PriorityGroups {
-		if g.Group == p.group && g.PinnedClientID != "" && g.PinnedClientID != p.pin {
+		if g.Group == p.group && g.PinnedClientID != "" && g.PinnedClientID != p.pin && !p.repin { // a repin is followRepin's
 			p.mu.Unlock()
 			p.lose("pinned to another client")
 			return
@@ -207,6 +227,14 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 	}
 	mine := 0
 	for seq := range p.held {
+		if seq <= info.Delivered.Stream {
+			mine++
+		}
+	}
+	for seq := range p.withheld {
+		// Done here, its answer withheld: the server counts it until a
+		// redelivery to this instance gets the answer, and nowhere else
+		// can it be (the epoch would have ended).
 		if seq <= info.Delivered.Stream {
 			mine++
 		}

@@ -224,3 +224,44 @@ func TestCatchUpCheckAskedBeforeAGapDoesNotEndTheCatchUp(t *testing.T) {
 	assert.Equal(t, []uint64{1, 2, 3}, l.key("k"), "in stream order")
 	assert.Zero(t, c.Stats().CatchUpsAbandoned)
 }
+
+// An empty message with a Status header other than 100 (404, 408, 409,
+// 503, or one nats.go does not know) makes nats.go end the pull it came
+// in, at once: what the server sent to that pull after it is dropped on
+// its way, and comes back after its AckWait, together with the empty
+// message's own redelivery, which comes first and ends that pull too. A
+// catch-up waiting for the dropped messages must not run later messages
+// of their key before them, however long this goes on: the owner pulls
+// one message at a time until they are back, and only gives up on what no
+// pull can bring (the empty message itself, which never runs).
+func TestEmptyMessagesWithStatusesThatEndAPullCostNoOrder(t *testing.T) {
+	for _, status := range []string{"404", "408", "409", "503", "garbage"} {
+		t.Run(status, func(t *testing.T) {
+			js, _, consumerFor := pinnedFixture(t) // AckWait 500ms
+			cons := newStalling(consumerFor(t))
+			l := newLedger()
+			c := pinnedConsumer(t, cons, func(ctx context.Context, m jetstream.Msg) error {
+				l.apply(m.Subject(), seqOf(t, m))
+				return nil
+			}, 300*time.Millisecond, seqjetstream.WithLogger(discard))
+			start(t, c)
+
+			publish(t, js, "k.a", "1")
+			eventually(t, func() bool { return c.Stats().Acked == 1 }, "1 acked, the partition owned: %+v", statsOf(c))
+			cons.stall(t) // the next pull brings all of what follows at once
+			publish(t, js, "k.g", "", "Status", status, "Description", "not from the server")
+			var want []uint64
+			for i := range 10 {
+				want = append(want, publish(t, js, "k.b", fmt.Sprint(i)))
+			}
+			cons.unstall()
+			eventually(t, func() bool { return len(l.key("k.b")) == 10 }, "ten applied: %v; %+v", lazy(func() any { return l.key("k.b") }), statsOf(c))
+			for i := range 3 {
+				want = append(want, publish(t, js, "k.b", fmt.Sprint(10+i)))
+			}
+			eventually(t, func() bool { return len(l.key("k.b")) == 13 }, "thirteen applied: %v; %+v", lazy(func() any { return l.key("k.b") }), statsOf(c))
+			assert.Equal(t, want, l.key("k.b"), "in stream order")
+			assert.Empty(t, l.key("k.g"), "the empty message never runs")
+		})
+	}
+}

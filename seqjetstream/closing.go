@@ -92,6 +92,10 @@ func (p *partition) checkDrainedLocked() {
 			close(p.drained)
 		}
 	}
+	if p.idle != nil && len(p.held) == 0 {
+		close(p.idle)
+		p.idle = nil
+	}
 }
 
 // close ends the partition for good: what is still held is given back,

@@ -94,6 +94,10 @@ func newPartitions(cons []jetstream.Consumer, cfg *config, c *Consumer) ([]*part
 				// At most a tick, so that a message arrives with most of
 				// its answer window still ahead (see answerableLocked).
 				p.expiry = max(min(cfg.fetchExpiry, ttl/2, p.tick), 100*time.Millisecond)
+				if exp := p.pullExpiry(); ttl <= exp {
+					bad(s, n, "PinnedTTL %v not above the pull expiry %v (at least 100ms): the pin would lapse between pulls", ttl, exp)
+					ok = false
+				}
 			}
 			if cc.MaxDeliver == 1 {
 				bad(s, n, "MaxDeliver 1 on a pinned consumer: a message its owner held when it died or lost the pin would never be redelivered, and the next owner's catch-up would run its key's later messages without it; use -1 (unlimited) or at least 2")

@@ -51,6 +51,9 @@ func TestNewConsumerRefusesConsumersItCannotServeSafely(t *testing.T) {
 			[]string{"consumer S/pinshort: AckWait (or a BackOff step) of 250ms on a pinned consumer: must be >= 300ms"}},
 		{"PinnedTTL not above the fetch expiry", []jetstream.Consumer{pinned}, []seqjetstream.Option{seqjetstream.WithFetchExpiry(2 * time.Second)},
 			[]string{"consumer S/pinned: PinnedTTL 2s not above WithFetchExpiry(2s)"}},
+		{"PinnedTTL not above the default pull expiry", []jetstream.Consumer{mk("pinfast", jetstream.ConsumerConfig{
+			PriorityPolicy: jetstream.PriorityPolicyPinned, PriorityGroups: []string{"g"}, PinnedTTL: 100 * time.Millisecond})}, nil,
+			[]string{"consumer S/pinfast: PinnedTTL 100ms not above the pull expiry 100ms (at least 100ms)"}},
 		{"MaxRequestBatch below MaxAckPending", []jetstream.Consumer{mk("batch", jetstream.ConsumerConfig{MaxAckPending: 100, MaxRequestBatch: 10})}, nil,
 			[]string{"consumer S/batch: MaxRequestBatch 10 below MaxAckPending 100"}},
 		{"MaxRequestExpires below the fetch expiry", []jetstream.Consumer{mk("expires", jetstream.ConsumerConfig{MaxRequestExpires: time.Second})},

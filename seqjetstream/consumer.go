@@ -158,10 +158,11 @@ func ignoreTaskError(context.Context, sessionKey, error) {}
 // nil after Close began, ctx.Err() when ctx ended first (the consumer then
 // stays usable: call Run again, or Close), ErrClosed when Close had begun
 // before it was called, and ErrRunning while another Run is in progress.
-// With WithBalance it first joins the membership bucket, before any pull:
-// it returns the server's error (wrapped) when the bucket cannot be read,
-// and an *OptionError when its TTL is missing or above a pinned
-// consumer's PinnedTTL; on leaving it deletes this instance's key.
+// With WithBalance it first joins the membership bucket, before any pull
+// (making the bucket if it is missing): it returns an *OptionError when
+// the bucket's TTL is missing or above a pinned consumer's PinnedTTL;
+// when membership is unavailable it logs why and pulls for every
+// partition until it is back; on leaving it deletes this instance's key.
 //
 // Messages taken before Run returns keep running, and are kept from
 // redelivery with InProgress, until they are done or Close gives them

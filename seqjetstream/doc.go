@@ -106,14 +106,19 @@
 //
 // A catch-up waits at most four times the longest redelivery wait (the
 // AckWait, or the longest BackOff step): what it waits for comes back
-// well within that. Past it, the catch-up is given up (logged at Error,
-// counted in Stats.CatchUpsAbandoned) and the held messages run: the
-// server counts as unacknowledged a message that never reaches this
-// instance. Any publisher can store one: nats.go takes an empty message
-// with a Status header for a control message of the server and drops
-// it, on every redelivery. The epoch remembers how many never came, so
-// its later catch-ups do not wait for them again; one that does come
-// back later runs after later messages of its key.
+// well within that. Half way through, if messages are still missing, the
+// owner pulls one message at a time until the catch-up ends: a message
+// lost on its way behind another cannot be lost again. Past the bound,
+// the catch-up is given up (logged at Error, counted in
+// Stats.CatchUpsAbandoned) and the held messages run: the server counts
+// as unacknowledged a message that never reaches this instance. Any
+// publisher can store one: nats.go takes an empty message with a Status
+// header for a control message of the server and drops it, on every
+// redelivery (status.go says what else each status makes nats.go do, and
+// how the owner keeps its order and its pin). The epoch remembers how
+// many never came, so its later catch-ups do not wait for them again.
+// Only a message held past its AckWait by a client other than this
+// package can come back later and run after later messages of its key.
 //
 // Delivery is at least once: a message whose handler ran but whose
 // acknowledgement did not reach the server (the instance died, or lost its
@@ -128,7 +133,10 @@
 // a membership key-value bucket on the same server: each instance pulls
 // only for the partitions assigned to it, and one that owns a partition
 // assigned elsewhere (an instance joined or left) steps down and unpins
-// it, and the assignee catches up (balance.go).
+// it, and the assignee catches up (balance.go). A join moves at most the
+// joiner's share, a leave only the leaver's partitions; while membership
+// is unavailable every instance pulls for every partition, so none is
+// orphaned.
 //
 // The pin is not a fencing token, so an owner fences its own answers. An
 // owner keeps the pin by pulling: the server moves it PinnedTTL after the
@@ -192,7 +200,8 @@
 // epoch and at each gap in the delivery sequence; its check asks the
 // server for the consumer's info on a goroutine of its own and hands the
 // answer back, so that the fetch goroutine never waits on the network but
-// for its pull, and it is given up after a bound. With WithBalance
+// for its pull, and it is given up after a bound. Messages with a Status
+// header, which nats.go drops, are status.go's. With WithBalance
 // (balance.go) a membership goroutine of Run's assigns the partitions, and
 // the fetch goroutine pulls only for assigned ones. Each message's task (process.go) runs its attempts,
 // backoffs, dead-letter calls and its final answer as a sequence of

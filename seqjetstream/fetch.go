@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seqsched/seqsched/internal/logkey"
 )
 
 // fetchLoop is a partition's fetch goroutine, started and waited for by
@@ -41,12 +43,14 @@ func (p *partition) fetch(ctx context.Context) {
 			return
 		}
 		n, expiry := p.pullSize()
-		fctx, cancel := context.WithTimeout(ctx, expiry)
+		start := time.Now()
+		fctx, cancel := newPullCtx(ctx, expiry)
 		opts := []jetstream.FetchOpt{jetstream.FetchContext(fctx)}
 		if p.group != "" {
 			opts = append(opts, jetstream.FetchPriorityGroup(p.group))
 		}
 		p.pullAt = now()
+		p.pullPinned = p.withPin
 		b, err := p.cons.Fetch(n, opts...)
 		if err != nil {
 			cancel()
@@ -54,7 +58,9 @@ func (p *partition) fetch(ctx context.Context) {
 			continue
 		}
 		p.batch, p.batchCancel = b, cancel
-		p.drainBatch(ctx)
+		if got, err := p.drainBatch(ctx); p.group != "" && ctx.Err() == nil {
+			p.noteEnd(got < n && time.Since(start) < expiry*8/10, err)
+		}
 	}
 }
 
@@ -72,8 +78,46 @@ func (p *partition) fetch(ctx context.Context) {
 func (p *partition) pullSize() (int, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.single && !p.catchUp && time.Since(p.singleSince) >= p.cuLimit/2 {
+		p.single = false
+	}
 	n := max(1, min(p.bound-len(p.held), p.maxPull))
+	if p.single {
+		n = 1
+	}
 	return n, p.pullExpiry()
+}
+
+// pullCtx is a pull's ctx as nats.go's FetchContext sees it: its deadline
+// is the pull's expiry, which FetchContext asks the server for, but it
+// ends only when Run ends, or one more expiry after that deadline. The
+// server ends the pull itself at its expiry (a 408 status), after every
+// message it delivered to the pull, so the pull ends by the server's word
+// and nothing is on its way to it then; the backstop ends a pull whose
+// end did not come (a broken connection, or a pull the server ended
+// without one, filled by a message with a Status header: see status.go).
+//
+// A ctx that ended at the deadline would end the pull from this side
+// while deliveries may still be on their way (nats.go asks the server for
+// 90% of the time left, which leaves 17ms of a pinned consumer's 167ms
+// pull), and nats.go drops what comes after, and what waits in its buffer
+// when it sees the ctx end: the server counts those delivered and
+// redelivers them after their AckWait, when they may be lost the same
+// way. On a loaded machine that went on past the bound of a catch-up
+// waiting for them, which then ran later messages of their keys first.
+type pullCtx struct {
+	context.Context // ends with Run, or at the backstop
+	deadline        time.Time
+}
+
+func (c pullCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// newPullCtx returns the ctx of a pull that expires after expiry (see
+// pullCtx), and its cancel.
+func newPullCtx(ctx context.Context, expiry time.Duration) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(expiry)
+	bctx, cancel := context.WithDeadline(ctx, deadline.Add(expiry))
+	return pullCtx{bctx, deadline}, cancel
 }
 
 // pullExpiry is how long each pull waits (see pullSize).
@@ -85,8 +129,9 @@ func (p *partition) pullExpiry() time.Duration {
 }
 
 // drainBatch takes every message of the current pull, and the catch-up
-// checks' answers meanwhile, then handles how the pull ended.
-func (p *partition) drainBatch(ctx context.Context) {
+// checks' answers meanwhile, then handles how the pull ended. It returns
+// how many messages the pull brought and the error it ended with.
+func (p *partition) drainBatch(ctx context.Context) (got int, err error) {
 	msgs := p.batch.Messages()
 	for msgs != nil {
 		select {
@@ -95,6 +140,7 @@ func (p *partition) drainBatch(ctx context.Context) {
 				msgs = nil
 				break
 			}
+			got++
 			p.receive(m)
 			if p.catchUpDue() {
 				p.checkCatchUp(ctx)
@@ -103,7 +149,7 @@ func (p *partition) drainBatch(ctx context.Context) {
 			p.catchUpChecked(ctx, r)
 		}
 	}
-	err := p.batch.Error()
+	err = p.batch.Error()
 	p.batch = nil
 	p.batchCancel()
 	p.batchCancel = nil
@@ -112,18 +158,23 @@ func (p *partition) drainBatch(ctx context.Context) {
 		p.failures = 0
 	case errors.Is(err, jetstream.ErrPinIDMismatch) && p.forgedPin:
 		p.failures = 0
-		p.forgedPin = false
+		p.forgedPin, p.withPin = false, false
 		p.lose(forgedPinReason)
 		p.unpinForged(ctx)
 	case errors.Is(err, jetstream.ErrPinIDMismatch):
 		p.failures = 0
-		p.lose("pinned to another client")
+		p.withPin = false // nats.go forgets its pin at a 423
+		if !p.pinForgotten(ctx) {
+			p.lose("pinned to another client")
+		}
 	default:
 		p.fetchFailed(ctx, err)
 	}
 	if ctx.Err() == nil && p.catchingUp() {
 		p.checkCatchUp(ctx)
 	}
+	p.followRepin(ctx)
+	return got, err
 }
 
 // receive reads m's sequence and priority, and takes it.
@@ -132,7 +183,7 @@ func (p *partition) receive(m jetstream.Msg) {
 	meta, err := m.Metadata()
 	if err != nil {
 		p.c.logAt(p.c.life, levelWarn, "seqjetstream: message without JetStream metadata ignored",
-			"stream", p.stream, "consumer", p.name, "subject", m.Subject(), "err", err)
+			"stream", p.stream, "consumer", p.name, "subject", logkey.Cut(m.Subject()), "err", err)
 		return
 	}
 	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, del: meta.Sequence.Consumer, first: meta.NumDelivered == 1, at: now(), anchor: p.pullAt}
@@ -154,6 +205,7 @@ func (p *partition) take(h *held) {
 		if p.group != "" {
 			pin, forged := pinOf(h.msg)
 			p.forgedPin = forged
+			p.withPin = p.withPin || pin != ""
 			p.followPin(pin)
 		}
 	}

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 
+	"github.com/seqsched/seqsched/internal/logkey"
 	"github.com/seqsched/seqsched/seqjetstream"
 )
 
@@ -71,6 +73,42 @@ func TestFailuresReachSlogDefaultWithoutWithLogger(t *testing.T) {
 			return
 		case <-deadline:
 			t.Fatalf("no termination logged on slog.Default(): %+v", c.Stats())
+		}
+	}
+}
+
+// A subject is the publisher's key: its log field is cut to
+// logkey.Max bytes (slog's handlers quote it), so a long one cannot make
+// every record of it as large.
+func TestLoggedSubjectIsCut(t *testing.T) {
+	rec := recordingHandler{records: make(chan slog.Record, 16)}
+	f := newFixture(t, jetstream.ConsumerConfig{})
+	c := f.consumer(t, func(context.Context, jetstream.Msg) error {
+		return seqjetstream.Terminal(errors.New("cannot parse"))
+	}, seqjetstream.WithLogger(slog.New(rec)))
+	start(t, c)
+	subject := "k." + strings.Repeat("x", 1000)
+	publish(t, f.js, subject, "x")
+
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case r := <-rec.records:
+			if r.Message != "seqjetstream: message terminated" {
+				continue
+			}
+			var got string
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "subject" {
+					got = a.Value.String()
+				}
+				return true
+			})
+			assert.Equal(t, logkey.Cut(subject), got)
+			assert.Less(t, len(got), logkey.Max+32)
+			return
+		case <-deadline:
+			t.Fatalf("no termination logged: %+v", c.Stats())
 		}
 	}
 }

@@ -276,32 +276,44 @@ func WithHandover(js jetstream.JetStream) Option {
 // Without it the server pins each partition to whichever instance pulls
 // first, and nothing moves it back.
 //
-// bucket names a JetStream key-value bucket on the same server, made by
-// the operator with a TTL (MaxAge) at most the smallest PinnedTTL of the
-// pinned consumers, for example
+// bucket names a JetStream key-value bucket on the same server, with a
+// TTL (MaxAge) at most the smallest PinnedTTL of the pinned consumers,
+// on file storage so that it survives a server restart, for example
 //
-//	js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "orders-owners", TTL: 5 * time.Second, Storage: jetstream.MemoryStorage})
+//	js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "orders-owners", TTL: 5 * time.Second, Storage: jetstream.FileStorage})
+//
+// A bucket that is missing, at Run or later (deleted, or lost by a server
+// that kept it in memory), is made again as it was, or, never seen, on
+// file storage with the smallest PinnedTTL as its TTL.
 //
 // Each instance keeps a key of its own there, renewed every third of the
-// TTL; each renewal reads the members, and every instance computes the
-// same assignment from them: the partitions, by stream and name, go round
-// the members, by key. An instance pulls only for the partitions
-// assigned to it; one that owns a partition assigned elsewhere steps
-// down: it gives back what has not started, drops what runs (it comes
-// back after AckWait) and unpins the partition through js, and the
-// assignee catches up, so key order holds across every move. A standby
-// takes a partition over when its owner leaves: at once after the
-// owner's Close, which deletes its key, and within the TTL and PinnedTTL
-// after a crash. It does not take over from an owner that keeps
-// heartbeating but stopped pulling one partition (a key function that
-// blocks its fetch goroutine).
+// TTL, whose value names the partitions assigned to it; each renewal
+// reads every member's, and every instance computes the same assignment
+// from them: each keeps what it has up to its share and the rest goes to
+// those with room, so a join moves at most ⌈P/n⌉ partitions (P
+// partitions, n members), all to the joiner, and a leave only the
+// leaver's. An instance pulls only for the partitions assigned to it;
+// one that owns a partition assigned elsewhere steps down: it gives back
+// what has not started, lets what runs finish and acknowledges it (for at
+// most the message's answer window and half the PinnedTTL; past that it
+// comes back after AckWait) and unpins the partition through js, and the
+// assignee catches up, so key order holds across every move. A standby takes a partition over
+// when its owner leaves: at once after the owner's Close, which deletes
+// its key, and within the TTL and PinnedTTL after a crash. It does not
+// take over from an owner that keeps heartbeating but stopped pulling
+// one partition (a key function that blocks its fetch goroutine).
+//
+// Membership is never needed for a partition to be consumed: once
+// heartbeats have failed for the bucket's TTL, the instance pulls for
+// every partition, as without this option (the server keeps each pinned
+// to its owner and moves a dead one's after PinnedTTL), and logs it at
+// Warn; it balances again once a heartbeat succeeds.
 //
 // Every instance must be given the same pinned consumers, and the bucket
 // must serve no other set of consumers: each member takes its share of
-// the partitions it knows of. Run checks the
-// bucket's TTL (an *OptionError) and returns the server's error when the
-// bucket cannot be read. js and bucket must not be nil or empty, and at
-// least one consumer must be pinned.
+// the partitions it knows of. Run returns an *OptionError when the
+// bucket's TTL is missing or above a PinnedTTL. js and bucket must not be
+// nil or empty, and at least one consumer must be pinned.
 func WithBalance(js jetstream.JetStream, bucket string) Option {
 	name := fmt.Sprintf("WithBalance(js, %q)", bucket)
 	if js == nil {

@@ -17,9 +17,11 @@ import (
 //
 // Epochs. A plain consumer is owned for the consumer's whole life (one
 // epoch). A pinned one is owned while this instance holds the server's pin:
-// each pin gained starts an epoch, each pin lost ends it. A message belongs
-// to the epoch it was delivered in; nothing is sent to the server for it
-// once its epoch ended (lose) or the partition closed (close).
+// each pin gained starts an epoch, each pin lost ends it (but for the new
+// pin that follows a stored status message's unpin: see pinForgotten). A
+// message belongs to the epoch it was delivered in; nothing is sent to the
+// server for it once its epoch ended (lose) or the partition closed
+// (close).
 //
 // Catch-up. When an epoch of a pinned consumer starts, the previous owner
 // may have left messages unacknowledged; JetStream redelivers them after
@@ -89,7 +91,7 @@ type partition struct {
 	// counts as unacknowledged an abandoned catch-up found that never came
 	// (see giveUpLocked); later catch-ups do not wait for them.
 	unreachable int
-	fence       uint64        // pinned: the consumer sequence of this epoch's first delivery (see Epoch)
+	fence       uint64        // pinned: the consumer sequence of this epoch's latest first delivery under a new pin (see Epoch)
 	lastDel     uint64        // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
 	own         uint64        // pinned: the stream sequence of this epoch's first first delivery; 0 before it (see resolvedLocked)
 	lastFirst   uint64        // the stream sequence of the latest first delivery (see noteReplayLocked)
@@ -99,6 +101,7 @@ type partition struct {
 	closing     bool          // Close has begun: deliveries are given back
 	closed      bool          // Close has ended: nothing more is sent
 	drained     chan struct{} // made by drainedCh, closed once held is empty while closing
+	idle        chan struct{} // made by a step-down (WithBalance), closed once held is empty
 	hb          *time.Timer   // the InProgress timer, armed while messages are held
 	hbArmed     bool
 	hbStop      bool
@@ -115,9 +118,28 @@ type partition struct {
 	pullAt      time.Time        // when the current pull request was made: before the server got it
 	failures    int              // fetch errors in a row
 	forgedPin   bool             // the last delivery's first pin header was a stored one (see pinOf)
+	withPin     bool             // nats.go holds a pin for the consumer: one came with a delivery since its last 423
+	pullPinned  bool             // withPin when the current pull was sent: it carried a pin
 	runWG       *sync.WaitGroup  // Run's, which waits for the catch-up checks too
 	checking    bool             // a catch-up check is in flight (see checkCatchUp)
 	checked     chan checkResult // its answer; room for one
+	// single makes every pull ask for one message (see pullSingly),
+	// since singleSince, by the real clock.
+	single      bool
+	singleSince time.Time
+
+	// repin is set while the epoch waits to be pinned anew after a stored
+	// status message made nats.go forget its pin (see pinForgotten);
+	// repinSince is when it began (see followRepin).
+	// Guarded by mu.
+	repin      bool
+	repinSince time.Time
+	// withheld are, on a pinned consumer, the stream sequences this epoch
+	// resolved with an answer withheld (see answerableLocked) whose
+	// redelivery has not been answered yet: the server counts them
+	// unacknowledged, though they are done (see catchUpChecked). Guarded
+	// by mu.
+	withheld map[uint64]struct{}
 
 	// assigned is false while WithBalance assigns the partition to another
 	// instance: the fetch goroutine does not pull then (see waitAssigned).
@@ -125,8 +147,9 @@ type partition struct {
 	assigned   bool
 	assignWake chan struct{}
 
-	inflight atomic.Int32
-	st       counters
+	unpinning atomic.Bool // an unpin of unpinToRepin is in flight
+	inflight  atomic.Int32
+	st        counters
 }
 
 // counters are a partition's running totals.
@@ -224,6 +247,8 @@ func (p *partition) startEpochLocked(pin string) {
 	p.ectx, p.ecancel = context.WithCancel(p.c.life)
 	p.lastDel, p.own = 0, 0
 	p.catchUp, p.unreachable = false, 0
+	p.repin = false
+	clear(p.withheld)
 	if p.group != "" {
 		p.beginCatchUpLocked()
 	}
@@ -245,6 +270,7 @@ func (p *partition) noteReplayLocked(h *held) {
 	}
 	if h.seq <= p.lastFirst {
 		p.resolved.reset()
+		clear(p.withheld)
 		p.applied.reset()
 		p.own = 0 // noteDeliveryLocked sets it again from h
 	}
@@ -258,6 +284,25 @@ func (p *partition) followPin(pin string) {
 	p.gate.Lock()
 	p.mu.Lock()
 	if p.closed || (p.owned && (pin == "" || pin == p.pin)) {
+		p.mu.Unlock()
+		p.gate.Unlock()
+		return
+	}
+	if p.owned && p.repin {
+		// Pinned anew after pinForgotten's unpin, which no other client
+		// has taken (followRepin loses the partition as soon as the
+		// server shows another client's pin): the epoch goes on under
+		// the new pin. What was delivered
+		// meanwhile, such as the status message, shows as a gap: the
+		// epoch catches up, and the new pin's first delivery is the
+		// fence (see noteDeliveryLocked).
+		p.pin, p.repin = pin, false
+		p.lastDel, p.own = 0, 0
+		p.beginCatchUpLocked()
+		// While the partition was unpinned, another client may have been
+		// pinned and taken messages this catch-up waits for: its bound
+		// starts over (see giveUpDueLocked).
+		p.cuSince, p.cuOverdue = time.Now(), time.Time{}
 		p.mu.Unlock()
 		p.gate.Unlock()
 		return
@@ -291,6 +336,8 @@ func (p *partition) endLocked() (int, context.CancelFunc) {
 	}
 	p.epoch++
 	p.owned, p.pin = false, ""
+	p.repin = false
+	clear(p.withheld)
 	n := len(p.held)
 	for _, h := range p.held {
 		h.gone = true
@@ -353,11 +400,25 @@ func (p *partition) dispatch(h *held) {
 			// unless this delivery too may have run out (see
 			// answerableLocked): then the next one is answered.
 			if !p.answerableLocked(h, now()) {
+				// Done here (in this epoch or an earlier one), and
+				// delivered to this owner: its catch-ups count it as
+				// theirs until a redelivery gets the answer, but for its
+				// last delivery, after which the server gives it up.
+				switch {
+				case p.lastDelivery(h):
+					delete(p.withheld, h.seq)
+				case p.group != "" && len(p.withheld) < p.bound:
+					if p.withheld == nil {
+						p.withheld = make(map[uint64]struct{})
+					}
+					p.withheld[h.seq] = struct{}{}
+				}
 				p.mu.Unlock()
 				p.st.dropped.Add(1)
 				p.gate.RUnlock()
 				return
 			}
+			delete(p.withheld, h.seq)
 			p.mu.Unlock()
 			if termed {
 				_ = h.msg.Term()
@@ -385,6 +446,17 @@ func (p *partition) dispatch(h *held) {
 	if submit != nil {
 		p.submit(submit)
 	}
+}
+
+// lastDelivery reports whether h is its message's last delivery: the
+// consumer's MaxDeliver is set and reached.
+func (p *partition) lastDelivery(h *held) bool {
+	md := p.cons.CachedInfo().Config.MaxDeliver
+	if md <= 0 {
+		return false
+	}
+	meta, err := h.msg.Metadata()
+	return err == nil && meta.NumDelivered >= uint64(md)
 }
 
 // submit queues h's task on its key's session.

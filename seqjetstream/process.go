@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seqsched/seqsched"
+	"github.com/seqsched/seqsched/internal/logkey"
 )
 
 const (
@@ -203,7 +204,7 @@ func (p *partition) step(ctx context.Context, h *held) {
 
 	case stepLogTerm:
 		h.next = stepDone
-		args := []any{"stream", p.stream, "consumer", p.name, "subject", h.msg.Subject(),
+		args := []any{"stream", p.stream, "consumer", p.name, "subject", logkey.Cut(h.msg.Subject()),
 			"sequence", h.seq, "attempts", h.attempt, "err", h.err}
 		if h.dlDone {
 			p.c.logAt(ctx, slog.LevelDebug, "seqjetstream: message dead-lettered and terminated", args...)

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,10 +21,74 @@ import (
 	"github.com/seqsched/seqsched/seqjetstream"
 )
 
-// seedFlag replays a run of the property test: its seed picks the keys
-// published and so which partitions the kills hit. Timing (the handlers,
-// the server's redeliveries) still varies from run to run.
-var seedFlag = flag.Uint64("seed", 0, "the property test's random seed (0: from the clock)")
+// The property tests below are seeded: a seed picks the keys published
+// and the rhythm of the stalls, so which partitions the kills hit. Timing
+// (the handlers, the server's redeliveries, the load of the machine)
+// still varies from run to run, so a seed that failed once may pass its
+// replay; it is kept in regressions anyway, and runs every time.
+//
+// Each property runs its regression seeds and -seeds random ones (the
+// environment's SEQJETSTREAM_SEEDS, else 1); -seed N (or
+// SEQJETSTREAM_SEED) runs seed N alone. A failure prints its replay
+// command. soak.sh runs many seeds of every property.
+var (
+	seedFlag  = flag.Uint64("seed", envUint("SEQJETSTREAM_SEED", 0), "run the property tests with this seed alone (0: their regression seeds and -seeds random ones)")
+	seedsFlag = flag.Uint64("seeds", envUint("SEQJETSTREAM_SEEDS", 1), "random seeds each property test runs, besides its regression seeds")
+)
+
+// regressions are, per property test, the seeds that ever failed it.
+// Add a failing seed here, with what it found, before fixing the cause.
+var regressions = map[string][]uint64{
+	// A pull's ctx ended 17ms after the server's expiry: on a loaded
+	// machine nats.go dropped deliveries still on their way, and their
+	// redeliveries, until the catch-up was given up (order lost).
+	"TestPartitionedInstancesKilledAndRestartedLoseNothingAndKeepOrder": {1795868293797196056,
+		// On a machine so loaded (load 26 on 2 cores) that the run took
+		// 86s instead of 5 and goroutines stalled for seconds, past
+		// PinnedTTL: catch-ups given up, one key out of order.
+		17154755016744594561},
+	// Catch-ups given up while the owner's answers were withheld and
+	// their redeliveries came late again: the owner counted those
+	// messages missing though it had handled them.
+	"TestPartitionedInstancesThatStallLoseNothingAndKeepOrder": {4458319739642440505, 3357526425561296203,
+		// A catch-up given up with 8 missing ran later messages of
+		// their keys first (order lost; cause not found yet).
+		4299379293366551939},
+	// A catch-up given up with 37 messages missing (not yet a violation
+	// in this property: see strictCatchUps).
+	"TestBalancedInstancesThatStallLoseNothingKeepOrderAndShareEvenly": {3034307000158103757},
+}
+
+func envUint(name string, def uint64) uint64 {
+	v, err := strconv.ParseUint(os.Getenv(name), 10, 64)
+	if err != nil {
+		return def
+	}
+	return v
+}
+
+// forEachSeed runs property once per seed (see above), each as a subtest
+// named after its seed; a failed one logs how to replay it.
+func forEachSeed(t *testing.T, property func(t *testing.T, seed uint64)) {
+	seeds := []uint64{*seedFlag}
+	if *seedFlag == 0 {
+		seeds = append([]uint64(nil), regressions[t.Name()]...)
+		for range *seedsFlag {
+			seeds = append(seeds, rand.Uint64()|1)
+		}
+	}
+	name := t.Name()
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("seed %d failed; replay it from the repository's root with\n\t(cd seqjetstream && go test -race -run '^%s$' -seed %d .)\nand add it to regressions in property_test.go", seed, name, seed)
+				}
+			})
+			property(t, seed)
+		})
+	}
+}
 
 // world is the property test's view of everything that happened: each
 // key's stream sequences as published, each application with the instance
@@ -37,13 +104,22 @@ type world struct {
 	violations []string                   // order broken, or acked before applied
 	applies    int                        // applications, duplicates included
 	acks       int
+	journal    []string // the instances' log records and each key's applications, for a failure's report
+	// strictCatchUps makes a catch-up given up a violation. Not yet with
+	// stalls: there catch-ups are still given up now and then under load
+	// (with WithBalance in about 2 of 5 runs, before the fixes of issue
+	// 45's items 1-3 too; without it in about 1 of 15), and order
+	// violations, which such a give-up can cause, are checked all the
+	// same.
+	strictCatchUps bool
+	began          time.Time
 }
 
 func newWorld() *world {
 	return &world{
 		published: make(map[string][]uint64),
 		applied:   make(map[string]map[uint64]bool), appliedBy: make(map[int]map[uint64]bool),
-		dead: make(map[int]bool), closed: make(map[int]bool),
+		dead: make(map[int]bool), closed: make(map[int]bool), began: time.Now(),
 	}
 }
 
@@ -80,9 +156,62 @@ func (w *world) apply(inst int, key string, seq uint64) error {
 	}
 	w.applied[key][seq] = true
 	w.appliedBy[inst][seq] = true
+	w.notef("instance %d applied %s@%d", inst, key, seq)
 	w.applies++
 	return nil
 }
+
+// notef adds a line to the journal. Called with mu held.
+func (w *world) notef(format string, args ...any) {
+	w.journal = append(w.journal, fmt.Sprintf("%8.3fs ", time.Since(w.began).Seconds())+fmt.Sprintf(format, args...))
+}
+
+// report logs the journal: the instances' log records, their starts and
+// stops, and the applications of each key an order violation names.
+func (w *world) report(t *testing.T) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keys := make(map[string]bool)
+	for _, v := range w.violations {
+		if _, after, ok := strings.Cut(v, " applied "); ok {
+			key, _, _ := strings.Cut(after, "@")
+			keys[key] = true
+		}
+	}
+	for _, l := range w.journal {
+		_, after, applied := strings.Cut(l, " applied ")
+		key, _, _ := strings.Cut(after, "@")
+		if !applied || keys[key] {
+			t.Log(l)
+		}
+	}
+}
+
+// journalHandler is a slog handler that writes an instance's records to
+// the world's journal.
+type journalHandler struct {
+	w    *world
+	inst int
+}
+
+func (h journalHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h journalHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	h.w.notef("instance %d %s %s%s", h.inst, r.Level, r.Message, b.String())
+	if strings.HasPrefix(r.Message, "seqjetstream: catch-up given up") && h.w.strictCatchUps {
+		// Nothing here is out of every instance's reach for long: a
+		// catch-up given up ran messages while earlier ones were out,
+		// which costs order whenever one of them shares a key with what
+		// ran.
+		h.w.violations = append(h.w.violations, fmt.Sprintf("instance %d gave a catch-up up:%s", h.inst, b.String()))
+	}
+	return nil
+}
+func (h journalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h journalHandler) WithGroup(string) slog.Handler      { return h }
 
 // acked checks an acknowledgement: an instance acks only what it applied,
 // and nothing once its Close has returned.
@@ -131,14 +260,14 @@ type instance struct {
 }
 
 func TestPartitionedInstancesKilledAndRestartedLoseNothingAndKeepOrder(t *testing.T) {
-	partitionedProperty(t, false, false)
+	forEachSeed(t, func(t *testing.T, seed uint64) { partitionedProperty(t, seed, false, false) })
 }
 
 // The same with WithBalance: after each instance joins, leaves or is
 // killed, and at the end, once ownership settles no live instance owns
 // more than one partition above another.
 func TestBalancedInstancesJoiningLeavingAndKilledLoseNothingKeepOrderAndShareEvenly(t *testing.T) {
-	partitionedProperty(t, false, true)
+	forEachSeed(t, func(t *testing.T, seed uint64) { partitionedProperty(t, seed, false, true) })
 }
 
 // The same, with every instance stalling now and then: the package's clock
@@ -146,15 +275,15 @@ func TestBalancedInstancesJoiningLeavingAndKilledLoseNothingKeepOrderAndShareEve
 // meanwhile (the server's clock does not jump). Held messages then pass
 // their answer window: their answers are withheld, and they come back.
 func TestPartitionedInstancesThatStallLoseNothingAndKeepOrder(t *testing.T) {
-	partitionedProperty(t, true, false)
+	forEachSeed(t, func(t *testing.T, seed uint64) { partitionedProperty(t, seed, true, false) })
 }
 
 // The same with WithBalance.
 func TestBalancedInstancesThatStallLoseNothingKeepOrderAndShareEvenly(t *testing.T) {
-	partitionedProperty(t, true, true)
+	forEachSeed(t, func(t *testing.T, seed uint64) { partitionedProperty(t, seed, true, true) })
 }
 
-func partitionedProperty(t *testing.T, stalls, balance bool) {
+func partitionedProperty(t *testing.T, seed uint64, stalls, balance bool) {
 	const (
 		partitions = 4
 		keys       = 40
@@ -162,11 +291,6 @@ func partitionedProperty(t *testing.T, stalls, balance bool) {
 		instances  = 3
 		kills      = 3
 	)
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d; replay its choices, in jetstream/, with: go test -race -run '^%s$' -seed %d .", seed, t.Name(), seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 
 	url := startServer(t)
@@ -199,6 +323,12 @@ func partitionedProperty(t *testing.T, stalls, balance bool) {
 	}
 
 	w := newWorld()
+	w.strictCatchUps = !stalls
+	t.Cleanup(func() {
+		if t.Failed() {
+			w.report(t)
+		}
+	})
 	var mu sync.Mutex // guards live
 	live := make(map[int]*instance)
 	next := 0
@@ -226,7 +356,7 @@ func partitionedProperty(t *testing.T, stalls, balance bool) {
 		}
 		opts := []seqjetstream.Option{seqjetstream.WithMaxBuffered(100), seqjetstream.WithRetries(1000, func(context.Context, jetstream.Msg, int, error) time.Duration {
 			return 20 * time.Millisecond
-		}), seqjetstream.WithHandover(ijs), seqjetstream.WithLogger(discard)}
+		}), seqjetstream.WithHandover(ijs), seqjetstream.WithLogger(slog.New(journalHandler{w, id}))}
 		if balance {
 			opts = append(opts, seqjetstream.WithBalance(ijs, "members"))
 		}
@@ -244,6 +374,9 @@ func partitionedProperty(t *testing.T, stalls, balance bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		w.mu.Lock()
+		w.notef("started instance %d", id)
+		w.mu.Unlock()
 		inst := &instance{id: id, nc: nc, c: c}
 		inst.run = start(t, c)
 		t.Cleanup(nc.Close)
@@ -284,6 +417,9 @@ func partitionedProperty(t *testing.T, stalls, balance bool) {
 		w.closedDown(victim.id)
 		victim.nc.Close()
 		t.Logf("stopped instance %d (abruptly: %v; owned %d partitions) at %d applied", victim.id, abrupt, most, w.appliedCount())
+		w.mu.Lock()
+		w.notef("stopped instance %d (abruptly: %v)", victim.id, abrupt)
+		w.mu.Unlock()
 	}
 
 	if stalls {

@@ -1,5 +1,11 @@
 package seqjetstream
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
+
 // A partition recognises a redelivery of a message it already answered
 // (the answer was lost on the way) with two memories, both of a fixed
 // size whatever the backlog and however many keys are seen:
@@ -33,6 +39,14 @@ package seqjetstream
 // later) usually finds its entry; the key memory forgets the key updated
 // least recently. Past that, a redelivery runs its handler again, which
 // at-least-once delivery allows.
+//
+// Keys are the publishers' (a subject, a header, what a key function
+// makes of a message), so the key memory is bounded in bytes too: a key
+// longer than maxKeyBytes is remembered by its SHA-256 digest (see
+// memKey), a fixed maxKeyBytes+1 bytes, and an entry costs at most that
+// plus its fixed overhead, whatever the keys. Remembered forms of short
+// and long keys differ in length, so they never meet; two long keys
+// meet only if SHA-256 collides, which no publisher can arrange.
 
 // resolvedLocked reports whether h, a redelivery not held, was resolved
 // here already, and whether it was terminated: by its sequence, or, on a
@@ -116,11 +130,28 @@ func (r *resolvedSet) reset() {
 	clear(r.kinds)
 }
 
+// maxKeyBytes is the longest key the key memory keeps as it is.
+const maxKeyBytes = 64
+
+// memKey is the form of key the key memory keeps: key itself, up to
+// maxKeyBytes, or else "#" and the hex SHA-256 of key (maxKeyBytes+1
+// bytes), so that no key costs more than that, and no remembered form of
+// a long key is the form of a short one.
+func memKey(key string) string {
+	if len(key) <= maxKeyBytes {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "#" + hex.EncodeToString(sum[:])
+}
+
 // appliedKeys remembers, for up to max keys, the highest stream sequence
 // resolved per key and whether it was terminated; when full, the key
 // updated least recently is forgotten. Its entries live in one slice
-// linked in update order by index, so that a key costs no allocation once
-// the slice has grown to max.
+// linked in update order by index, so that a key costs no allocation but
+// its own copy once the slice has grown to max. Each key is kept in the
+// form memKey gives, copied, so that no entry holds more than
+// maxKeyBytes+1 bytes of key.
 type appliedKeys struct {
 	max   int
 	index map[string]int32 // key → its entry
@@ -145,6 +176,7 @@ func (a *appliedKeys) init(n int) {
 // remembered leaves the entry as it is (a High message overtook it) but
 // refreshes it.
 func (a *appliedKeys) add(key string, seq uint64, termed bool) {
+	key = memKey(key)
 	i, ok := a.index[key]
 	switch {
 	case ok:
@@ -153,10 +185,12 @@ func (a *appliedKeys) add(key string, seq uint64, termed bool) {
 			e.seq, e.termed = seq, termed
 		}
 	case len(a.ents) < a.max:
+		key = strings.Clone(key) // not a window on a larger string (a key function's)
 		i = int32(len(a.ents))
 		a.ents = append(a.ents, keyEntry{key: key, seq: seq, termed: termed})
 		a.index[key] = i
 	default: // full: reuse the least recently updated entry
+		key = strings.Clone(key)
 		i = a.lru
 		a.unlink(i)
 		delete(a.index, a.ents[i].key)
@@ -169,7 +203,7 @@ func (a *appliedKeys) add(key string, seq uint64, termed bool) {
 // get returns the highest sequence resolved for key, and whether it was
 // terminated.
 func (a *appliedKeys) get(key string) (seq uint64, termed, ok bool) {
-	i, ok := a.index[key]
+	i, ok := a.index[memKey(key)]
 	if !ok {
 		return 0, false, false
 	}

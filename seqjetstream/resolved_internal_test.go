@@ -1,9 +1,13 @@
 package seqjetstream
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"strings"
 	"testing"
+	"unsafe"
 )
 
 // check verifies a's links: from lru to mru, every entry once, each
@@ -112,5 +116,50 @@ func TestAppliedKeysStayBoundedWithAMillionKeys(t *testing.T) {
 	}
 	if forgottenLater > 0 {
 		t.Fatalf("%d keys updated after the oldest remembered one are forgotten", forgottenLater)
+	}
+}
+
+// The key memory is bounded in bytes, not only in entries: 4,000 keys of
+// 64 KiB (256 MiB of keys) leave it holding well under 2 MiB.
+func TestAppliedKeysBoundTheBytesOfLongKeys(t *testing.T) {
+	const n, size = 4000, 64 << 10
+	var a appliedKeys
+	a.init(n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	buf := make([]byte, size)
+	for i := range n {
+		binary.BigEndian.PutUint32(buf, uint32(i))
+		a.add(string(buf), uint64(i+1), false) // a fresh 64 KiB key each time
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(&a)
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	if limit := int64(n * 512); grown > limit {
+		t.Fatalf("4,000 keys of 64 KiB grew the heap by %d bytes; want at most %d", grown, limit)
+	}
+	t.Logf("4,000 keys of 64 KiB remembered in %d bytes of heap", grown)
+	binary.BigEndian.PutUint32(buf, 7)
+	if seq, _, ok := a.get(string(buf)); !ok || seq != 8 {
+		t.Fatalf("get(long key 7) = %d, %v; want 8, true", seq, ok)
+	}
+	if _, _, ok := a.get(memKey(string(buf))); ok {
+		t.Fatalf("the remembered form of a long key, given as a key, found its entry")
+	}
+}
+
+// A short key is kept as a copy of its own bytes, not as a window on the
+// larger string it came from (a key function's substring of a payload).
+func TestAppliedKeysCopyShortKeys(t *testing.T) {
+	var a appliedKeys
+	a.init(1)
+	big := strings.Repeat("x", 1<<20)
+	a.add(big[:8], 1, false)
+	for k := range a.index {
+		if unsafe.StringData(k) == unsafe.StringData(big) {
+			t.Fatalf("the remembered key shares the 1 MiB string it was cut from")
+		}
 	}
 }

@@ -3,7 +3,10 @@ package seqjetstream_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -352,5 +355,113 @@ func TestWithheldAnswerLoggerThatPanicsGoexitsOrCloses(t *testing.T) {
 			assert.Zero(t, cons.acks.Load(), "Acks sent")
 			cons.unstall()
 		})
+	}
+}
+
+// A stored empty message with a Status 423 header makes nats.go forget
+// the owner's pin at each of its deliveries: the owner's pulls then carry
+// none, and the server, still pinning it, delivers nothing to them. The
+// owner asks the server, finds itself still pinned, and unpins the
+// partition (WithHandover); the server pins the next pull, this
+// instance's or a standby's, and the partition goes on: every later
+// message runs, in order, within the bound the README states, and again
+// after each redelivery of the status message. PinnedTTL is a minute
+// here: without the unpin nothing would move for that long.
+func TestStatus423MessageDoesNotStopAPartition(t *testing.T) {
+	for _, standby := range []bool{false, true} {
+		t.Run(fmt.Sprint("standby=", standby), func(t *testing.T) {
+			js, s, consumerFor := pinnedFixture(t) // AckWait 500ms, PinnedTTL 1m
+			l := newLedger()                       // both instances' applications
+			handler := func(ctx context.Context, m jetstream.Msg) error {
+				l.apply(m.Subject(), seqOf(t, m))
+				return nil
+			}
+			a := pinnedConsumer(t, consumerFor(t), handler, 300*time.Millisecond, seqjetstream.WithHandover(js), seqjetstream.WithLogger(discard))
+			start(t, a)
+			want := []uint64{publish(t, js, "k.b", "0")}
+			eventually(t, func() bool { return a.Stats().Acked == 1 }, "0 acked, the partition owned: %+v", statsOf(a))
+			probe, err := s.Consumer(context.Background(), "part")
+			require.NoError(t, err)
+			if standby {
+				b := pinnedConsumer(t, consumerFor(t), handler, 300*time.Millisecond, seqjetstream.WithHandover(js), seqjetstream.WithLogger(discard))
+				start(t, b)
+				eventually(t, func() bool { return info(t, probe).NumWaiting == 2 }, "both instances pulling")
+			}
+
+			begin := time.Now()
+			publish(t, js, "k.g", "", "Status", "423", "Description", "not from the server")
+			for i := range 20 {
+				want = append(want, publish(t, js, "k.b", fmt.Sprint(1+i)))
+			}
+			eventually(t, func() bool { return appliedAll(l.key("k.b"), want) }, "twenty more applied: %v", lazy(func() any { return l.key("k.b") }))
+			t.Logf("recovered in %v", time.Since(begin))
+			assert.Less(t, time.Since(begin), 10*500*time.Millisecond, "recovered within the README's bound: 10 AckWaits")
+
+			// The status message comes back every AckWait; each time the
+			// partition is pinned anew and goes on.
+			delivered := info(t, probe).Delivered.Consumer
+			eventually(t, func() bool { return info(t, probe).Delivered.Consumer >= delivered+3 }, "the status message redelivered: %+v %+v", lazy(func() any {
+				i := info(t, probe)
+				return fmt.Sprintf("%+v %+v %d %d %+v", i.Delivered, i.AckFloor, i.NumAckPending, i.NumRedelivered, i.PriorityGroups)
+			}), statsOf(a))
+			for i := range 10 {
+				want = append(want, publish(t, js, "k.b", fmt.Sprint(21+i)))
+			}
+			eventually(t, func() bool { return appliedAll(l.key("k.b"), want) }, "ten more applied: %v", lazy(func() any { return l.key("k.b") }))
+			assert.NoError(t, inOrder(l.key("k.b"), want))
+			assert.Empty(t, l.key("k.g"), "the status message never runs")
+		})
+	}
+}
+
+// appliedAll reports whether every sequence of want is in applied.
+func appliedAll(applied, want []uint64) bool {
+	for _, w := range want {
+		if !slices.Contains(applied, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// inOrder checks applied, a key's applications in the order they were
+// made (duplicates allowed: delivery is at least once), against want,
+// the key's sequences in stream order: each application comes after one
+// of every earlier sequence.
+func inOrder(applied, want []uint64) error {
+	for i, s := range applied {
+		for _, w := range want {
+			if w >= s {
+				break
+			}
+			if !slices.Contains(applied[:i], w) {
+				return fmt.Errorf("%d applied before %d: %v", s, w, applied)
+			}
+		}
+	}
+	return nil
+}
+
+// Without WithHandover or WithBalance the owner cannot unpin: a stored
+// message with Status 423 stops the partition at each of its deliveries,
+// and the owner says so at Error, naming the remedy (MaxDeliver).
+func TestStatus423MessageWithoutAJetStreamToUnpinWithIsLoggedAtError(t *testing.T) {
+	js, _, consumerFor := pinnedFixture(t)
+	rec := recordingHandler{records: make(chan slog.Record, 64)}
+	c := pinnedConsumer(t, consumerFor(t), func(context.Context, jetstream.Msg) error { return nil }, 300*time.Millisecond, seqjetstream.WithLogger(slog.New(rec)))
+	start(t, c)
+	publish(t, js, "k.b", "0")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "0 acked, the partition owned: %+v", statsOf(c))
+	publish(t, js, "k.g", "", "Status", "423", "Description", "not from the server")
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case r := <-rec.records:
+			if r.Level == slog.LevelError && strings.Contains(r.Message, "Status 423") && strings.Contains(r.Message, "MaxDeliver") {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no Error record for the status message")
+		}
 	}
 }

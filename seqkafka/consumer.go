@@ -71,6 +71,7 @@ type Consumer struct {
 	running    bool
 	stopPoll   context.CancelFunc // ends the poll of a Run in progress
 	runDone    chan struct{}      // closed when Run returns
+	runBegun   func()             // tests only (export_test.go): called once a Run has begun
 	closing    atomic.Bool
 	closeOnce  sync.Once
 	closedDown chan struct{} // closed when Close's work is done
@@ -104,11 +105,16 @@ type sessionKey struct {
 }
 
 const (
-	kindKeyed uint8 = iota
+	kindKeyed   uint8 = iota
+	kindLongKey       // a key longer than maxSessionKey, named by its SHA-256
 	kindNoKey
 	kindUnordered
 	kindBatch
 )
+
+// maxSessionKey is the longest key a session is named by as it is; a
+// longer one is named by its 32-byte SHA-256 (see sessionKeyOf).
+const maxSessionKey = 64
 
 // NewConsumer creates the consumer and its kgo.Client from clientOpts,
 // which must name a consumer group (kgo.ConsumerGroup) and the topics

@@ -21,8 +21,10 @@ const (
 // DeadLetterTopic returns a DeadLetterFunc that produces each failed record
 // to topic with cl, synchronously: same key, value and headers, plus
 // HeaderError, HeaderTopic, HeaderPartition, HeaderOffset and
-// HeaderAttempts. The record counts as done only once the broker
-// acknowledged the copy. cl is any client that can produce (usually a
+// HeaderAttempts. A header of the record under one of these names (set by
+// its producer, or by an earlier dead-lettering) is left out of the copy,
+// so each name appears once, with this consumer's value. The record counts
+// as done only once the broker acknowledged the copy. cl is any client that can produce (usually a
 // producer the application already has); it must not be nil and topic must
 // not be empty, else DeadLetterTopic returns an *OptionError for each
 // (wrapping ErrInvalidOption), joined.
@@ -39,7 +41,11 @@ func DeadLetterTopic(cl *kgo.Client, topic string) (DeadLetterFunc, error) {
 	}
 	return func(ctx context.Context, r *kgo.Record, attempts int, cause error) error {
 		hs := make([]kgo.RecordHeader, 0, len(r.Headers)+5)
-		hs = append(hs, r.Headers...)
+		for _, h := range r.Headers {
+			if !isOurHeader(h.Key) { // a producer's own, which a reader could take for ours
+				hs = append(hs, h)
+			}
+		}
 		hs = append(hs,
 			kgo.RecordHeader{Key: HeaderError, Value: []byte(fmt.Sprint(cause))},
 			kgo.RecordHeader{Key: HeaderTopic, Value: []byte(r.Topic)},
@@ -50,4 +56,14 @@ func DeadLetterTopic(cl *kgo.Client, topic string) (DeadLetterFunc, error) {
 		out := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: hs}
 		return cl.ProduceSync(ctx, out).FirstErr()
 	}, nil
+}
+
+// isOurHeader reports whether key is one of the headers DeadLetterTopic
+// adds.
+func isOurHeader(key string) bool {
+	switch key {
+	case HeaderError, HeaderTopic, HeaderPartition, HeaderOffset, HeaderAttempts:
+		return true
+	}
+	return false
 }

@@ -29,9 +29,10 @@
 //
 //   - Order per key: the records of one (topic, partition, key) run one at a
 //     time, in offset order; records without a key are ordered per partition
-//     (or each on its own with WithUnorderedNoKey). A record whose priority
-//     header (WithPriorityHeader) says "high" runs before its key's queued
-//     records: this reorders the key, by design.
+//     (or each on its own with WithUnorderedNoKey). With WithPriorityHeader,
+//     a record whose priority header says "high" runs before its key's
+//     queued records: this reorders the key, by design. It is off by
+//     default, since any producer could set the header.
 //   - Bounded parallelism: at most WithMaxConcurrency handler calls run at
 //     once, shared fairly among keys (seqsched's turns).
 //   - At least once, never lost: a partition's commit is the lowest offset
@@ -59,7 +60,11 @@
 //     poll's worth waiting; then it takes no more (its fetching pauses,
 //     kgo's PauseFetchPartitions, when others go on) until its low mark,
 //     whatever the lag. What the consumer tracks of a partition is bounded
-//     by its records not done, not by those seen.
+//     by its records not done, not by those seen. Keys are
+//     producer-chosen and may be as long as a record: a key longer than
+//     64 bytes is tracked as its SHA-256 (32 bytes), so the keys of done
+//     records, which seqsched keeps for a while as idle sessions, take a
+//     bounded amount of memory whatever producers send.
 //   - Pause and Resume stop and restart taking records (downstream is down)
 //     without leaving the group.
 //   - Shutdown: Close stops fetching, drains, commits and leaves the group;

@@ -30,7 +30,8 @@ var (
 	// consumer group (kgo.ConsumerGroup) or no topics to consume.
 	ErrNoGroup = errors.New("seqkafka: client options need kgo.ConsumerGroup and topics")
 
-	// ErrClosed is returned by Run after Close has begun.
+	// ErrClosed is returned by a Run that begins after Close has begun (a
+	// Run already in progress returns nil once Close has stopped it).
 	ErrClosed = errors.New("seqkafka: consumer closed")
 
 	// ErrRunning is returned by Run while another Run is in progress.

@@ -147,9 +147,25 @@ func TestBackpressurePausesAtTheHighMarkAndResumes(t *testing.T) {
 }
 
 func TestHighPriorityOvertakesItsKeysQueue(t *testing.T) {
+	got := priorityOrder(t, "urgent", seqkafka.WithPriorityHeader("urgent"))
+	require.Equal(t, []int64{0, 3, 1, 2}, got)
+}
+
+// Any producer can set a header: without WithPriorityHeader, none (not even
+// DefaultPriorityHeader) lets a record jump its key's queue.
+func TestPriorityHeaderIsIgnoredUnlessTurnedOn(t *testing.T) {
+	got := priorityOrder(t, seqkafka.DefaultPriorityHeader)
+	require.Equal(t, []int64{0, 1, 2, 3}, got, "a record carrying %s: high jumped its key's queue", seqkafka.DefaultPriorityHeader)
+}
+
+// priorityOrder produces four records of one key, the last carrying header
+// "high", holds the first in its handler until all four are taken, and
+// returns the order in which they ran.
+func priorityOrder(t *testing.T, header string, opts ...seqkafka.Option) []int64 {
+	t.Helper()
 	c := cluster(t, 1)
 	high := rec(0, "a", "3")
-	high.Headers = []kgo.RecordHeader{{Key: "urgent", Value: []byte("HIGH")}}
+	high.Headers = []kgo.RecordHeader{{Key: header, Value: []byte("HIGH")}}
 	produce(t, c, []*kgo.Record{rec(0, "a", "0"), rec(0, "a", "1"), rec(0, "a", "2"), high})
 	st := newStore()
 	g := newGate()
@@ -163,7 +179,7 @@ func TestHighPriorityOvertakesItsKeysQueue(t *testing.T) {
 		order = append(order, r.Offset)
 		st.apply(r)
 		return nil
-	}, seqkafka.WithPriorityHeader("urgent"))
+	}, opts...)
 	require.NoError(t, err)
 	m := startMember(t, cons)
 	<-g.entered
@@ -171,7 +187,7 @@ func TestHighPriorityOvertakesItsKeysQueue(t *testing.T) {
 	close(g.open)
 	<-st.at(4)
 	require.NoError(t, m.close(t, 10*time.Second))
-	require.Equal(t, []int64{0, 3, 1, 2}, order)
+	return order
 }
 
 func TestBackoffBlocksOnlyItsKeyAndHoldsNoSlot(t *testing.T) {

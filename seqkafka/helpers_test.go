@@ -74,13 +74,25 @@ type member struct {
 	err  error // Run's result, once done is closed
 }
 
+// startMember starts c's Run on a goroutine and returns once it has
+// begun, so that every Close of the member stops a Run in progress, which
+// then returns nil. (A Close before Run began would make Run return
+// ErrClosed: a goroutine just started may not have run yet.)
 func startMember(t testing.TB, c *seqkafka.Consumer) *member {
+	t.Helper()
 	m := &member{c: c, done: make(chan struct{})}
+	begun := make(chan struct{})
+	seqkafka.OnRunBegun(c, sync.OnceFunc(func() { close(begun) }))
 	go func() {
 		m.err = c.Run(context.Background())
 		close(m.done)
 	}()
 	t.Cleanup(func() { m.close(t, 10*time.Second) })
+	select {
+	case <-begun:
+	case <-m.done:
+		t.Fatalf("Run = %v before it began; want it running", m.err)
+	}
 	return m
 }
 

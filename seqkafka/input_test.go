@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -110,6 +111,17 @@ func TestSecondRunReturnsErrRunning(t *testing.T) {
 	require.NoError(t, m.close(t, 10*time.Second))
 }
 
+// A Close at once after Run has begun stops that Run, which returns nil:
+// Run returns ErrClosed only when Close had begun first.
+func TestCloseRightAfterRunBeganEndsItWithNil(t *testing.T) {
+	c := cluster(t, 1)
+	cons, err := seqkafka.NewConsumer(groupOpts(c), nop)
+	require.NoError(t, err)
+	m := startMember(t, cons) // returns once Run has begun
+	require.NoError(t, m.close(t, 10*time.Second))
+	require.NoError(t, m.err, "Run after a Close during it")
+}
+
 func TestHandlerPanicIsAFailedAttempt(t *testing.T) {
 	c := cluster(t, 1)
 	produce(t, c, []*kgo.Record{rec(0, "a", "once"), rec(0, "a", "always"), rec(0, "a", "fine")})
@@ -206,4 +218,40 @@ func TestHandlerGoexitIsAFailedAttempt(t *testing.T) {
 	require.Equal(t, map[string]int{"once": 2, "always": 2, "fine": 1, "dlq-exits": 2}, attempts)
 	require.Equal(t, 2, dlqExits, "the dead-letter function that called Goexit was called again")
 	require.Equal(t, uint64(2), cons.Stats().DeadLettered)
+}
+
+// A key is the producer's: no log record holds it (log lines name the
+// topic, partition and offset), so a key with a line break forges no line
+// and a long key makes no record long.
+func TestLogRecordsNeverHoldAProducersKey(t *testing.T) {
+	c := cluster(t, 1)
+	forged := rec(0, "k\nlevel=ERROR msg=forged", "v")
+	long := rec(0, strings.Repeat("L", 1<<16), "v")
+	produce(t, c, []*kgo.Record{forged, long})
+	sink := newLogSink()
+	var dlCalls sync.Map
+	cons, err := seqkafka.NewConsumer(groupOpts(c), func(context.Context, *kgo.Record) error {
+		return errors.New("always fails")
+	},
+		seqkafka.WithRetries(2, fixedBackoff(0)),
+		seqkafka.WithDeadLetter(func(_ context.Context, r *kgo.Record, _ int, err error) error {
+			if _, again := dlCalls.LoadOrStore(r.Offset, true); !again {
+				return errors.New("dead-letter step down") // logged, then retried
+			}
+			return nil
+		}),
+		seqkafka.WithLogger(sink.logger()))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-sink.when("offset=1")
+	require.Eventually(t, func() bool { return cons.Stats().DeadLettered == 2 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, m.close(t, 10*time.Second))
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	require.NotEmpty(t, sink.msgs)
+	for _, line := range sink.msgs {
+		if strings.Contains(line, "forged") || strings.Contains(line, "LLLL") {
+			t.Errorf("a log record holds a key: %.200q", line)
+		}
+	}
 }

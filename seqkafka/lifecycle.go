@@ -10,10 +10,13 @@ import (
 // Run consumes until ctx ends or Close is called: it fetches records and
 // submits each to its key's session, pausing a partition's fetches while
 // its buffer is full, and commits done offsets every commit interval. It
-// returns nil after Close, ctx.Err() when ctx ended (the consumer then
-// stays usable: call Run again or Close), and ErrClosed when Close had
-// begun before it was called. Only one Run may be in progress at a time; a
-// second returns ErrRunning. Records already taken go on running after Run
+// returns nil once Close has stopped it, and ctx.Err() when ctx ended (the
+// consumer then stays usable: call Run again or Close). A Run that begins
+// after Close has begun returns ErrClosed at once, having taken nothing. A
+// Run started on a goroutine may not have begun yet when a Close that
+// follows at once begins, so take both nil and ErrClosed as the end that
+// Close asked for. Only one Run may be in progress at a time; a second
+// returns ErrRunning. Records already taken go on running after Run
 // returns; Close drains them.
 func (c *Consumer) Run(ctx context.Context) error {
 	if ctx == nil {
@@ -44,6 +47,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		close(done)
 		c.runMu.Unlock()
 	}()
+	if c.runBegun != nil {
+		c.runBegun()
+	}
 	wg.Go(func() { c.commitLoop(pollCtx) })
 	c.pollLoop(pollCtx)
 	if c.closing.Load() {
@@ -54,13 +60,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 // Close stops the consumer in one call: it drains, and it gives up when
 // ctx ends, as the core's Scheduler.Shutdown does (and as nats.go's Drain
-// with a timeout does). It stops fetching, waits for the records taken to
-// finish, commits, leaves the group and closes the client, then returns
-// nil, or a *CommitError naming the partitions whose final commit failed
-// (their records done since their last commit are read again by their
-// next owner), or the error of leaving the group (the broker unreachable:
-// the group then waits the session timeout before it moves this member's
-// partitions), joined.
+// with a timeout does). It stops fetching (the Run it stops returns nil; a
+// Run that begins after Close has begun returns ErrClosed), waits for the
+// records taken to finish, commits, leaves the group and closes the
+// client, then returns nil, or a *CommitError naming the partitions whose
+// final commit failed (their records done since their last commit are
+// read again by their next owner), or the error of leaving the group (the
+// broker unreachable: the group then waits the session timeout before it
+// moves this member's partitions), joined.
 //
 // If ctx ends first, Close gives up, as the core's Scheduler.Close does at
 // once: running handlers see their ctx canceled, queued records never

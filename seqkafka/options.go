@@ -48,7 +48,7 @@ type config struct {
 	attempts       int
 	backoff        BackoffFunc
 	deadLetter     DeadLetterFunc // nil: log at Error and drop
-	priorityHeader string
+	priorityHeader string         // "" until WithPriorityHeader: no High lane
 	unorderedNoKey bool
 	drainTimeout   time.Duration
 	commitInterval time.Duration
@@ -67,7 +67,7 @@ const (
 	DefaultMaxConcurrency = 64
 	DefaultMaxBuffered    = 1000 // per partition; the low mark is half
 	DefaultAttempts       = 3
-	DefaultPriorityHeader = "seqsched-priority"
+	DefaultPriorityHeader = "seqsched-priority" // a suggested name for WithPriorityHeader, not on by default
 	DefaultDrainTimeout   = 15 * time.Second
 	DefaultCommitInterval = time.Second
 	DefaultCommitTimeout  = 10 * time.Second
@@ -178,11 +178,14 @@ func WithDeadLetter(fn DeadLetterFunc) Option {
 	}}
 }
 
-// WithPriorityHeader names the record header that marks a record urgent:
-// a record carrying this header with the value "high" (any case) is
-// submitted on its key's High lane and runs before the key's queued
-// records. This reorders records within a key, by design. The default name
-// is "seqsched-priority"; an empty name is rejected.
+// WithPriorityHeader turns on the High lane: a record carrying header name
+// with the value "high" (any case) is submitted on its key's High lane and
+// runs before the key's queued records, never interrupting the running one.
+// This reorders records within a key, by design. Without this option every
+// record is Normal: any producer that can write to the topic could
+// otherwise move its records ahead of other producers' queued records of
+// the same key, so the lane is for topics whose producers are trusted to
+// use it. name must not be empty; DefaultPriorityHeader is a suggestion.
 func WithPriorityHeader(name string) Option {
 	n := fmt.Sprintf("WithPriorityHeader(%q)", name)
 	return optFunc{n, func(c *config) {
@@ -328,7 +331,6 @@ func newConfig(opts []Option) (*config, error) {
 		bufferLow:      DefaultMaxBuffered / 2,
 		attempts:       DefaultAttempts,
 		backoff:        DefaultBackoff,
-		priorityHeader: DefaultPriorityHeader,
 		drainTimeout:   DefaultDrainTimeout,
 		commitInterval: DefaultCommitInterval,
 		commitTimeout:  DefaultCommitTimeout,

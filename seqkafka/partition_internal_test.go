@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func testPartition(t *testing.T) *partition {
@@ -148,5 +150,37 @@ func TestWindowGrantsInOrderAndResumesAtTheLowMark(t *testing.T) {
 	}
 	if pollChunk(3, 1) != 1 || pollChunk(1000, 500) != 250 || pollChunk(1, 0) != 1 {
 		t.Fatal("pollChunk")
+	}
+}
+
+// A producer chooses a record's key, up to a record's size; the scheduler
+// keeps the keys of idle sessions after their records are done. A long key
+// must name its session with a bounded number of bytes, and still name it
+// alone: equal keys share a session, different ones do not.
+func TestSessionKeyBytesAreBoundedWhateverTheKey(t *testing.T) {
+	c := &Consumer{cfg: &config{}}
+	p := testPartition(t)
+	long := func(last byte) []byte {
+		k := make([]byte, 1<<20) // Kafka's default largest record
+		k[len(k)-1] = last
+		return k
+	}
+	a1, a2, b := c.sessionKeyOf(p, &kgo.Record{Key: long('a')}), c.sessionKeyOf(p, &kgo.Record{Key: long('a')}), c.sessionKeyOf(p, &kgo.Record{Key: long('b')})
+	if len(a1.key) > maxSessionKey {
+		t.Fatalf("session key of a 1 MiB key holds %d bytes; want at most %d", len(a1.key), maxSessionKey)
+	}
+	if a1 != a2 {
+		t.Fatal("two records of one long key have different sessions")
+	}
+	if a1 == b {
+		t.Fatal("two long keys differing in their last byte share a session")
+	}
+	short := c.sessionKeyOf(p, &kgo.Record{Key: []byte(a1.key)}) // a key equal to the long one's hash
+	if short == a1 {
+		t.Fatal("a short key equal to a long key's hash shares its session")
+	}
+	edge := make([]byte, maxSessionKey)
+	if got := c.sessionKeyOf(p, &kgo.Record{Key: edge}); got.key != string(edge) {
+		t.Fatalf("a %d-byte key is named by %q; want its own bytes", maxSessionKey, got.key)
 	}
 }

@@ -2,6 +2,7 @@ package seqkafka
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"strings"
@@ -160,9 +161,20 @@ func (c *Consumer) admitLocked(p *partition) {
 	}
 }
 
+// sessionKeyOf returns the session of r's key. A key longer than
+// maxSessionKey bytes is named by its SHA-256 instead of its bytes (a kind
+// of its own, so that it never meets a short key of the same bytes): the
+// scheduler keeps idle sessions' keys after their records are done (its
+// idle records), and a producer's keys may be as long as a record, so
+// only this bounds what done records leave behind. Two long keys share a
+// session only if their hashes collide, which would merely run them in one
+// order.
 func (c *Consumer) sessionKeyOf(p *partition, r *kgo.Record) sessionKey {
 	sk := sessionKey{topic: p.topic, part: p.part, gen: p.gen}
 	switch {
+	case len(r.Key) > maxSessionKey:
+		sum := sha256.Sum256(r.Key)
+		sk.kind, sk.key = kindLongKey, string(sum[:])
 	case r.Key != nil:
 		sk.kind, sk.key = kindKeyed, string(r.Key)
 	case c.cfg.unorderedNoKey:
@@ -173,7 +185,12 @@ func (c *Consumer) sessionKeyOf(p *partition, r *kgo.Record) sessionKey {
 	return sk
 }
 
+// priorityOf is High for a record carrying WithPriorityHeader's header
+// with the value "high", and Normal for every record without that option.
 func (c *Consumer) priorityOf(r *kgo.Record) seqsched.Priority {
+	if c.cfg.priorityHeader == "" {
+		return seqsched.Normal
+	}
 	for _, h := range r.Headers {
 		if h.Key == c.cfg.priorityHeader && strings.EqualFold(string(h.Value), "high") {
 			return seqsched.High

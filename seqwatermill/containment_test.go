@@ -97,7 +97,7 @@ func TestBackoffPanicNacksTheMessageAndTheKeyGoesOn(t *testing.T) {
 	r.in <- a2
 	log := newRecorder()
 	_, out := subscribe(t, r, seqwatermill.WithLogger(log),
-		seqwatermill.WithRetries(2, func(int) time.Duration { panic("bad backoff") }))
+		seqwatermill.WithRetries(2, func(context.Context, *message.Message, int, error) time.Duration { panic("bad backoff") }))
 	next(t, out).Nack()
 	select {
 	case <-a1.Nacked():

@@ -29,16 +29,29 @@
 // the table. For Kafka and NATS JetStream, this project's own kafka and
 // jetstream modules fetch in parallel and commit or ack in order.
 //
+// A subscriber that gives a message up before it is acked (watermill-nats
+// does after AckWaitTimeout, and JetStream redelivers it later) does not
+// break the order: the key goes on only after the handler acked the
+// message (see [ErrGivenUp] and the README's "Broker timers").
+//
 // # Which file holds what
 //
 //   - subscriber.go: Decorator, NewSubscriber, the Subscriber and its Close.
 //   - subscription.go: one Subscribe: the dispatch loop (key, High lane,
-//     bounds), the per-message task (send a copy, wait for its Ack or
-//     Nack, retry in place, settle the subscriber's message), and the end
-//     of a subscription.
+//     bounds), the end of a subscription, and the gate that bounds what
+//     is held.
+//   - handle.go: a message's turn: send a copy, wait for its Ack or Nack
+//     (through the interceptors), retry in place, settle the subscriber's
+//     message.
+//   - redelivery.go: messages the subscriber gives up and sends again: a
+//     held message found by its key and UUID, and the acked ones
+//     remembered.
 //   - halt.go: halting a key (WithHaltOnNack): holding its messages,
 //     handing them over first on Resume, giving them up at the end;
-//     Subscriber.Resume and Paused, and the Controller that reaches a
-//     Router's Subscribers.
-//   - options.go, errors.go: options, defaults, errors.
+//     Subscriber.Resume, Paused, Halted and Backlog.
+//   - controller.go: the Controller that reaches a Router's Subscribers.
+//   - keys.go: keys as publishers choose them: bounded for memory, quoted
+//     for logs.
+//   - intercept.go, stats.go, options.go, errors.go, log.go: interceptors
+//     and Attempt, Stats, options and defaults, errors, the guarded logger.
 package seqwatermill

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -63,7 +64,7 @@ func ExampleWithHaltOnNack() {
 	var mu sync.Mutex
 	balance := map[string]int{"alice": 100}
 	var ctl seqwatermill.Controller
-	alerts := alerting{make(chan string, 1)}
+	alerts := alerting{make(chan struct{}, 1)}
 	router, _ := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
 	router.AddSubscriberDecorators(seqwatermill.Decorator(
 		seqwatermill.WithKeyMetadata("account_id"),
@@ -95,9 +96,9 @@ func ExampleWithHaltOnNack() {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = router.Run(context.Background()) }()
 
-	key := <-alerts.halts
-	fmt.Println("halted:", key, ctl.Paused(key))
-	fmt.Println(<-handled) // bob goes on
+	<-alerts.halts
+	fmt.Println(<-handled) // bob goes on (so alice's deposit, sent before, is queued)
+	fmt.Println("halted:", ctl.Halted(), "backlog:", ctl.Backlog("alice"))
 	mu.Lock()
 	balance["alice"] += 50 // the operator fixes the account
 	mu.Unlock()
@@ -107,18 +108,20 @@ func ExampleWithHaltOnNack() {
 	_ = router.Close()
 	<-done
 	// Output:
-	// halted: alice true
 	// bob deposit 5: balance 5
+	// halted: [alice] backlog: 2
 	// alice withdraw 150: balance 0
 	// alice deposit 100: balance 100
 }
 
-// alerting is a logger that sends the key of each halt on halts.
-type alerting struct{ halts chan string }
+// alerting is a logger that signals each halt on halts. (The record's
+// "key" field holds the key quoted and cut, for logs; Controller.Halted
+// lists the keys as they are.)
+type alerting struct{ halts chan struct{} }
 
-func (a alerting) Error(_ string, err error, fields watermill.LogFields) {
+func (a alerting) Error(_ string, err error, _ watermill.LogFields) {
 	if errors.Is(err, seqwatermill.ErrHalted) {
-		a.halts <- fields["key"].(string)
+		a.halts <- struct{}{}
 	}
 }
 func (a alerting) Info(string, watermill.LogFields)                 {}
@@ -133,4 +136,50 @@ func ExampleNewSubscriber_missingKey() {
 	fmt.Println(err)
 	// Output:
 	// seqwatermill: NewSubscriber: needs WithKeyMetadata or WithKeyFunc: invalid option
+}
+
+// Told the wrapped subscriber's ack timer (watermill-nats'
+// AckWaitTimeout), NewSubscriber refuses retries whose default backoff
+// outlasts it: the subscriber would give the message up during the wait.
+func ExampleWithSubscriberAckTimeout() {
+	_, err := seqwatermill.NewSubscriber(newReleasing(0),
+		seqwatermill.WithKeyMetadata("account_id"),
+		seqwatermill.WithRetries(10, nil),
+		seqwatermill.WithSubscriberAckTimeout(time.Second),
+	)
+	fmt.Println(errors.Is(err, seqwatermill.ErrInvalidOption))
+	var oe *seqwatermill.OptionError
+	if errors.As(err, &oe) {
+		fmt.Println(oe.Option)
+	}
+	// Output:
+	// true
+	// WithSubscriberAckTimeout(1s)
+}
+
+// An interceptor sees every hand-over of a message, with its attempt.
+func ExampleWithInterceptor() {
+	sub := newReleasing(1)
+	m := message.NewMessage("1", []byte("deposit 5"))
+	m.Metadata.Set("account_id", "alice")
+	sub.in <- m
+
+	s, _ := seqwatermill.NewSubscriber(sub,
+		seqwatermill.WithKeyMetadata("account_id"),
+		seqwatermill.WithRetries(0, func(context.Context, *message.Message, int, error) time.Duration { return 0 }),
+		seqwatermill.WithInterceptor(func(ctx context.Context, msg *message.Message, next func(context.Context) error) error {
+			err := next(ctx)
+			fmt.Printf("message %s, attempt %d: %v\n", msg.UUID, seqwatermill.Attempt(ctx), err)
+			return err
+		}),
+		seqwatermill.WithLogger(watermill.NopLogger{}),
+	)
+	out, _ := s.Subscribe(context.Background(), "deposits")
+	(<-out).Nack() // the handler failed once
+	(<-out).Ack()
+	<-m.Acked()
+	_ = s.Close()
+	// Output:
+	// message 1, attempt 1: seqwatermill: message nacked
+	// message 1, attempt 2: <nil>
 }

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/seqsched/seqsched"
 )
 
@@ -29,53 +27,15 @@ import (
 // halts holds the keys of a subscription halted by WithHaltOnNack.
 type halts struct {
 	mu      sync.Mutex
-	stopped bool                          // release ran: no key halts any more
-	held    map[string][]*message.Message // halted keys: held messages, oldest first; nil once released
-}
-
-// task is the task of message m of key or, with m nil, the one a halt
-// posts: it handles the key's held messages, then m, in order, and counts
-// each out of the gate once it is settled (or given up). If one halts the
-// key again, it and those after it are held, still counted in.
-func (sn *subscription) task(ctx context.Context, key string, m *message.Message) error {
-	msgs, released := sn.take(key)
-	if m != nil {
-		msgs = append(msgs, m)
-	}
-	settled := 0
-	defer func() { // only when a backoff or logger panicked, or called runtime.Goexit
-		for ; settled < len(msgs); settled++ {
-			if !sn.o.ackOnReceive {
-				msgs[settled].Nack() // failed: for the subscriber to redeliver (unrun logs it)
-			}
-			sn.gate.done(key)
-		}
-	}()
-	for i, msg := range msgs {
-		switch {
-		case released:
-			sn.lost(msg, fieldsOf(key, msg), "its key was halted at close")
-		case sn.handle(ctx, key, msg):
-			if sn.hold(key, msgs[i:]) {
-				settled = len(msgs)
-				sn.log.Error("Key halted: its message was nacked on its last attempt; Resume the key to hand it to the handler again",
-					ErrHalted, fieldsOf(key, msg).Add(watermill.LogFields{"attempts": sn.o.attempts}))
-				return nil
-			}
-			released = true // the subscription is ending: the key's messages go as a halted key's would
-			sn.lost(msg, fieldsOf(key, msg), "its key was halted at close")
-		}
-		settled++
-		sn.gate.done(key)
-	}
-	return nil
+	stopped bool               // release ran: no key halts any more
+	held    map[string][]*held // halted keys (order keys): held messages, oldest first; nil once released
 }
 
 // take returns the messages key's halt held, for the task that runs after
 // Resume, and forgets the halt. Once released (the subscription ended with
 // key halted) it returns none and true: the key's later messages are given
 // up as the held ones were.
-func (sn *subscription) take(key string) (msgs []*message.Message, released bool) {
+func (sn *subscription) take(key string) (msgs []*held, released bool) {
 	h := &sn.halts
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -93,12 +53,12 @@ func (sn *subscription) take(key string) (msgs []*message.Message, released bool
 // hold halts key, keeping msgs (the nacked message first), and reports
 // whether it did: once the subscription is ending it marks key released
 // instead, and the caller gives msgs up.
-func (sn *subscription) hold(key string, msgs []*message.Message) bool {
+func (sn *subscription) hold(key string, msgs []*held) bool {
 	h := &sn.halts
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.held == nil {
-		h.held = map[string][]*message.Message{}
+		h.held = map[string][]*held{}
 	}
 	if h.stopped {
 		h.held[key] = nil
@@ -120,37 +80,29 @@ func (sn *subscription) hold(key string, msgs []*message.Message) bool {
 // queued tasks run, find their key released, and give their messages up
 // at once; the drain does not wait for them. Called after stop is closed.
 func (sn *subscription) release() {
-	type heldMsg struct {
-		key string
-		msg *message.Message
-	}
 	h := &sn.halts
 	h.mu.Lock()
 	h.stopped = true
 	var keys []string
-	var given []heldMsg
+	var given []*held
 	for key, msgs := range h.held {
 		if msgs != nil {
 			keys = append(keys, key)
-			for _, m := range msgs {
-				given = append(given, heldMsg{key, m})
-			}
+			given = append(given, msgs...)
 			h.held[key] = nil
 		}
 	}
 	h.mu.Unlock()
-	for _, g := range given {
-		sn.lost(g.msg, fieldsOf(g.key, g.msg), "its key was halted at close")
-		sn.gate.done(g.key)
+	for _, m := range given {
+		sn.mu.Lock()
+		msg := m.msg
+		sn.mu.Unlock()
+		sn.lost(m, msg, "its key was halted at close")
+		sn.done(m)
 	}
 	for _, key := range keys {
 		_ = sn.sched.Resume(key)
 	}
-}
-
-// fieldsOf returns the log fields of msg of key.
-func fieldsOf(key string, msg *message.Message) watermill.LogFields {
-	return watermill.LogFields{"message_uuid": msg.UUID, "key": key}
 }
 
 // Resume ends the halt of key (see [WithHaltOnNack]) in every subscription
@@ -165,8 +117,9 @@ func (s *Subscriber) Resume(key string) error {
 	if s.closed {
 		return ErrClosed
 	}
+	okey := orderKey(key)
 	for sn := range s.subs {
-		_ = sn.sched.Resume(key) // only a key a map cannot hold fails, and a string is not one
+		_ = sn.sched.Resume(okey) // only a key a map cannot hold fails, and a string is not one
 	}
 	return nil
 }
@@ -177,78 +130,58 @@ func (s *Subscriber) Resume(key string) error {
 func (s *Subscriber) Paused(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	okey := orderKey(key)
 	for sn := range s.subs {
-		if sn.sched.Paused(key) {
+		if sn.sched.Paused(okey) {
 			return true
 		}
 	}
 	return false
 }
 
-// A Controller reaches the Subscribers registered with it by
-// [WithController]: those that a [Decorator] makes, one per Router
-// handler, which the Router's user never sees. It resumes keys that
-// [WithHaltOnNack] halted, in whichever of them they are:
-//
-//	var ctl seqwatermill.Controller
-//	router.AddSubscriberDecorators(seqwatermill.Decorator(seqwatermill.WithKeyMetadata("account_id"),
-//		seqwatermill.WithRetries(3, nil), seqwatermill.WithHaltOnNack(), seqwatermill.WithController(&ctl)))
-//	...
-//	err := ctl.Resume("acct-7") // an operator fixed the account
-//
-// A Subscriber is forgotten once closed. The zero value is ready to use; a
-// Controller must not be copied after first use. It is safe for concurrent
-// use.
-type Controller struct {
-	mu     sync.Mutex
-	subs   map[*Subscriber]struct{}
-	closed bool // a registered Subscriber was closed, and none is left
-}
-
-// register adds s, made with WithController(c).
-func (c *Controller) register(s *Subscriber) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.subs == nil {
-		c.subs = map[*Subscriber]struct{}{}
+// Halted returns the keys halted (see [WithHaltOnNack]) in the
+// subscriptions of s that have not ended, and not yet resumed, sorted and
+// without duplicates. It never waits, and is safe for concurrent use.
+func (s *Subscriber) Halted() []string {
+	s.mu.Lock()
+	subs := make([]*subscription, 0, len(s.subs))
+	for sn := range s.subs {
+		subs = append(subs, sn)
 	}
-	c.subs[s] = struct{}{}
-	c.closed = false
-}
-
-// unregister forgets s, which Close closed.
-func (c *Controller) unregister(s *Subscriber) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.subs, s)
-	c.closed = len(c.subs) == 0
-}
-
-// Resume ends the halt of key in every Subscriber registered with c, as
-// [Subscriber.Resume] does. It never waits. It returns [ErrClosed] when
-// every Subscriber registered with c was closed (the Router closed), and
-// nil otherwise, also before the Router made any.
-func (c *Controller) Resume(key string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return ErrClosed
+	s.mu.Unlock()
+	var keys []string
+	for _, sn := range subs {
+		keys = append(keys, sn.halted()...)
 	}
-	for s := range c.subs {
-		_ = s.Resume(key) // ErrClosed: s is closing, and gives its halted keys' messages up
-	}
-	return nil
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }
 
-// Paused reports whether key is halted in a Subscriber registered with c
-// (see [Subscriber.Paused]). It never waits.
-func (c *Controller) Paused(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for s := range c.subs {
-		if s.Paused(key) {
-			return true
+// halted returns the keys halted in sn, as their messages carry them.
+func (sn *subscription) halted() []string {
+	h := &sn.halts
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var keys []string
+	for okey, msgs := range h.held {
+		if len(msgs) > 0 && sn.sched.Paused(okey) {
+			keys = append(keys, msgs[0].key)
 		}
 	}
-	return false
+	return keys
+}
+
+// Backlog returns how many messages of key the subscriptions of s hold:
+// queued behind the key, in the handler, waiting for a retry, or held by
+// a halt. These count against WithMaxPerKey and
+// WithMaxBuffered. It never waits, and is safe for concurrent use.
+func (s *Subscriber) Backlog(key string) int {
+	okey := orderKey(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for sn := range s.subs {
+		n += sn.gate.count(okey)
+	}
+	return n
 }

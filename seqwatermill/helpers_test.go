@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -88,7 +89,7 @@ func settled(m *message.Message) string {
 }
 
 // noBackoff retries a nacked message at once.
-func noBackoff(int) time.Duration { return 0 }
+func noBackoff(context.Context, *message.Message, int, error) time.Duration { return 0 }
 
 // recorder is a logger that keeps the Error records and sends the key of
 // each halt (a record with seqwatermill.ErrHalted) on halts.
@@ -105,10 +106,10 @@ func newRecorder() recorder {
 
 func (r recorder) Error(msg string, err error, fields watermill.LogFields) {
 	r.mu.Lock()
-	*r.errs = append(*r.errs, fmt.Sprint(msg, " ", fields["message_uuid"]))
+	*r.errs = append(*r.errs, fmt.Sprint(msg, " ", unquote(fields["message_uuid"])))
 	r.mu.Unlock()
 	if errors.Is(err, seqwatermill.ErrHalted) {
-		r.halts <- fields["key"].(string)
+		r.halts <- unquote(fields["key"]).(string)
 	}
 }
 
@@ -132,4 +133,41 @@ func (r recorder) halted(t *testing.T) string {
 		t.Fatal("no halt logged in 10s")
 		return ""
 	}
+}
+
+// unquote returns the value of a log field that holds a quoted key or
+// UUID, as written; a field that is not a quoted string as it is.
+func unquote(v any) any {
+	s, ok := v.(string)
+	if !ok {
+		return v
+	}
+	u, err := strconv.Unquote(s)
+	if err != nil {
+		return v
+	}
+	return u
+}
+
+// orderViolation checks a key's handled messages against the contract's
+// checker: each message is handled only after every earlier one of its
+// key was (a repeat of one handled already is at least once, and allowed),
+// and each is handled. It returns "" or what broke.
+func orderViolation[T comparable](handled, want []T) string {
+	frontier := 0 // want[:frontier] have been handled
+	for _, m := range handled {
+		p := slices.Index(want, m)
+		switch {
+		case p < 0:
+			return fmt.Sprintf("%v handled, not a message of the key", m)
+		case p > frontier:
+			return fmt.Sprintf("%v handled before %v", m, want[frontier])
+		case p == frontier:
+			frontier++
+		}
+	}
+	if frontier < len(want) {
+		return fmt.Sprintf("%v never handled", want[frontier])
+	}
+	return ""
 }

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -39,7 +41,8 @@ func TestCloseLeavesQueuedMessagesUnackedForRedelivery(t *testing.T) {
 	a2.SetContext(ctx)
 	r.in <- a1
 	r.in <- a2
-	s, out := subscribe(t, r)
+	log := newRecorder()
+	s, out := subscribe(t, r, seqwatermill.WithLogger(log))
 	inHandler := next(t, out)
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
@@ -54,6 +57,7 @@ func TestCloseLeavesQueuedMessagesUnackedForRedelivery(t *testing.T) {
 	assert.False(t, ok, "a2 sent after Close")
 	assert.Equal(t, "", settled(a1))
 	assert.Equal(t, "", settled(a2))
+	assert.Empty(t, log.errors(), "Error records: a Close is no failure")
 	_, err := s.Subscribe(context.Background(), "topic")
 	assert.ErrorIs(t, err, seqwatermill.ErrClosed)
 }
@@ -122,12 +126,14 @@ func TestCloseLeavesAHaltedKeyUnackedAndDoesNotWaitForIt(t *testing.T) {
 func TestAckOnReceiveDropsAHaltedKeyAtClose(t *testing.T) {
 	r := newReleasing(2)
 	log := newRecorder()
+	a2 := msg("a2", "a")
 	r.in <- msg("a1", "a")
-	r.in <- msg("a2", "a")
+	r.in <- a2
 	s, out := subscribe(t, r, seqwatermill.WithRetries(1, nil), seqwatermill.WithHaltOnNack(),
 		seqwatermill.WithAckOnReceive(), seqwatermill.WithCloseTimeout(20*time.Second), seqwatermill.WithLogger(log))
 	next(t, out).Nack()
 	require.Equal(t, "a", log.halted(t))
+	<-a2.Acked() // taken: acked on receipt, and queued before Close can end the dispatch
 	require.NoError(t, s.Close())
 	_, ok := <-out
 	assert.False(t, ok, "a message of the halted key handed to the handler at Close")
@@ -172,7 +178,7 @@ func TestBadOptionsAreRefusedByName(t *testing.T) {
 		opts []seqwatermill.Option
 		want string
 	}{
-		{nil, "needs WithKeyMetadata or WithKeyFunc"},
+		{nil, "NewSubscriber: needs WithKeyMetadata or WithKeyFunc"},
 		{[]seqwatermill.Option{seqwatermill.WithKeyMetadata("")}, `WithKeyMetadata(""): must not be empty`},
 		{[]seqwatermill.Option{seqwatermill.WithKeyFunc(nil)}, "WithKeyFunc(nil): must not be nil"},
 		{[]seqwatermill.Option{key, seqwatermill.WithKeyFunc(func(*message.Message) string { return "" })},
@@ -187,12 +193,28 @@ func TestBadOptionsAreRefusedByName(t *testing.T) {
 		{[]seqwatermill.Option{key, nil}, "option 1: must not be nil"},
 		{[]seqwatermill.Option{key, seqwatermill.WithHaltOnNack()}, "WithHaltOnNack(): needs WithRetries with attempts >= 1"},
 		{[]seqwatermill.Option{key, seqwatermill.WithController(nil)}, "WithController(nil): must not be nil"},
+		{[]seqwatermill.Option{key, seqwatermill.WithInterceptor(nil)}, "WithInterceptor(nil): must not be nil"},
+		{[]seqwatermill.Option{key, seqwatermill.WithSubscriberAckTimeout(0)}, "WithSubscriberAckTimeout(0s): must be > 0"},
+		// DefaultBackoff waits 1.6s after the fifth attempt: watermill-nats
+		// with AckWaitTimeout 1s gives the message up during that wait.
+		{[]seqwatermill.Option{key, seqwatermill.WithRetries(10, nil), seqwatermill.WithSubscriberAckTimeout(time.Second)},
+			"WithSubscriberAckTimeout(1s): DefaultBackoff waits 1.6s after attempt 5"},
+		{[]seqwatermill.Option{key, seqwatermill.WithSubscriberAckTimeout(5 * time.Second)},
+			"WithSubscriberAckTimeout(5s): DefaultBackoff waits 6.4s after attempt 7"},
 	} {
 		_, err := seqwatermill.NewSubscriber(newReleasing(0), tc.opts...)
 		require.Error(t, err, "%v", tc.opts)
 		assert.True(t, errors.Is(err, seqwatermill.ErrInvalidOption), "%v", err)
 		assert.Contains(t, err.Error(), tc.want)
+		var oe *seqwatermill.OptionError
+		if assert.ErrorAs(t, err, &oe) {
+			assert.Contains(t, tc.want, oe.Option, "OptionError.Option")
+		}
 	}
+	// Retries whose backoffs all fit inside the subscriber's timer pass.
+	_, err := seqwatermill.NewSubscriber(newReleasing(0), key, seqwatermill.WithRetries(4, nil),
+		seqwatermill.WithSubscriberAckTimeout(time.Second))
+	assert.NoError(t, err, "backoffs 100ms..400ms under a 1s ack timeout")
 }
 
 // waiting is a subscriber whose Subscribe waits until Close, as one that
@@ -228,4 +250,58 @@ func TestCloseEndsAWrappedSubscribeThatWaits(t *testing.T) {
 		t.Fatal("Close still waiting 10s later for the wrapped Subscribe")
 	}
 	assert.Error(t, <-subscribed)
+}
+
+// With WithAckOnReceive the subscriber's message was acked, and its ctx may
+// be over; the handler's ctx still ends when the Router closes, as a
+// subscriber's Close ends it, so a handler that waits on it returns at
+// once instead of holding Close for the whole close timeout.
+func TestAckOnReceiveRouterCloseCancelsTheHandlersCtx(t *testing.T) {
+	bus := gochannel.NewGoChannel(gochannel.Config{BlockPublishUntilSubscriberAck: true}, watermill.NopLogger{})
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, watermill.NopLogger{})
+	require.NoError(t, err)
+	router.AddSubscriberDecorators(seqwatermill.Decorator(seqwatermill.WithKeyMetadata("key"),
+		seqwatermill.WithAckOnReceive(), seqwatermill.WithCloseTimeout(20*time.Second),
+		seqwatermill.WithLogger(watermill.NopLogger{})))
+	inHandler := make(chan struct{})
+	router.AddConsumerHandler("h", "events", bus, func(m *message.Message) error {
+		close(inHandler)
+		<-m.Context().Done()
+		return m.Context().Err()
+	})
+	ran := make(chan error, 1)
+	go func() { ran <- router.Run(context.Background()) }()
+	<-router.Running()
+	require.NoError(t, bus.Publish("events", msg("a1", "a")))
+	<-inHandler
+	closed := make(chan error, 1)
+	go func() { closed <- router.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Router.Close still waiting 10s later: the handler's ctx was not canceled (close timeouts 20s)")
+	}
+	require.NoError(t, <-ran)
+	require.NoError(t, bus.Close())
+}
+
+// With WithAckOnReceive a message given up at Close is lost: its record
+// names it by its UUID, not only by its key.
+func TestAckOnReceiveLostMessagesAreLoggedWithTheirUUID(t *testing.T) {
+	r := newReleasing(2)
+	log := newRecorder()
+	a2 := msg("a2", "a")
+	r.in <- msg("a1", "a")
+	r.in <- a2
+	s, out := subscribe(t, r, seqwatermill.WithAckOnReceive(), seqwatermill.WithCloseTimeout(50*time.Millisecond),
+		seqwatermill.WithLogger(log))
+	require.Equal(t, "a1", next(t, out).UUID) // never acked
+	<-a2.Acked()                              // taken, and queued before Close can end the dispatch
+	require.NoError(t, s.Close())
+	assert.ElementsMatch(t, []string{
+		"Close timeout: gave up on messages in the handler <nil>",
+		"Acked message dropped: not settled before the close timeout a1",
+		"Acked message dropped: never handed over before the close timeout a2",
+	}, log.errors())
 }

@@ -1,8 +1,9 @@
 package seqwatermill
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -16,7 +17,10 @@ const (
 )
 
 // KeyFunc returns the ordering key of msg: messages with the same key are
-// handled one at a time, in the order the subscriber sent them. It runs on
+// handled one at a time, in the order the subscriber sent them. A key
+// longer than 128 bytes is ordered under its SHA-256 sum, so that the
+// memory a publisher's long keys take stays bounded once their messages
+// are done. It runs on
 // the subscription's dispatch goroutine, with no lock held; keep it fast. A
 // panic in it is logged at Error with a *seqsched.PanicError (its value and
 // stack), and the message is ordered under the empty key. A
@@ -24,9 +28,19 @@ const (
 // its ctx would: the message is left un-acked.
 type KeyFunc func(msg *message.Message) string
 
-// DefaultBackoff waits 100ms after the first nacked attempt and doubles
-// each time, up to 10s.
-func DefaultBackoff(attempt int) time.Duration {
+// BackoffFunc returns how long to wait before handing msg to the consumer
+// again, after its attempt-th attempt (1 for the first) was nacked; err is
+// [ErrNacked] (or what an [Interceptor] returned). A zero or negative wait
+// retries at once. It runs on the message's key, with no lock held; ctx is
+// the subscriber's message's. A backoff that panics or calls
+// runtime.Goexit fails the message (see WithRetries). The shape is
+// seqkafka's and seqjetstream's.
+type BackoffFunc func(ctx context.Context, msg *message.Message, attempt int, err error) time.Duration
+
+// DefaultBackoff is the BackoffFunc used without WithRetries' own: it
+// waits 100ms after the first nacked attempt and doubles each time, up to
+// 10s.
+func DefaultBackoff(_ context.Context, _ *message.Message, attempt int, _ error) time.Duration {
 	d := 100 * time.Millisecond
 	for i := 1; i < attempt && d < 10*time.Second; i++ {
 		d *= 2
@@ -44,20 +58,24 @@ type Option interface {
 // options is the validated configuration of a Subscriber, written only by
 // newOptions.
 type options struct {
-	key          KeyFunc
-	keyName      string // the option that set key, for the error of a second one
-	priority     string // metadata name of the High lane, or ""
-	maxBuffered  int
-	maxPerKey    int // 0: only maxBuffered
-	maxConc      int // 0: no limit
-	attempts     int // 0: until the handler acks
-	backoff      func(attempt int) time.Duration
-	closeTimeout time.Duration
-	ackOnReceive bool
-	haltOnNack   bool
-	controller   *Controller // nil: none
-	logger       watermill.LoggerAdapter
-	errs         []string // what the options found wrong
+	key           KeyFunc
+	keyName       string // the option that set key, for the error of a second one
+	keyMetadata   string // WithKeyMetadata's name, or ""
+	priority      string // metadata name of the High lane, or ""
+	maxBuffered   int
+	maxPerKey     int // 0: only maxBuffered
+	maxConc       int // 0: no limit
+	attempts      int // 0: until the handler acks
+	backoff       BackoffFunc
+	customBackoff bool
+	closeTimeout  time.Duration
+	ackTimeout    time.Duration // WithSubscriberAckTimeout, or 0
+	interceptors  []Interceptor
+	ackOnReceive  bool
+	haltOnNack    bool
+	controller    *Controller // nil: none
+	logger        watermill.LoggerAdapter
+	errs          []*OptionError // what the options found wrong
 }
 
 func newOptions(opts []Option) (options, error) {
@@ -69,24 +87,61 @@ func newOptions(opts []Option) (options, error) {
 	}
 	for i, opt := range opts {
 		if opt == nil {
-			o.errs = append(o.errs, fmt.Sprintf("option %d: must not be nil", i))
+			bad(&o, fmt.Sprintf("option %d", i), "must not be nil")
 			continue
 		}
 		opt.apply(&o)
 	}
 	if o.key == nil && len(o.errs) == 0 {
-		o.errs = append(o.errs, "NewSubscriber: needs WithKeyMetadata or WithKeyFunc")
+		bad(&o, "NewSubscriber", "needs WithKeyMetadata or WithKeyFunc")
 	}
 	if o.haltOnNack && o.attempts == 0 && len(o.errs) == 0 {
-		o.errs = append(o.errs, "WithHaltOnNack(): needs WithRetries with attempts >= 1 (with 0 no attempt is the last)")
+		bad(&o, "WithHaltOnNack()", "needs WithRetries with attempts >= 1 (with 0 no attempt is the last)")
+	}
+	if len(o.errs) == 0 {
+		o.checkTimers()
 	}
 	if o.maxPerKey > o.maxBuffered {
 		o.maxPerKey = 0 // the total bound is the tighter one
 	}
-	if len(o.errs) > 0 {
-		return o, &optionError{strings.Join(o.errs, "; ")}
+	switch len(o.errs) {
+	case 0:
+		return o, nil
+	case 1:
+		return o, o.errs[0]
 	}
-	return o, nil
+	errs := make([]error, len(o.errs))
+	for i, e := range o.errs {
+		errs[i] = e
+	}
+	return o, errors.Join(errs...)
+}
+
+// checkTimers checks the backoff against the wrapped subscriber's ack
+// timer, where WithSubscriberAckTimeout tells it: a retry's backoff at
+// least as long gives the message up during every such wait (the
+// subscriber then sends its next message, which waits behind the key, and
+// the broker redelivers the message later: work for nothing). A
+// BackoffFunc of the user's is user code, not called here.
+func (o *options) checkTimers() {
+	d := o.ackTimeout
+	if d == 0 {
+		return
+	}
+	name := fmt.Sprintf("WithSubscriberAckTimeout(%v)", d)
+	if o.customBackoff {
+		return
+	}
+	last := o.attempts - 1 // the retries' backoffs: after attempts 1 .. attempts-1
+	if o.attempts == 0 {
+		last = 32 // until acked: DefaultBackoff reaches its cap long before
+	}
+	for a := 1; a <= last; a++ {
+		if w := DefaultBackoff(context.Background(), nil, a, ErrNacked); w >= d {
+			bad(o, name, fmt.Sprintf("DefaultBackoff waits %v after attempt %d: each backoff must be shorter, or the subscriber gives the message up during it (set WithRetries' attempts or backoff, or a longer ack timeout)", w, a))
+			return
+		}
+	}
 }
 
 type option struct {
@@ -97,7 +152,9 @@ type option struct {
 func (o option) apply(opts *options) { o.fn(opts) }
 func (o option) String() string      { return o.name }
 
-func bad(o *options, name, reason string) { o.errs = append(o.errs, name+": "+reason) }
+func bad(o *options, name, reason string) {
+	o.errs = append(o.errs, &OptionError{Option: name, Reason: reason})
+}
 
 func setKey(o *options, name string, fn KeyFunc) {
 	if o.key != nil {
@@ -108,7 +165,8 @@ func setKey(o *options, name string, fn KeyFunc) {
 }
 
 // WithKeyMetadata orders messages by the value of their metadata field
-// name. Messages without it share the empty key (ordered together). name
+// name. Messages without it share the empty key (ordered together, one at
+// a time); the first one is logged at Error with [ErrNoKey]. name
 // must not be empty; it cannot be combined with WithKeyFunc. One of the
 // two is required.
 func WithKeyMetadata(name string) Option {
@@ -119,6 +177,7 @@ func WithKeyMetadata(name string) Option {
 			return
 		}
 		setKey(o, n, func(msg *message.Message) string { return msg.Metadata.Get(name) })
+		o.keyMetadata = name
 	}}
 }
 
@@ -230,7 +289,7 @@ func WithMaxConcurrency(n int) Option {
 //     where a later message must never be handled after an earlier one
 //     failed ("withdraw 50, deposit 100, withdraw 150"), and someone can
 //     fix the cause and resume the key.
-func WithRetries(attempts int, backoff func(attempt int) time.Duration) Option {
+func WithRetries(attempts int, backoff BackoffFunc) Option {
 	name := fmt.Sprintf("WithRetries(%d, backoff)", attempts)
 	if backoff == nil {
 		name = fmt.Sprintf("WithRetries(%d, nil)", attempts)
@@ -242,7 +301,7 @@ func WithRetries(attempts int, backoff func(attempt int) time.Duration) Option {
 		}
 		o.attempts = attempts
 		if backoff != nil {
-			o.backoff = backoff
+			o.backoff, o.customBackoff = backoff, true
 		}
 	}}
 }
@@ -262,6 +321,26 @@ func WithCloseTimeout(d time.Duration) Option {
 	}}
 }
 
+// WithSubscriberAckTimeout tells the Subscriber that the wrapped one gives
+// an un-acked message up d after sending it (watermill-nats:
+// SubscriberConfig.AckWaitTimeout, 30s by default), so that NewSubscriber
+// can check the timers that must fit inside it: with the default backoff,
+// each retry's wait must be shorter than d, or it fails with an
+// *OptionError. (A wait as long gives the message up; order holds, see
+// [ErrGivenUp], but the subscriber stalls for d and the broker redelivers
+// the message for nothing.) d must be > 0. Without it nothing is checked;
+// the README lists what each broker's timers require.
+func WithSubscriberAckTimeout(d time.Duration) Option {
+	name := fmt.Sprintf("WithSubscriberAckTimeout(%v)", d)
+	return option{name, func(o *options) {
+		if d <= 0 {
+			bad(o, name, "must be > 0")
+			return
+		}
+		o.ackTimeout = d
+	}}
+}
+
 // WithAckOnReceive acks the subscriber's message as soon as it is queued
 // behind its key, instead of after the handler acked it. A subscriber that
 // sends one message at a time and waits for its Ack (gochannel with
@@ -270,9 +349,12 @@ func WithCloseTimeout(d time.Duration) Option {
 // only in this process. Use it only where that loses nothing that matters:
 // an in-process subscriber such as gochannel, which holds nothing durable
 // anyway, or events that may be lost on a crash. A Nack is retried in
-// place (see WithRetries); Close hands the queued messages to the handler
-// before it returns, within WithCloseTimeout, except those of a key halted
-// by WithHaltOnNack, which are dropped and logged at Error.
+// place (see WithRetries). Close cancels the ctx of the messages in the
+// handler, as a subscriber's Close does, and hands the queued messages to
+// the handler before it returns, within WithCloseTimeout; a message
+// nacked once Close began is not retried. Those, the ones a key halted by
+// WithHaltOnNack holds, and any not handed over within the timeout are
+// dropped, each logged at Error with its key and UUID.
 func WithAckOnReceive() Option {
 	return option{"WithAckOnReceive()", func(o *options) { o.ackOnReceive = true }}
 }
@@ -299,10 +381,10 @@ func WithAckOnReceive() Option {
 //
 // A halted message stays un-acked while the key is halted: a subscriber
 // that waits for each Ack before it sends the next message (the README's
-// table) sends nothing more, for any key, until Resume, unless
-// WithAckOnReceive; and a broker that redelivers an un-acked message after
-// a deadline (JetStream's AckWait) sends a second copy, which queues
-// behind the key like any later message.
+// table) sends nothing more until it gives the message up (watermill-nats'
+// AckWaitTimeout), unless WithAckOnReceive. A redelivery of the held
+// message takes its place, and Resume hands the message over at once
+// whether or not the subscriber gave it up (see [ErrGivenUp]).
 func WithHaltOnNack() Option {
 	return option{"WithHaltOnNack()", func(o *options) { o.haltOnNack = true }}
 }
@@ -322,9 +404,15 @@ func WithController(c *Controller) Option {
 }
 
 // WithLogger sets where the subscriber logs: messages dropped (Error), a
-// KeyFunc's panic (Error), a key halted (Error, see WithHaltOnNack),
-// retries (Info). The default is
-// watermill.NewSlogLogger(nil), slog's default logger. l must not be nil.
+// KeyFunc's panic (Error), a key halted (Error, [ErrHalted]), a message
+// given up by the subscriber (Error, [ErrGivenUp]), the first message
+// without the key metadata (Error, [ErrNoKey]), retries and redeliveries
+// (Info). Keys and UUIDs come from publishers: the "key" and
+// "message_uuid" fields hold them as quoted Go strings, cut to 64 bytes,
+// so that a key with a line break cannot forge a line in a logger that
+// does not quote its values (watermill's StdLogger quotes only values with
+// spaces). The default is watermill.NewSlogLogger(nil), slog's default
+// logger. l must not be nil.
 func WithLogger(l watermill.LoggerAdapter) Option {
 	return option{"WithLogger(...)", func(o *options) {
 		if l == nil {

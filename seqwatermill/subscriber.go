@@ -29,7 +29,9 @@ func Decorator(opts ...Option) message.SubscriberDecorator {
 //   - The key is the message's metadata field or a [KeyFunc]'s result.
 //     A message of a key is sent on only after the previous one of its key
 //     was acked (a High message, see WithPriorityMetadata, goes before the
-//     queued ones of its key).
+//     queued ones of its key), whatever the wrapped subscriber does
+//     meanwhile: a message it gives up before the Ack (see [ErrGivenUp])
+//     still holds its key until the handler acked it.
 //   - The subscriber's message is acked once the consumer (the Router's
 //     handler) acked the copy sent on, and not before (unless
 //     WithAckOnReceive): delivery stays at least once.
@@ -57,6 +59,7 @@ type Subscriber struct {
 	closing chan struct{}              // closed by Close: every subscription ends
 	subs    map[*subscription]struct{} // those not ended, for Resume and Paused
 	wg      sync.WaitGroup
+	st      counters
 }
 
 // NewSubscriber wraps sub (see [Subscriber]). It fails with an error

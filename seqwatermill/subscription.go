@@ -2,58 +2,79 @@ package seqwatermill
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+
 	"github.com/seqsched/seqsched"
 )
 
 // A subscription is one Subscribe: one dispatch goroutine (run) reads the
 // wrapped subscriber's channel and posts each message as a task on its
 // key's session of a seqsched scheduler; the task sends a copy on out,
-// waits for the consumer's Ack or Nack, and settles the wrapped message.
-// The scheduler gives the order per key and the parallelism across keys;
-// the gate bounds what is held; halts holds the keys WithHaltOnNack halted
-// (halt.go). How it ends: run stops reading, closes stop (queued messages
-// not yet sent are skipped, unless ackOnReceive), releases the halted keys
-// (their messages are given up), drains the scheduler within closeTimeout
-// (then gives up: the tasks' ctx ends), and only then closes out, so no
-// task can send on a closed channel.
+// waits for the consumer's Ack or Nack, and settles the wrapped message
+// (handle.go). The scheduler gives the order per key and the parallelism
+// across keys; the gate bounds what is held; byID finds a held message by
+// its redelivery (redelivery.go); halts holds the keys WithHaltOnNack
+// halted (halt.go). How it ends: run stops reading, ends life (stop is
+// closed: queued messages not yet sent are skipped, unless ackOnReceive,
+// and with ackOnReceive the handler's copies have their ctx canceled),
+// releases the halted keys (their messages are given up), drains the
+// scheduler within closeTimeout (then gives up: the tasks' ctx ends),
+// reports what it never handed over, and only then closes out, so no task
+// can send on a closed channel.
 type subscription struct {
-	s     *Subscriber
-	o     *options
-	topic string
-	in    <-chan *message.Message
-	out   chan *message.Message
-	stop  chan struct{} // closed when the subscription begins to end
-	gate  gate
-	halts halts
-	sched *seqsched.Scheduler[string]
-	log   watermill.LoggerAdapter
+	s       *Subscriber
+	o       *options
+	topic   string
+	in      <-chan *message.Message
+	out     chan *message.Message
+	life    context.Context // canceled when the subscription begins to end
+	endLife context.CancelFunc
+	stop    <-chan struct{} // life.Done()
+	gate    gate
+	halts   halts
+	sched   *seqsched.Scheduler[string]
+	log     watermill.LoggerAdapter
+	noKey   atomic.Bool // a message without the key metadata was logged
+	st      *counters   // the Subscriber's
+
+	mu   sync.Mutex
+	all  map[*held]struct{} // every message held, until settled or given up
+	byID map[heldID]*held   // of those, the ones a redelivery replaces (redelivery.go)
+
+	handled handled // messages acked lately, to ack their redeliveries
 }
 
 func newSubscription(s *Subscriber, topic string, in <-chan *message.Message) (*subscription, error) {
 	sn := &subscription{
 		s: s, o: &s.opts, topic: topic, in: in,
-		out:  make(chan *message.Message),
-		stop: make(chan struct{}),
+		out: make(chan *message.Message),
 		gate: gate{maxHeld: s.opts.maxBuffered, maxPerKey: s.opts.maxPerKey,
 			perKey: map[string]int{}, wake: make(chan struct{}, 1)},
-		log: guardedLogger{s.opts.logger}.With(watermill.LogFields{"topic": topic}),
+		log:  guardedLogger{s.opts.logger}.With(watermill.LogFields{"topic": topic}),
+		st:   &s.st,
+		all:  map[*held]struct{}{},
+		byID: map[heldID]*held{},
 	}
+	sn.handled.set = map[[16]byte]struct{}{}
+	sn.handled.ring = make([][16]byte, 0, s.opts.maxBuffered)
+	sn.life, sn.endLife = context.WithCancel(context.Background())
+	sn.stop = sn.life.Done()
 	sched, err := seqsched.New[string](
 		seqsched.WithMaxConcurrency(s.opts.maxConc),
 		seqsched.WithErrorHandler(sn.unrun),
 		seqsched.WithLogger(slog.New(slog.DiscardHandler)), // every failure reaches unrun
 	)
 	if err != nil {
+		sn.endLife()
 		return nil, fmt.Errorf("seqwatermill: %w", err)
 	}
 	sn.sched = sched
@@ -72,7 +93,12 @@ func (sn *subscription) run(ctx context.Context) {
 // end ends the subscription (see subscription) and closes out.
 func (sn *subscription) end() {
 	defer close(sn.out)
-	close(sn.stop)
+	sn.endLife()
+	sn.s.wg.Add(1) // Close waits for it; run's own count keeps the group above 0
+	go func() {
+		defer sn.s.wg.Done()
+		sn.drainIn()
+	}()
 	sn.release()
 	drain, cancel := context.WithTimeout(context.Background(), sn.o.closeTimeout)
 	defer cancel()
@@ -81,6 +107,44 @@ func (sn *subscription) end() {
 		// Given up: every task's ctx is done, so each returns at once;
 		// this waits for their goroutines.
 		_ = sn.sched.Shutdown(context.Background())
+	}
+	// What is left was queued and never handed over: the forced Shutdown
+	// dropped its task.
+	sn.mu.Lock()
+	left := make([]*held, 0, len(sn.all))
+	for h := range sn.all {
+		left = append(left, h)
+	}
+	sn.mu.Unlock()
+	for _, h := range left {
+		sn.lost(h, h.msg, "never handed over before the close timeout")
+		sn.done(h)
+	}
+}
+
+// drainIn reads what the wrapped subscriber still sends once the
+// subscription ends, as a plain Router reads its channel until it closes,
+// and leaves it un-acked, for the subscriber to redeliver. A subscriber
+// blocked in a send while it closes its channel can fail (watermill-nats
+// sends and closes from two goroutines); one that never closes it after
+// Close is left WithCloseTimeout after Close began.
+func (sn *subscription) drainIn() {
+	var timeout <-chan time.Time
+	closing := sn.s.closing
+	for {
+		select {
+		case _, ok := <-sn.in:
+			if !ok {
+				return
+			}
+		case <-closing:
+			closing = nil
+			t := time.NewTimer(sn.o.closeTimeout)
+			defer t.Stop()
+			timeout = t.C
+		case <-timeout:
+			return
+		}
 	}
 }
 
@@ -100,8 +164,13 @@ func (sn *subscription) dispatch(ctx context.Context) {
 		case <-sn.s.closing:
 			return
 		}
+		sn.st.received.Add(1)
 		key := sn.key(msg)
-		if !sn.gate.admit(ctx, sn.s.closing, key) {
+		okey := orderKey(key)
+		if sn.redelivered(okey, msg) || sn.duplicate(key, okey, msg) {
+			continue // it took the place of its earlier copy, or was handled already
+		}
+		if !sn.gate.admit(ctx, sn.s.closing, okey) {
 			return // msg stays un-acked: the wrapped subscriber redelivers it
 		}
 		prio := seqsched.Normal
@@ -110,14 +179,35 @@ func (sn *subscription) dispatch(ctx context.Context) {
 		}
 		if sn.o.ackOnReceive {
 			msg.Ack()
+			sn.st.acked.Add(1)
 		}
-		err := sn.sched.Post(context.Background(), key, func(tctx context.Context) error {
-			return sn.task(tctx, key, msg) // msg is this iteration's: declared in the loop
+		h := newHeld(key, okey, msg)
+		sn.mu.Lock()
+		sn.all[h] = struct{}{}
+		sn.mu.Unlock()
+		sn.track(h)
+		err := sn.sched.Post(context.Background(), okey, func(tctx context.Context) error {
+			return sn.task(tctx, okey, h)
 		}, prio)
 		if err != nil { // only this goroutine shuts the scheduler down: cannot happen
-			sn.gate.done(key)
+			sn.done(h)
 			sn.log.Error("Cannot queue message", err, fieldsOf(key, msg))
 		}
+	}
+}
+
+// done counts h out: settled, or given up.
+func (sn *subscription) done(h *held) {
+	sn.mu.Lock()
+	_, in := sn.all[h]
+	delete(sn.all, h)
+	if h.found {
+		delete(sn.byID, h.id)
+		h.found = false
+	}
+	sn.mu.Unlock()
+	if in {
+		sn.gate.done(h.id.key)
 	}
 }
 
@@ -132,154 +222,40 @@ func (sn *subscription) key(msg *message.Message) (key string) {
 		}
 		if r := recover(); r != nil {
 			sn.log.Error("KeyFunc panicked; message ordered under the empty key",
-				&seqsched.PanicError{Value: r, Stack: debug.Stack()}, watermill.LogFields{"message_uuid": msg.UUID})
+				&seqsched.PanicError{Value: r, Stack: debug.Stack()}, watermill.LogFields{"message_uuid": quoteID(msg)})
 			key = ""
 			return
 		}
 		sn.log.Error("KeyFunc called runtime.Goexit; the subscription ends", seqsched.ErrGoexit,
-			watermill.LogFields{"message_uuid": msg.UUID})
+			watermill.LogFields{"message_uuid": quoteID(msg)})
 	}()
+	if name := sn.o.keyMetadata; name != "" {
+		key, ok := msg.Metadata[name]
+		if !ok && sn.noKey.CompareAndSwap(false, true) {
+			sn.log.Error("A message has no key metadata: it and every other one without it are ordered together, one at a time (logged once)",
+				ErrNoKey, watermill.LogFields{"message_uuid": quoteID(msg), "metadata": name})
+		}
+		normal = true
+		return key
+	}
 	key = sn.o.key(msg)
 	normal = true
 	return key
 }
 
-// handle sends copies of msg on out until one is acked, and settles msg;
-// it reports whether msg halts its key instead (WithHaltOnNack: nacked on
-// its last attempt, and left unsettled). Each copy has a ctx of its own,
-// canceled once the copy is acked or nacked, as watermill's subscribers
-// do; it ends with msg's unless ackOnReceive (msg was acked, and its ctx
-// may be over).
-func (sn *subscription) handle(ctx context.Context, key string, msg *message.Message) (halt bool) {
-	// gone is closed when the wrapped subscriber gave msg up (its Close, or
-	// its Subscribe ctx ended): an Ack would be lost, so nothing waits for one.
-	var gone <-chan struct{}
-	parent := msg.Context()
-	if sn.o.ackOnReceive {
-		parent = context.WithoutCancel(parent)
-	} else {
-		gone = parent.Done()
-	}
-	for attempt := 1; ; attempt++ {
-		if !sn.o.ackOnReceive {
-			select {
-			case <-sn.stop:
-				return false // not sent: left un-acked, for the wrapped subscriber to redeliver
-			default:
-			}
-		}
-		c := msg.Copy()
-		cctx, cancel := context.WithCancel(parent)
-		c.SetContext(cctx)
-		acked, err := sn.deliver(ctx, c, gone)
-		cancel()
-		switch {
-		case err != nil:
-			sn.lost(msg, fieldsOf(key, msg), err.Error())
-			return false
-		case acked:
-			msg.Ack()
-			return false
-		}
-		if a := sn.o.attempts; a > 0 && attempt >= a {
-			switch {
-			case sn.o.haltOnNack:
-				return true
-			case sn.o.ackOnReceive:
-				sn.log.Error("Message dropped after its last attempt", nil, fieldsOf(key, msg).Add(watermill.LogFields{"attempts": attempt}))
-			default:
-				msg.Nack()
-			}
-			return false
-		}
-		wait := sn.o.backoff(attempt)
-		sn.log.Info("Message nacked, retrying in place", fieldsOf(key, msg).Add(watermill.LogFields{"attempt": attempt, "backoff": wait}))
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			sn.lost(msg, fieldsOf(key, msg), "in backoff at the close timeout")
-			return false
-		case <-sn.abandon():
-			t.Stop()
-			return false
-		case <-gone:
-			t.Stop()
-			return false
-		}
-	}
-}
-
-// Reasons deliver gives up on a copy.
-var (
-	errGaveUp = errors.New("not settled before the close timeout")
-	errGone   = errors.New("given up by the wrapped subscriber")
-)
-
-// deliver sends c on out and waits for its Ack (true) or Nack (false). It
-// gives up when ctx ends (the close timeout), when gone is closed, and,
-// before c is sent, when the subscription ends (see abandon).
-func (sn *subscription) deliver(ctx context.Context, c *message.Message, gone <-chan struct{}) (bool, error) {
-	select {
-	case sn.out <- c:
-	case <-ctx.Done():
-		return false, errGaveUp
-	case <-gone:
-		return false, errGone
-	case <-sn.abandon():
-		return false, errGone
-	}
-	select {
-	case <-c.Acked():
-		return true, nil
-	case <-c.Nacked():
-		return false, nil
-	case <-ctx.Done():
-		return false, errGaveUp
-	case <-gone:
-		return false, errGone
-	}
-}
-
-// abandon is closed when a message not yet in the handler must not be
-// sent: when the subscription ends, except with ackOnReceive (the message
-// was acked, so it is handled until the close timeout).
-func (sn *subscription) abandon() <-chan struct{} {
-	if sn.o.ackOnReceive {
-		return nil
-	}
-	return sn.stop
-}
-
-// lost reports a message given up: with ackOnReceive it was acked and is
-// lost (Error); otherwise it is left un-acked, for the wrapped subscriber.
-func (sn *subscription) lost(msg *message.Message, fields watermill.LogFields, why string) {
-	if sn.o.ackOnReceive {
-		sn.log.Error("Acked message dropped: "+why, nil, fields)
-	} else {
-		sn.log.Debug("Message left un-acked: "+why, fields)
-	}
-}
-
 // unrun is the scheduler's error handler. Tasks return nil, so it sees
-// tasks that never ran (dropped when Shutdown gave up), and tasks that a
-// panic or runtime.Goexit of user code (a backoff, a logger) or of this
-// package's own ended, whose messages task's deferred function failed.
+// tasks that a panic or runtime.Goexit of user code (a backoff, a logger,
+// an interceptor) or of this package's own ended, whose messages task's
+// deferred function failed, and tasks that never ran (dropped when
+// Shutdown gave up), whose messages end reports.
 func (sn *subscription) unrun(_ context.Context, key string, err error) {
 	if _, ok := err.(*seqsched.PanicError); ok || err == seqsched.ErrGoexit {
 		if sn.o.ackOnReceive {
-			sn.log.Error("Acked message dropped: its task panicked or called runtime.Goexit", err, watermill.LogFields{"key": key})
+			sn.log.Error("Task of acked messages panicked or called runtime.Goexit", err, nil)
 		} else {
-			sn.log.Error("Message nacked: its task panicked or called runtime.Goexit", err, watermill.LogFields{"key": key})
+			sn.log.Error("Message nacked: its task panicked or called runtime.Goexit", err, nil)
 		}
-		return
 	}
-	if sn.o.ackOnReceive {
-		sn.log.Error("Acked message dropped at close", err, watermill.LogFields{"key": key})
-		return
-	}
-	sn.log.Debug("Message left un-acked at close", watermill.LogFields{"key": key, "err": err})
 }
 
 // gate bounds the messages a subscription holds, in all and per key. Only
@@ -328,4 +304,11 @@ func (g *gate) done(key string) {
 	case g.wake <- struct{}{}:
 	default:
 	}
+}
+
+// count returns how many messages of key are counted in.
+func (g *gate) count(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.perKey[key]
 }

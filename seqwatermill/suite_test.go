@@ -22,7 +22,7 @@ var byPayload = seqwatermill.WithKeyFunc(func(m *message.Message) string { retur
 
 // retryAtOnce retries a nacked message in place with no backoff: the suite
 // nacks up to 300 times in a row and expects the message back each time.
-var retryAtOnce = seqwatermill.WithRetries(0, func(int) time.Duration { return 0 })
+var retryAtOnce = seqwatermill.WithRetries(0, noBackoff)
 
 func wrap(t *testing.T, sub message.Subscriber, opts ...seqwatermill.Option) message.Subscriber {
 	t.Helper()

@@ -36,9 +36,10 @@ func server(t *testing.T) string {
 
 // testServer is the program running in the test.
 type testServer struct {
-	url  string
-	room *hub.Server
-	stop func() // cancels the run and checks its outcome; runs once, at the latest when the test ends
+	url     string
+	metrics string // the /metrics URL
+	room    *hub.Server
+	stop    func() // cancels the run and checks its outcome; runs once, at the latest when the test ends
 }
 
 // startServer runs the program on 127.0.0.1:port ("0": any free port),
@@ -46,32 +47,35 @@ type testServer struct {
 func startServer(t *testing.T, port string, config func(*hub.Config)) *testServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
+	ready, metrics := make(chan string, 1), make(chan string, 1)
 	served := make(chan error, 1)
 	var out bytes.Buffer
 	var room *hub.Server
-	h := hooks{ready: ready, httpGrace: httpGrace, config: config, room: func(r *hub.Server) { room = r }}
+	h := hooks{ready: ready, metrics: metrics, httpGrace: httpGrace, config: config, room: func(r *hub.Server) { room = r }}
 	go func() {
-		served <- serve(ctx, []string{"-port", port}, &out, io.Discard, h)
+		served <- serve(ctx, []string{"-port", port, "-metrics-port", "0"}, &out, io.Discard, h)
 	}() // waited for in stop
-	var url string
-	select {
-	case url = <-ready:
-	case err := <-served:
-		cancel()
-		t.Fatalf("serve -port %s: %v", port, err)
+	var url, murl string
+	for url == "" || murl == "" {
+		select {
+		case url = <-ready:
+		case murl = <-metrics:
+		case err := <-served:
+			cancel()
+			t.Fatalf("serve -port %s: %v", port, err)
+		}
 	}
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
 			cancel()
 			assert.NoError(t, <-served)
-			assert.Equal(t, "chat: open "+url+" in two browser tabs (Ctrl-C to stop)\nchat: shutting down\n", out.String())
+			assert.Equal(t, "chat: open "+url+" in two browser tabs (Ctrl-C to stop)\nchat: metrics at "+murl+"\nchat: shutting down\n", out.String())
 		})
 	}
 	t.Cleanup(stop)
 	require.True(t, strings.HasPrefix(url, "http://127.0.0.1:"), url)
-	return &testServer{url: url, room: room, stop: stop}
+	return &testServer{url: url, metrics: murl, room: room, stop: stop}
 }
 
 func TestServeChatsAndShutsDownCleanly(t *testing.T) {
@@ -239,9 +243,11 @@ func TestRunExitsOneOnError(t *testing.T) {
 }
 
 // /metrics serves the room's scheduler's figures in Prometheus's text
-// format, next to the page; the exact counts are prom's tests' business.
-func TestMetricsServedNextToThePage(t *testing.T) {
-	url := server(t)
+// format, on a listener of its own, not next to the page; the exact counts
+// are prom's tests' business.
+func TestMetricsServedOnTheirOwnListener(t *testing.T) {
+	srv := startServer(t, "0", nil)
+	url := srv.url
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http")+"ws", nil)
@@ -255,6 +261,12 @@ func TestMetricsServedNextToThePage(t *testing.T) {
 
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: bound}
 	resp, err := client.Get(url + "metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "/metrics on the page's port")
+
+	require.NotEqual(t, strings.TrimSuffix(url, "/"), strings.TrimSuffix(srv.metrics, "/metrics"))
+	resp, err = client.Get(srv.metrics)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)

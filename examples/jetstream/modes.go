@@ -62,7 +62,7 @@ func (e *env) ordered(ctx context.Context, name string, n int, kill bool, st *st
 		// On the same server; the TTL (how long a dead instance stays a
 		// member) at most the PinnedTTL.
 		if _, err := e.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: bucket, TTL: time.Second, Storage: jetstream.MemoryStorage,
+			Bucket: bucket, TTL: 3 * time.Second, Storage: jetstream.FileStorage, // survives a server restart
 		}); err != nil {
 			return result{}, err
 		}
@@ -72,11 +72,11 @@ func (e *env) ordered(ctx context.Context, name string, n int, kill bool, st *st
 			Durable:        fmt.Sprintf("%s-%d", name, part),
 			FilterSubject:  fmt.Sprintf("part.%d.*", part),
 			AckPolicy:      jetstream.AckExplicitPolicy,
-			AckWait:        time.Second,
+			AckWait:        2 * time.Second,
 			MaxAckPending:  1000,
 			PriorityPolicy: jetstream.PriorityPolicyPinned,
 			PriorityGroups: []string{"owners"},
-			PinnedTTL:      2 * time.Second, // how long a silent instance keeps its partitions
+			PinnedTTL:      4 * time.Second, // how long a silent instance keeps its partitions
 		})
 		if err != nil {
 			return result{}, err

@@ -207,27 +207,46 @@ func plan(p params) (keys []string, prev map[uint64]uint64) {
 	return keys, prev
 }
 
+// publishWindow bounds the messages published and not yet acknowledged:
+// nats.go refuses a PublishAsync past its own limit (4,000 by default)
+// once a wait for room runs out, so the loop waits for the oldest
+// acknowledgement before it goes past this many.
+const publishWindow = 1000
+
 // publish stores one message per key, in order, and checks each was
-// stored at the sequence plan gave it.
+// stored at the sequence plan gave it. At most publishWindow are
+// outstanding at once.
 func publish(ctx context.Context, js jetstream.JetStream, keys []string) error {
 	futures := make([]jetstream.PubAckFuture, len(keys))
+	acked := 0 // futures[:acked] are checked
+	wait := func(i int) error {
+		select {
+		case ack := <-futures[i].Ok():
+			if ack.Sequence != uint64(i+1) {
+				return fmt.Errorf("message %d stored at sequence %d, not %d", i, ack.Sequence, i+1)
+			}
+			return nil
+		case err := <-futures[i].Err():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	for i, k := range keys {
+		for ; acked <= i-publishWindow; acked++ {
+			if err := wait(acked); err != nil {
+				return err
+			}
+		}
 		f, err := js.PublishAsync("events."+k, fmt.Appendf(nil, "event %d", i))
 		if err != nil {
 			return err
 		}
 		futures[i] = f
 	}
-	for i, f := range futures {
-		select {
-		case ack := <-f.Ok():
-			if ack.Sequence != uint64(i+1) {
-				return fmt.Errorf("message %d stored at sequence %d, not %d", i, ack.Sequence, i+1)
-			}
-		case err := <-f.Err():
+	for ; acked < len(keys); acked++ {
+		if err := wait(acked); err != nil {
 			return err
-		case <-ctx.Done():
-			return ctx.Err()
 		}
 	}
 	return nil

@@ -281,6 +281,8 @@ func consumeOrdered(ctx context.Context, p params, seeds []string, topic, dlqTop
 			kgo.Dialer(m.dialer.dial),
 		}, h,
 			seqkafka.WithMaxConcurrency(p.concurrency),
+			// The producer here is this program: trusted to mark records High.
+			seqkafka.WithPriorityHeader(seqkafka.DefaultPriorityHeader),
 			seqkafka.WithRetries(3, func(context.Context, *kgo.Record, int, error) time.Duration { return time.Millisecond }),
 			seqkafka.WithDeadLetter(func(ctx context.Context, r *kgo.Record, attempts int, err error) error {
 				if err := dlq(ctx, r, attempts, err); err != nil {

@@ -94,6 +94,7 @@ func TestALiveConsumersFigures(t *testing.T) {
 	assert.Equal(t, 0.0, got["seqsched.jetstream.acked"+billing])
 	assert.Equal(t, 1.0, got["seqsched.jetstream.owned"+billing], "a plain consumer is always owned")
 	assert.Equal(t, 0.0, got["seqsched.jetstream.catching_up"+billing])
+	assert.Equal(t, 1.0, got["seqsched.jetstream.assigned"+billing], "assigned without WithBalance")
 	assert.Equal(t, float64(messages), got["seqsched.jetstream.queue_time_count{}"], "each message started")
 	assert.Equal(t, 0.0, got["seqsched.jetstream.handler.duration_count{}"], "no handler returned")
 

@@ -37,15 +37,17 @@
 //	seqsched.jetstream.remembered           updowncounter  {message}    seqsched_jetstream_remembered
 //	seqsched.jetstream.owned                updowncounter  {consumer}   seqsched_jetstream_owned
 //	seqsched.jetstream.catching_up          updowncounter  {consumer}   seqsched_jetstream_catching_up
+//	seqsched.jetstream.assigned             updowncounter  {consumer}   seqsched_jetstream_assigned
 //
 // and over all its consumers:
 //
 //	seqsched.jetstream.handler.duration  histogram (Producer)  s            seqsched_jetstream_handler_duration_seconds
 //	seqsched.jetstream.queue_time        histogram (Producer)  s            seqsched_jetstream_queue_time_seconds
 //
-// owned is 1 while this instance may handle the consumer's messages, and
-// catching_up 1 while a pin taken over is catching up, else 0, so that
-// their sums over consumers count them. The histograms' bounds are
+// owned is 1 while this instance may handle the consumer's messages,
+// catching_up 1 while a pin taken over is catching up, and assigned 0
+// while WithBalance assigns the consumer to another instance (1
+// otherwise), so that their sums over consumers count them. The histograms' bounds are
 // seqsched.HistogramBounds in seconds, their start time New's. See the
 // jetstream package's Stats for what each figure counts exactly.
 //
@@ -162,6 +164,7 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 		gauge("seqsched.jetstream.remembered", "{message}", "Resolved messages remembered to recognise their redeliveries."),
 		gauge("seqsched.jetstream.owned", "{consumer}", "1 while this instance may handle the consumer's messages, else 0."),
 		gauge("seqsched.jetstream.catching_up", "{consumer}", "1 while this instance holds messages back after taking the pin over, else 0."),
+		gauge("seqsched.jetstream.assigned", "{consumer}", "0 while WithBalance assigns the consumer to another instance (this one does not pull from it), else 1."),
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -185,7 +188,7 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 				o.ObserveInt64(counters[i], int64(v), set)
 			}
 			for i, v := range [...]int64{int64(cs.InFlight), int64(cs.Buffered), int64(cs.Waiting),
-				int64(cs.Remembered), one(cs.Owned), one(cs.CatchingUp)} {
+				int64(cs.Remembered), one(cs.Owned), one(cs.CatchingUp), one(cs.Assigned)} {
 				o.ObserveInt64(gauges[i], v, set)
 			}
 		}

@@ -29,6 +29,7 @@
 //	seqsched_jetstream_remembered                 gauge    resolved messages remembered to recognise redeliveries
 //	seqsched_jetstream_owned                      gauge    1 while this instance may handle the consumer's messages
 //	seqsched_jetstream_catching_up                gauge    1 while a pin taken over is catching up
+//	seqsched_jetstream_assigned                   gauge    0 while WithBalance assigns the consumer to another instance
 //
 // and, over all its consumers, two histograms in the buckets of
 // seqsched.HistogramBounds:
@@ -68,7 +69,7 @@ var ErrNilStats = errors.New("promjetstream: nil StatsReader")
 type Collector struct {
 	s        StatsReader
 	counters [10]*prometheus.Desc
-	gauges   [6]*prometheus.Desc
+	gauges   [7]*prometheus.Desc
 	handler  *prometheus.Desc
 	queue    *prometheus.Desc
 }
@@ -110,6 +111,7 @@ func NewCollector(s StatsReader, opts ...seqprom.Option) (*Collector, error) {
 			per("remembered", "Resolved messages remembered to recognise their redeliveries."),
 			per("owned", "1 while this instance may handle the consumer's messages, else 0."),
 			per("catching_up", "1 while this instance holds messages back after taking the pin over, else 0."),
+			per("assigned", "0 while WithBalance assigns the consumer to another instance (this one does not pull from it), else 1."),
 		},
 		handler: n.Desc("jetstream_handler_duration_seconds", "Duration of every handler attempt."),
 		queue:   n.Desc("jetstream_queue_time_seconds", "Time from a message's delivery to the start of its first attempt."),
@@ -148,7 +150,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			send(prometheus.NewConstMetric(c.counters[i], prometheus.CounterValue, float64(v), cs.Stream, cs.Consumer))
 		}
 		for i, v := range [...]float64{float64(cs.InFlight), float64(cs.Buffered), float64(cs.Waiting),
-			float64(cs.Remembered), one(cs.Owned), one(cs.CatchingUp)} {
+			float64(cs.Remembered), one(cs.Owned), one(cs.CatchingUp), one(cs.Assigned)} {
 			send(prometheus.NewConstMetric(c.gauges[i], prometheus.GaugeValue, v, cs.Stream, cs.Consumer))
 		}
 	}

@@ -151,18 +151,28 @@ func drift(p plan, results []result) string {
 	got := spreadOf(all).Med
 	switch {
 	case got < driftLimit*expect:
-		return fmt.Sprintf("warning: the sweep ran %.0f tasks/s (median of all runs), %.0f%% of the %.0f the calibration promised: "+
-			"other work took the machine, so the load was heavier than offered and the spread is wider; run again on a quieter machine",
-			got, 100*got/expect, expect)
+		return fmt.Sprintf(
+			"warning: the sweep ran %.0f tasks/s (median of all runs), %.0f%% of the %.0f the calibration promised: "+
+				"other work took the machine, so the load was heavier than offered and the spread is wider; run "+
+				"again on a quieter machine",
+			got,
+			100*got/expect,
+			expect,
+		)
 	case got > expect/driftLimit && (o == 0 || o >= 1):
 		really := ""
 		if o > 0 { // the sweep kept up with what was offered, or ran at the slots' real speed
 			really = fmt.Sprintf(" (at most %.2f× what the slots ran, not %.2f×)", o*p.capacity/got, o)
 		}
-		return fmt.Sprintf("warning: the sweep ran %.0f tasks/s (median of all runs), %.2f× the %.0f the calibration measured: "+
-			"other work had the machine while it calibrated, so the load was lighter than offered%s "+
-			"and the slots may not have been overloaded; run again on a steadier machine",
-			got, got/expect, expect, really)
+		return fmt.Sprintf(
+			"warning: the sweep ran %.0f tasks/s (median of all runs), %.2f× the %.0f the calibration measured: "+
+				"other work had the machine while it calibrated, so the load was lighter than offered%s "+
+				"and the slots may not have been overloaded; run again on a steadier machine",
+			got,
+			got/expect,
+			expect,
+			really,
+		)
 	}
 	return ""
 }

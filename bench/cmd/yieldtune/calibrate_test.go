@@ -46,14 +46,19 @@ func TestCalibrateSaysInfiniteForTasksThatTakeNoTime(t *testing.T) {
 // its k-th task waits 5k ms. The output says what was measured.
 func TestSweepPacesTheLoadByTheMeasuredCapacity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, err := parseFlags([]string{"-sessions", "4", "-tasks", "10", "-work", "0", "-sleep", "10ms", "-max-concurrency", "4",
-			"-producers", "1", "-load", "2", "-rounds", "3", "-from", "10", "-to", "10", "-high", "0", "-raises", "0"}, &bytes.Buffer{})
+		c, err := parseFlags(
+			[]string{"-sessions", "4", "-tasks", "10", "-work", "0", "-sleep", "10ms", "-max-concurrency", "4",
+				"-producers", "1", "-load", "2", "-rounds", "3", "-from", "10", "-to", "10",
+				"-high", "0", "-raises", "0"},
+			&bytes.Buffer{},
+		)
 		require.NoError(t, err)
 		var out bytes.Buffer
 		require.NoError(t, sweep(context.Background(), c, nil, &out, progress{}))
 		assert.Contains(t, out.String(), "work 0s, sleep 10ms, High 0%, max concurrency 4, 1 producers, over 50ms\n"+
 			"calibration: the slots ran 400 tasks/s (median of 3 timed batches); offered 2.00× that\n"+
-			"sweep: 3 rounds × 1 threshold (10), interleaved; about 300ms, and 600ms more to confirm a threshold that looks better\n")
+			"sweep: 3 rounds × 1 threshold (10), interleaved; about 300ms, and 600ms more to confirm a threshold "+
+			"that looks better\n")
 
 		ld := synthetic(c, 0, pace(40, c.load, 400))
 		r, err := runOne(context.Background(), ld, 10, c.maxConc, func(int) {})
@@ -61,7 +66,12 @@ func TestSweepPacesTheLoadByTheMeasuredCapacity(t *testing.T) {
 		for id, s := range r.samples {
 			assert.Equal(t, time.Duration(id/4)*5*time.Millisecond, s.wait, "task %d", id)
 		}
-		assert.Equal(t, 103750*time.Microsecond, r.elapsed, "session 3's first task arrives at 3.75 ms, its 10 tasks run back to back")
+		assert.Equal(
+			t,
+			103750*time.Microsecond,
+			r.elapsed,
+			"session 3's first task arrives at 3.75 ms, its 10 tasks run back to back",
+		)
 	})
 }
 
@@ -77,9 +87,13 @@ func TestDriftWarnsWhenTheMachineSlowedDuringTheSweep(t *testing.T) {
 	ms := time.Millisecond
 	results := []result{synthResult(10, []float64{700, 790, 900}, []time.Duration{ms, ms, ms})}
 	overloaded := plan{capacity: 1000, tasks: 1250, span: time.Second} // offered 1.25×
-	assert.Equal(t, "warning: the sweep ran 790 tasks/s (median of all runs), 79% of the 1000 the calibration promised: "+
-		"other work took the machine, so the load was heavier than offered and the spread is wider; run again on a quieter machine",
-		drift(overloaded, results))
+	assert.Equal(
+		t,
+		"warning: the sweep ran 790 tasks/s (median of all runs), 79% of the 1000 the calibration promised: "+
+			"other work took the machine, so the load was heavier than offered and the spread is wider; run again on "+
+			"a quieter machine",
+		drift(overloaded, results),
+	)
 	results[0] = synthResult(10, []float64{700, 800, 900}, []time.Duration{ms, ms, ms})
 	assert.Empty(t, drift(overloaded, results), "80% is within the limit")
 
@@ -100,16 +114,25 @@ func TestDriftWarnsWhenTheSweepRanFasterThanCalibrated(t *testing.T) {
 	ms := time.Millisecond
 	overloaded := plan{capacity: 1000, tasks: 1500, span: time.Second} // offered 1.5×
 	results := []result{synthResult(10, []float64{1900, 2000, 2100}, []time.Duration{ms, ms, ms})}
-	assert.Equal(t, "warning: the sweep ran 2000 tasks/s (median of all runs), 2.00× the 1000 the calibration measured: "+
-		"other work had the machine while it calibrated, so the load was lighter than offered (at most 0.75× what the slots ran, not 1.50×) "+
-		"and the slots may not have been overloaded; run again on a steadier machine",
-		drift(overloaded, results))
+	assert.Equal(
+		t,
+		"warning: the sweep ran 2000 tasks/s (median of all runs), 2.00× the 1000 the calibration measured: "+
+			"other work had the machine while it calibrated, so the load was lighter than offered (at most 0.75× "+
+			"what the slots ran, not 1.50×) "+
+			"and the slots may not have been overloaded; run again on a steadier machine",
+		drift(overloaded, results),
+	)
 	results[0] = synthResult(10, []float64{1100, 1250, 1300}, []time.Duration{ms, ms, ms})
 	assert.Empty(t, drift(overloaded, results), "1.25× is within the limit")
 
 	atOnce := plan{capacity: 1000, tasks: 1500} // no span: everything submitted at once
 	results[0] = synthResult(10, []float64{1300, 1400, 1500}, []time.Duration{ms, ms, ms})
-	assert.Contains(t, drift(atOnce, results), "1.40× the 1000 the calibration measured: other work had the machine while it calibrated, so the load was lighter than offered and")
+	assert.Contains(
+		t,
+		drift(atOnce, results),
+		"1.40× the 1000 the calibration measured: other work had the machine while it calibrated, so the load was "+
+			"lighter than offered and",
+	)
 
 	// Underloaded, a sweep runs at the offered rate: it cannot show that
 	// the slots could have run faster, and says nothing.

@@ -23,7 +23,7 @@ type config struct {
 	maxConc    int           // WithMaxConcurrency; 0 means no limit
 	producers  int           // goroutines submitting
 	duration   time.Duration // submissions of one threshold are spread over this; 0: no pacing
-	load       float64       // offered work as a multiple of what the slots run; sets duration unless -duration is given
+	load       float64       // offered work, in multiples of what the slots run; sets duration unless -duration
 	paced      bool          // duration comes from load (false: from -duration)
 	from, to   int           // WithYieldAfter range swept
 	step       int           // sweep step
@@ -70,24 +70,69 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.high, "high", 0.1, "fraction of tasks submitted as High, 0..1")
 	fs.IntVar(&c.maxConc, "max-concurrency", runtime.GOMAXPROCS(0), "WithMaxConcurrency (0: no limit)")
 	fs.IntVar(&c.producers, "producers", 2, "goroutines submitting tasks")
-	fs.DurationVar(&c.duration, "duration", 0, "spread each threshold's submissions evenly over this, instead of the time -load gives")
-	fs.Float64Var(&c.load, "load", 1.5, "offered work as a multiple of what the slots can run; above 1, queues grow and sessions compete for slots")
+	fs.DurationVar(
+		&c.duration,
+		"duration",
+		0,
+		"spread each threshold's submissions evenly over this, instead of the time -load gives",
+	)
+	fs.Float64Var(
+		&c.load,
+		"load",
+		1.5,
+		"offered work as a multiple of what the slots can run; above 1, queues grow and sessions compete for slots",
+	)
 	fs.IntVar(&c.from, "from", seqsched.MinYieldAfter, "first WithYieldAfter value")
 	fs.IntVar(&c.to, "to", seqsched.MaxYieldAfter, "last WithYieldAfter value")
 	fs.IntVar(&c.step, "step", 10, "WithYieldAfter step")
-	fs.IntVar(&c.rounds, "rounds", 5, fmt.Sprintf("rounds; each runs every threshold once, interleaved (%d..%d)", minRounds, maxRounds))
-	objective := fs.String("objective", figP99.flag(), "what to optimise: p99 (wait over all tasks), throughput, or high-p99 (wait of High tasks)")
-	fs.IntVar(&c.raises, "raises", 2, fmt.Sprintf("when sessions yield too rarely to judge, raise the offered load ×%g and sweep again, at most this many times (0..%d)", raiseFactor, maxRaises))
+	fs.IntVar(
+		&c.rounds,
+		"rounds",
+		5,
+		fmt.Sprintf("rounds; each runs every threshold once, interleaved (%d..%d)", minRounds, maxRounds),
+	)
+	objective := fs.String(
+		"objective",
+		figP99.flag(),
+		"what to optimise: p99 (wait over all tasks), throughput, or high-p99 (wait of High tasks)",
+	)
+	fs.IntVar(
+		&c.raises,
+		"raises",
+		2,
+		fmt.Sprintf(
+			"when sessions yield too rarely to judge, raise the offered load ×%g and sweep again, at most this many "+
+				"times (0..%d)",
+			raiseFactor,
+			maxRaises,
+		),
+	)
 	fs.BoolVar(&c.quick, "quick", false, "smaller load (-tasks 100) and sweep (10, 30, 50): about 5 s on 2 cores")
-	fs.StringVar(&c.trace, "trace", "", "replay the recorded load in this CSV file (offset,session,priority,work,sleep) instead of a synthetic one")
+	fs.StringVar(
+		&c.trace,
+		"trace",
+		"",
+		"replay the recorded load in this CSV file (offset,session,priority,work,sleep) instead of a synthetic one",
+	)
 	fs.StringVar(&c.csv, "csv", "", "write every round's figures as CSV to this file")
 	fs.StringVar(&c.svg, "svg", "", "draw throughput and p99 wait against the threshold to this SVG file")
 	fs.StringVar(&c.png, "png", "", "draw the same chart to this PNG file")
-	fs.BoolVar(&c.noProgress, "no-progress", false, "no progress on stderr (a bar on a terminal, a line per round otherwise)")
+	fs.BoolVar(
+		&c.noProgress,
+		"no-progress",
+		false,
+		"no progress on stderr (a bar on a terminal, a line per round otherwise)",
+	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: yieldtune [flags]\n\nSweeps seqsched.WithYieldAfter over a synthetic or recorded load in rounds, and recommends\na value only when it is better than the default on the objective by 10% or more, beyond the\nspread, and worse on nothing else. The manual: bench/cmd/yieldtune/README.md.")
+			fmt.Fprintln(
+				stderr,
+				"usage: yieldtune [flags]\n\nSweeps seqsched.WithYieldAfter over a synthetic or recorded load in "+
+					"rounds, and recommends\na value only when it is better than the default on the objective by 10% "+
+					"or more, beyond the\nspread, and worse on nothing else. The manual: "+
+					"bench/cmd/yieldtune/README.md.",
+			)
 			fs.PrintDefaults()
 			return c, err
 		}
@@ -131,8 +176,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if !set["duration"] {
 		secs := c.spreadSeconds()
 		if secs > maxDuration.Seconds() {
-			return c, usagef("-load %v: spreads each threshold's tasks over %.3gh, more than %v; offer more (a larger -load) or give fewer -tasks",
-				c.load, secs/3600, maxDuration)
+			return c, usagef(
+				"-load %v: spreads each threshold's tasks over %.3gh, more than %v; offer more (a larger -load) or "+
+					"give fewer -tasks",
+				c.load,
+				secs/3600,
+				maxDuration,
+			)
 		}
 		c.duration, c.paced = c.spread(), true
 	}

@@ -61,8 +61,14 @@ func decide(w io.Writer, c config, ld load, p *plan, ts []int, measure measurer)
 		if j.Pick != pick {
 			held = "it did not hold: " + j.verdictCell(pick) + " over all its rounds"
 		}
-		fmt.Fprintf(w, "confirm: WithYieldAfter(%d) looked better on %s; it and the default ran %d more rounds, and %s\n\n",
-			pick, c.objective, c.rounds, held)
+		fmt.Fprintf(
+			w,
+			"confirm: WithYieldAfter(%d) looked better on %s; it and the default ran %d more rounds, and %s\n\n",
+			pick,
+			c.objective,
+			c.rounds,
+			held,
+		)
 	}
 	return results, j, nil
 }
@@ -97,7 +103,12 @@ func faster(ld load, by float64) load {
 
 // shortOf says how many of the default's rounds had too few yields.
 func shortOf(j judgement) string {
-	return fmt.Sprintf("sessions gave way at the default less than %s per 100 tasks in %d of %d rounds", times(minYieldsPer100), j.Short, j.Rounds)
+	return fmt.Sprintf(
+		"sessions gave way at the default less than %s per 100 tasks in %d of %d rounds",
+		times(minYieldsPer100),
+		j.Short,
+		j.Rounds,
+	)
 }
 
 // offering says what a raised load offers.

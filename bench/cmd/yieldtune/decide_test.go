@@ -54,12 +54,22 @@ func TestDecideConfirmsAThresholdBeforeRecommendingIt(t *testing.T) {
 	results, j, err := decide(&w, decideConfig(t), twoJobs, &p, []int{10, 30, 50}, s.measure)
 	require.NoError(t, err)
 	assert.Equal(t, []string{`10, 30, 50 at 1ms: ""`, `10, 30 at 1ms: "confirming 30, "`}, s.calls)
-	assert.Equal(t, "confirm: WithYieldAfter(30) looked better on p99 wait; it and the default ran 3 more rounds, and it held: it is recommended\n\n", w.String())
+	assert.Equal(
+		t,
+		"confirm: WithYieldAfter(30) looked better on p99 wait; it and the default ran 3 more rounds, and it held: "+
+			"it is recommended\n\n",
+		w.String(),
+	)
 	assert.True(t, j.Changed)
 	assert.Equal(t, 30, j.Pick)
 	assert.Equal(t, []int{6, 6, 3}, []int{len(results[0].Rounds), len(results[1].Rounds), len(results[2].Rounds)})
 	assert.Equal(t, 6, j.Rounds)
-	assert.Equal(t, "the default's p99 wait is 11ms (10ms–12ms) over 6 rounds; 30 better, recommended: 7ms (6ms–8ms), -36%; 50 same: 11ms (10ms–12ms) over 3 rounds, 0%", j.Why)
+	assert.Equal(
+		t,
+		"the default's p99 wait is 11ms (10ms–12ms) over 6 rounds; 30 better, recommended: 7ms (6ms–8ms), -36%; 50 "+
+			"same: 11ms (10ms–12ms) over 3 rounds, 0%",
+		j.Why,
+	)
 }
 
 // A threshold that looked better in one sweep and not over the rounds
@@ -79,7 +89,12 @@ func TestDecideKeepsTheDefaultWhenAThresholdDoesNotHold(t *testing.T) {
 	_, j, err := decide(&w, decideConfig(t), twoJobs, &p, []int{10, 30}, s.measure)
 	require.NoError(t, err)
 	assert.Len(t, s.calls, 2)
-	assert.Equal(t, "confirm: WithYieldAfter(30) looked better on p99 wait; it and the default ran 3 more rounds, and it did not hold: same over all its rounds\n\n", w.String())
+	assert.Equal(
+		t,
+		"confirm: WithYieldAfter(30) looked better on p99 wait; it and the default ran 3 more rounds, and it did not "+
+			"hold: same over all its rounds\n\n",
+		w.String(),
+	)
 	assert.False(t, j.Changed)
 	assert.Equal(t, "keep the default, WithYieldAfter(10): no threshold is better on p99 wait", j.Answer)
 	assert.Equal(t, "same", j.verdictCell(30))
@@ -102,9 +117,19 @@ func TestDecideRaisesTheLoadAndConfirmsAtTheRaisedLoad(t *testing.T) {
 	p := plan{capacity: 1000, tasks: 1500, span: time.Second}
 	_, j, err := decide(&w, decideConfig(t), twoJobs, &p, []int{10, 30}, s.measure)
 	require.NoError(t, err)
-	assert.Equal(t, []string{`10, 30 at 1ms: ""`, `10, 30 at 500µs: "raised 1 of 2, "`, `10, 30 at 500µs: "confirming 30, "`}, s.calls)
-	assert.Equal(t, "raised (1 of 2): sessions gave way at the default less than once per 100 tasks in 1 of 3 rounds; the load now offers 3.00× what the slots ran\n\n"+
-		"confirm: WithYieldAfter(30) looked better on p99 wait; it and the default ran 3 more rounds, and it held: it is recommended\n\n", w.String())
+	assert.Equal(
+		t,
+		[]string{`10, 30 at 1ms: ""`, `10, 30 at 500µs: "raised 1 of 2, "`, `10, 30 at 500µs: "confirming 30, "`},
+		s.calls,
+	)
+	assert.Equal(
+		t,
+		"raised (1 of 2): sessions gave way at the default less than once per 100 tasks in 1 of 3 rounds; the load "+
+			"now offers 3.00× what the slots ran\n\n"+
+			"confirm: WithYieldAfter(30) looked better on p99 wait; it and the default ran 3 more rounds, and it "+
+			"held: it is recommended\n\n",
+		w.String(),
+	)
 	assert.Equal(t, 500*time.Millisecond, p.span)
 	assert.Equal(t, 30, j.Pick)
 }
@@ -114,7 +139,10 @@ func TestMergeAddsRoundsThresholdByThreshold(t *testing.T) {
 		synthResult(10, []float64{1, 2}, []time.Duration{ms, ms}),
 		synthResult(30, []float64{3, 4}, []time.Duration{ms, ms}),
 	}
-	b := []result{synthResult(30, []float64{5}, []time.Duration{ms}), synthResult(50, []float64{6}, []time.Duration{ms})}
+	b := []result{
+		synthResult(30, []float64{5}, []time.Duration{ms}),
+		synthResult(50, []float64{6}, []time.Duration{ms}),
+	}
 	got := merge(a, b)
 	require.Len(t, got, 3)
 	assert.Equal(t, []int{10, 30, 50}, thresholdsOf(got))

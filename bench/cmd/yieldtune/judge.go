@@ -257,9 +257,14 @@ func judge(results []result, def int, obj figure) judgement {
 		j.Why = "no session gave way at any threshold, so every threshold scheduled it alike"
 	case !j.Applies:
 		j.Answer = keep + "the threshold does not matter for this load"
-		j.Why = fmt.Sprintf("sessions gave way at the default less than %s per 100 tasks in %d of %d rounds (%s per 100), "+
-			"so every higher threshold schedules it almost as the default does, and what differs is noise",
-			times(minYieldsPer100), len(short), len(base.Rounds), strings.Join(short, ", "))
+		j.Why = fmt.Sprintf(
+			"sessions gave way at the default less than %s per 100 tasks in %d of %d rounds (%s per 100), "+
+				"so every higher threshold schedules it almost as the default does, and what differs is noise",
+			times(minYieldsPer100),
+			len(short),
+			len(base.Rounds),
+			strings.Join(short, ", "),
+		)
 	case j.Changed:
 		a := j.assessmentOf(j.Pick)
 		j.Answer = fmt.Sprintf("WithYieldAfter(%d): better than the default (%d) on %s by %s, beyond the spread",

@@ -42,7 +42,12 @@ var ms = time.Millisecond
 
 func TestSpreadIsMedianAndRange(t *testing.T) {
 	assert.Equal(t, spread{Med: 3, Lo: 1, Hi: 9}, spreadOf([]float64{9, 1, 3}))
-	assert.Equal(t, spread{Med: 2.5, Lo: 1, Hi: 9}, spreadOf([]float64{9, 1, 3, 2}), "even count: mean of the middle two")
+	assert.Equal(
+		t,
+		spread{Med: 2.5, Lo: 1, Hi: 9},
+		spreadOf([]float64{9, 1, 3, 2}),
+		"even count: mean of the middle two",
+	)
 }
 
 func TestAggregateTakesEachFiguresMedian(t *testing.T) {
@@ -80,7 +85,12 @@ func TestCompareNeedsTheMarginAndTheSpreadForBetterAndEitherForWorse(t *testing.
 	assert.Equal(t, "+12% better", compare(figThroughput, spread{Med: 112, Lo: 110, Hi: 115}, def).String())
 	assert.Equal(t, "-12% worse", compare(figThroughput, spread{Med: 88, Lo: 85, Hi: 90}, def).String())
 	assert.Equal(t, "+2% same", compare(figThroughput, spread{Med: 102, Lo: 101, Hi: 103}, def).String())
-	assert.Equal(t, "-2% worse", compare(figThroughput, spread{Med: 98, Lo: 93, Hi: 94}, def).String(), "beyond the spread")
+	assert.Equal(
+		t,
+		"-2% worse",
+		compare(figThroughput, spread{Med: 98, Lo: 93, Hi: 94}, def).String(),
+		"beyond the spread",
+	)
 }
 
 // Rounds that overlap the default's are no evidence: the default stays,
@@ -97,7 +107,12 @@ func TestJudgeKeepsTheDefaultWhenNoThresholdIsBetter(t *testing.T) {
 	assert.False(t, j.Changed)
 	assert.Equal(t, 10, j.Pick)
 	assert.Equal(t, "keep the default, WithYieldAfter(10): no threshold is better on p99 wait", j.Answer)
-	assert.Equal(t, "the default's p99 wait is 10ms (8ms–12ms) over 3 rounds; 30 same: 9ms (8ms–11ms), -10%; 50 same: 10ms (10ms–10ms), 0%", j.Why)
+	assert.Equal(
+		t,
+		"the default's p99 wait is 10ms (8ms–12ms) over 3 rounds; 30 same: 9ms (8ms–11ms), -10%; 50 same: 10ms "+
+			"(10ms–10ms), 0%",
+		j.Why,
+	)
 }
 
 // The objective decides what counts as a gain: 30's throughput is 15%
@@ -122,8 +137,17 @@ func TestJudgeRecommendsOnlyAGainOnTheObjective(t *testing.T) {
 	j = judge(results, 10, figThroughput)
 	assert.True(t, j.Changed)
 	assert.Equal(t, 30, j.Pick)
-	assert.Equal(t, "WithYieldAfter(30): better than the default (10) on throughput by 15%, beyond the spread", j.Answer)
-	assert.Equal(t, "the default's throughput is 100 tasks/s (99–101) over 3 rounds; 30 better, recommended: 115 tasks/s (114–116), +15%", j.Why)
+	assert.Equal(
+		t,
+		"WithYieldAfter(30): better than the default (10) on throughput by 15%, beyond the spread",
+		j.Answer,
+	)
+	assert.Equal(
+		t,
+		"the default's throughput is 100 tasks/s (99–101) over 3 rounds; 30 better, recommended: 115 tasks/s "+
+			"(114–116), +15%",
+		j.Why,
+	)
 }
 
 // A gain on the objective paid for on another figure is a trade-off, not
@@ -139,7 +163,11 @@ func TestJudgeRefusesAGainPaidForOnAnotherFigure(t *testing.T) {
 		assert.False(t, j.Changed, "%s: %s", obj.flag(), j.Why)
 	}
 	j := judge(results, 10, figP99)
-	assert.Equal(t, []string{"default", "trade-off", "worse"}, []string{j.verdictCell(10), j.verdictCell(20), j.verdictCell(30)})
+	assert.Equal(
+		t,
+		[]string{"default", "trade-off", "worse"},
+		[]string{j.verdictCell(10), j.verdictCell(20), j.verdictCell(30)},
+	)
 	assert.Contains(t, j.Why, "; 20 trade-off: 3ms (2ms–4ms), -72%, but throughput -20% worse;")
 
 	// 40: more throughput and the same waits; 50: shorter waits, and the
@@ -150,7 +178,12 @@ func TestJudgeRefusesAGainPaidForOnAnotherFigure(t *testing.T) {
 	assert.Equal(t, 40, j.Pick, "30 is faster too, but its waits are longer")
 
 	high := []result{
-		withHigh(synthResult(10, []float64{100, 101, 99}, []time.Duration{10 * ms, 11 * ms, 12 * ms}), 2*ms, 3*ms, 4*ms),
+		withHigh(
+			synthResult(10, []float64{100, 101, 99}, []time.Duration{10 * ms, 11 * ms, 12 * ms}),
+			2*ms,
+			3*ms,
+			4*ms,
+		),
 		withHigh(synthResult(50, []float64{100, 101, 99}, []time.Duration{5 * ms, 6 * ms, 7 * ms}), 8*ms, 9*ms, 10*ms),
 	}
 	j = judge(high, 10, figP99)
@@ -250,7 +283,8 @@ func TestObjectivesParseAndNameTheirFigures(t *testing.T) {
 		flag string
 		want figure
 		name string
-	}{{"p99", figP99, "p99 wait"}, {"throughput", figThroughput, "throughput"}, {"high-p99", figHighP99, "High p99 wait"}} {
+	}{{"p99", figP99, "p99 wait"}, {"throughput", figThroughput, "throughput"}, {"high-p99", figHighP99, "High p99 " +
+		"wait"}} {
 		f, err := parseObjective(tc.flag)
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, f)
@@ -264,12 +298,22 @@ func TestObjectivesParseAndNameTheirFigures(t *testing.T) {
 // The rule is stated in the output with the objective's words, and names
 // the other figures it must not be worse on.
 func TestRuleTextNamesTheObjectiveTheMarginAndTheOthers(t *testing.T) {
-	assert.Equal(t, "rule: a threshold replaces the default (10) only if its median p99 wait over the rounds is better than the default's by 10% or more "+
-		"and its worst round beats the default's best, and it is worse on neither throughput nor High p99 wait "+
-		"(worse: its range wholly beyond the default's, or its median 10% or more worse); "+
-		"a threshold that passes runs as many rounds again, with the default, and must pass over all of them; "+
-		"and the rule applies only if sessions gave way at the default at least once per 100 tasks in every round", ruleText(figP99, 10, true))
-	assert.Contains(t, ruleText(figThroughput, 10, false), "its median throughput over the rounds is better than the default's by 10% or more and its worst round beats the default's best, and it is worse on neither p99 wait (worse:")
+	assert.Equal(
+		t,
+		"rule: a threshold replaces the default (10) only if its median p99 wait over the rounds is better than the "+
+			"default's by 10% or more "+
+			"and its worst round beats the default's best, and it is worse on neither throughput nor High p99 wait "+
+			"(worse: its range wholly beyond the default's, or its median 10% or more worse); "+
+			"a threshold that passes runs as many rounds again, with the default, and must pass over all of them; "+
+			"and the rule applies only if sessions gave way at the default at least once per 100 tasks in every round",
+		ruleText(figP99, 10, true),
+	)
+	assert.Contains(
+		t,
+		ruleText(figThroughput, 10, false),
+		"its median throughput over the rounds is better than the default's by 10% or more and its worst round beats "+
+			"the default's best, and it is worse on neither p99 wait (worse:",
+	)
 	assert.Contains(t, ruleText(figHighP99, 10, true), "worse on neither p99 wait nor throughput")
 }
 
@@ -294,7 +338,15 @@ func TestRecordedQuickRunsGiveOneAnswer(t *testing.T) {
 				name := fmt.Sprintf("quick-%s-%d.csv", kind, i)
 				j := judge(readRecorded(t, name), 10, obj)
 				assert.True(t, j.Applies, "%s: %s", name, j.Why)
-				assert.Equal(t, "keep the default, WithYieldAfter(10): no threshold is better on "+obj.String(), j.Answer, "%s, -objective %s: %s", name, obj.flag(), j.Why)
+				assert.Equal(
+					t,
+					"keep the default, WithYieldAfter(10): no threshold is better on "+obj.String(),
+					j.Answer,
+					"%s, -objective %s: %s",
+					name,
+					obj.flag(),
+					j.Why,
+				)
 			}
 		}
 	}

@@ -115,8 +115,18 @@ func describe(c config, tr *trace, p plan) string {
 			}
 		}
 		n := time.Duration(len(tr.tasks))
-		return fmt.Sprintf("trace %s: %d tasks, %d sessions, mean work %s, mean sleep %s, High %.0f%%, max concurrency %d, over %s as recorded",
-			c.trace, len(tr.tasks), len(tr.sessions), round(work/n), round(sleep/n), 100*float64(high)/float64(n), c.maxConc, round(p.span))
+		return fmt.Sprintf(
+			"trace %s: %d tasks, %d sessions, mean work %s, mean sleep %s, High %.0f%%, max concurrency %d, over %s "+
+				"as recorded",
+			c.trace,
+			len(tr.tasks),
+			len(tr.sessions),
+			round(work/n),
+			round(sleep/n),
+			100*float64(high)/float64(n),
+			c.maxConc,
+			round(p.span),
+		)
 	}
 	over := "as fast as the producers submit"
 	if p.span > 0 {
@@ -147,10 +157,21 @@ func sweep(ctx context.Context, c config, tr *trace, out io.Writer, prog progres
 	est := approx(time.Duration(c.rounds*len(ts)) * per)
 	confirm := approx(time.Duration(c.rounds*2) * per)
 	if c.raises > 0 && p.span > 0 {
-		fmt.Fprintf(stdout, "sweep: %d rounds × %s (%s), interleaved; about %s (up to %s if the load must be raised %s), and %s more to confirm a threshold that looks better\n\n",
-			c.rounds, plural(len(ts), "threshold"), joinInts(ts), est, approx(time.Duration(c.raises+1)*time.Duration(c.rounds*len(ts))*per), times(float64(c.raises)), confirm)
+		fmt.Fprintf(
+			stdout,
+			"sweep: %d rounds × %s (%s), interleaved; about %s (up to %s if the load must be raised %s), and %s more "+
+				"to confirm a threshold that looks better\n\n",
+			c.rounds,
+			plural(len(ts), "threshold"),
+			joinInts(ts),
+			est,
+			approx(time.Duration(c.raises+1)*time.Duration(c.rounds*len(ts))*per),
+			times(float64(c.raises)),
+			confirm,
+		)
 	} else {
-		fmt.Fprintf(stdout, "sweep: %d rounds × %s (%s), interleaved; about %s, and %s more to confirm a threshold that looks better\n\n",
+		fmt.Fprintf(stdout, "sweep: %d rounds × %s (%s), interleaved; about %s, and %s more to confirm a threshold "+
+			"that looks better\n\n",
 			c.rounds, plural(len(ts), "threshold"), joinInts(ts), est, confirm)
 	}
 	measure := func(ld load, ts []int, pass string) ([]result, error) {
@@ -164,7 +185,8 @@ func sweep(ctx context.Context, c config, tr *trace, out io.Writer, prog progres
 		return err
 	}
 	if c.csv != "" {
-		if err := writeFile(c.csv, func(w io.Writer) error { return writeCSV(w, results, j, p.offered()) }); err != nil {
+		write := func(w io.Writer) error { return writeCSV(w, results, j, p.offered()) }
+		if err := writeFile(c.csv, write); err != nil {
 			return err
 		}
 	}
@@ -173,7 +195,8 @@ func sweep(ctx context.Context, c config, tr *trace, out io.Writer, prog progres
 		if out.name == "" {
 			continue
 		}
-		if err := writeFile(out.name, func(w io.Writer) error { return writeChart(w, out.format, results, j, title) }); err != nil {
+		draw := func(w io.Writer) error { return writeChart(w, out.format, results, j, title) }
+		if err := writeFile(out.name, draw); err != nil {
 			return err
 		}
 	}
@@ -218,8 +241,14 @@ func planLoad(ctx context.Context, c config, tr *trace) (load, plan, error) {
 	case c.paced:
 		secs := float64(p.tasks) / (c.load * p.capacity)
 		if secs > maxDuration.Seconds() {
-			return ld, p, fmt.Errorf("at the measured %.3g tasks/s, -load %v spreads each run's tasks over %.3gh, more than %v; offer more (a larger -load) or give fewer -tasks",
-				p.capacity, c.load, secs/3600, maxDuration)
+			return ld, p, fmt.Errorf(
+				"at the measured %.3g tasks/s, -load %v spreads each run's tasks over %.3gh, more than %v; offer "+
+					"more (a larger -load) or give fewer -tasks",
+				p.capacity,
+				c.load,
+				secs/3600,
+				maxDuration,
+			)
 		}
 		p.span = pace(p.tasks, c.load, p.capacity)
 		ld = synthetic(c, iters, p.span)
@@ -234,7 +263,15 @@ func planLoad(ctx context.Context, c config, tr *trace) (load, plan, error) {
 // returns a result per threshold, in the order of ts. tasks is the number
 // of tasks in one run, for the progress bar; pass says which sweep this is
 // ("raised 1 of 2, "), empty for the first.
-func runRounds(ctx context.Context, c config, ld load, tasks int, ts []int, prog progress, pass string) ([]result, error) {
+func runRounds(
+	ctx context.Context,
+	c config,
+	ld load,
+	tasks int,
+	ts []int,
+	prog progress,
+	pass string,
+) ([]result, error) {
 	bar := progressbar.NewOptions(c.rounds*len(ts)*tasks,
 		progressbar.OptionSetWriter(orDiscard(prog.bar)),
 		progressbar.OptionSetVisibility(prog.bar != nil),
@@ -260,7 +297,14 @@ func runRounds(ctx context.Context, c config, ld load, tasks int, ts []int, prog
 			rows[i] = append(rows[i], summarize(raw))
 		}
 		if prog.lines != nil {
-			fmt.Fprintf(prog.lines, "yieldtune: %sround %d of %d done (%s)\n", pass, r+1, c.rounds, time.Since(start).Round(100*time.Millisecond))
+			fmt.Fprintf(
+				prog.lines,
+				"yieldtune: %sround %d of %d done (%s)\n",
+				pass,
+				r+1,
+				c.rounds,
+				time.Since(start).Round(100*time.Millisecond),
+			)
 		}
 	}
 	_ = bar.Finish()
@@ -275,7 +319,13 @@ func chartTitle(c config, tr *trace) string {
 	if tr != nil {
 		return fmt.Sprintf("yieldtune: trace %s, max concurrency %d", c.trace, c.maxConc)
 	}
-	return fmt.Sprintf("yieldtune: %d sessions, work %s, High %.0f%%, max concurrency %d", c.sessions, c.work, c.high*100, c.maxConc)
+	return fmt.Sprintf(
+		"yieldtune: %d sessions, work %s, High %.0f%%, max concurrency %d",
+		c.sessions,
+		c.work,
+		c.high*100,
+		c.maxConc,
+	)
 }
 
 // approx rounds an estimate of time to two or three figures.

@@ -37,7 +37,10 @@ func TestSummarizeComputesPercentilesFairnessAndRates(t *testing.T) {
 		elapsed:   2 * time.Second,
 		samples: []sample{
 			{session: 0, wait: 1 * ms}, {session: 0, wait: 2 * ms}, {session: 0, wait: 3 * ms},
-			{session: 0, wait: 4 * ms}, {session: 1, high: true, wait: 10 * ms}, {session: 1, high: true, wait: 20 * ms},
+			{
+				session: 0,
+				wait:    4 * ms,
+			}, {session: 1, high: true, wait: 10 * ms}, {session: 1, high: true, wait: 20 * ms},
 		},
 		finished: []time.Duration{time.Second, 2 * time.Second},
 		done:     []int{4, 2},
@@ -88,23 +91,44 @@ func TestBadFlagsGiveOneLineErrorAndExitCode2(t *testing.T) {
 		args []string
 		want string
 	}{
-		"unknown flag":            {[]string{"-nope"}, "flag provided but not defined: -nope"},
-		"not a number":            {[]string{"-sessions", "many"}, `invalid value "many" for flag -sessions`},
-		"zero sessions":           {[]string{"-sessions", "0"}, "-sessions 0: must be at least 1"},
-		"zero tasks":              {[]string{"-tasks", "0"}, "-tasks 0: must be at least 1"},
-		"negative work":           {[]string{"-work", "-1ms"}, "-work -1ms: must not be negative"},
-		"negative sleep":          {[]string{"-sleep", "-1ms"}, "-sleep -1ms: must not be negative"},
-		"high above one":          {[]string{"-high", "1.5"}, "-high 1.5: must be between 0 and 1"},
-		"negative conc":           {[]string{"-max-concurrency", "-1"}, "-max-concurrency -1: must be >= 0"},
-		"no producers":            {[]string{"-producers", "0"}, "-producers 0: must be 1..10000"},
-		"too many producers":      {[]string{"-producers", "10001"}, "-producers 10001: must be 1..10000"},
-		"high not a number":       {[]string{"-high", "NaN"}, "-high NaN: must be between 0 and 1"},
-		"too many tasks":          {[]string{"-sessions", "1000", "-tasks", "10001"}, "-sessions 1000 × -tasks 10001: more than 10000000 tasks per threshold"},
-		"tasks overflow int":      {[]string{"-sessions", "3000000000", "-tasks", "4000000000"}, "-sessions 3000000000 × -tasks 4000000000: more than 10000000 tasks"},
+		"unknown flag":       {[]string{"-nope"}, "flag provided but not defined: -nope"},
+		"not a number":       {[]string{"-sessions", "many"}, `invalid value "many" for flag -sessions`},
+		"zero sessions":      {[]string{"-sessions", "0"}, "-sessions 0: must be at least 1"},
+		"zero tasks":         {[]string{"-tasks", "0"}, "-tasks 0: must be at least 1"},
+		"negative work":      {[]string{"-work", "-1ms"}, "-work -1ms: must not be negative"},
+		"negative sleep":     {[]string{"-sleep", "-1ms"}, "-sleep -1ms: must not be negative"},
+		"high above one":     {[]string{"-high", "1.5"}, "-high 1.5: must be between 0 and 1"},
+		"negative conc":      {[]string{"-max-concurrency", "-1"}, "-max-concurrency -1: must be >= 0"},
+		"no producers":       {[]string{"-producers", "0"}, "-producers 0: must be 1..10000"},
+		"too many producers": {[]string{"-producers", "10001"}, "-producers 10001: must be 1..10000"},
+		"high not a number":  {[]string{"-high", "NaN"}, "-high NaN: must be between 0 and 1"},
+		"too many tasks": {
+			[]string{"-sessions", "1000", "-tasks", "10001"},
+			"-sessions 1000 × -tasks 10001: more than 10000000 tasks per threshold",
+		},
+		"tasks overflow int": {
+			[]string{"-sessions", "3000000000", "-tasks", "4000000000"},
+			"-sessions 3000000000 × -tasks 4000000000: more than 10000000 tasks",
+		},
 		"duration over a day":     {[]string{"-duration", "25h"}, "-duration 25h0m0s: must be at most 24h0m0s"},
 		"load spreads over a day": {[]string{"-load", "1e-300"}, "-load 1e-300: spreads each threshold's tasks over"},
-		"load spreads over two days": {[]string{"-sessions", "1", "-tasks", "86400", "-work", "0", "-sleep", "1s", "-max-concurrency", "1", "-load", "0.5"},
-			"-load 0.5: spreads each threshold's tasks over 48h, more than 24h0m0s"},
+		"load spreads over two days": {
+			[]string{
+				"-sessions",
+				"1",
+				"-tasks",
+				"86400",
+				"-work",
+				"0",
+				"-sleep",
+				"1s",
+				"-max-concurrency",
+				"1",
+				"-load",
+				"0.5",
+			},
+			"-load 0.5: spreads each threshold's tasks over 48h, more than 24h0m0s",
+		},
 		"zero duration":     {[]string{"-duration", "0s"}, "-duration 0s: must be positive"},
 		"zero load":         {[]string{"-load", "0"}, "-load 0: must be a positive number"},
 		"load not finite":   {[]string{"-load", "Inf"}, "-load +Inf: must be a positive number"},
@@ -118,12 +142,21 @@ func TestBadFlagsGiveOneLineErrorAndExitCode2(t *testing.T) {
 		"too many rounds":   {[]string{"-rounds", "1001"}, "-rounds 1001: must be 3..1000"},
 		"trace and sessions": {[]string{"-trace", "load.csv", "-sessions", "5"},
 			"-sessions: does not apply to -trace, which replays the recorded load"},
-		"trace and load":    {[]string{"-load", "2", "-trace", "load.csv"}, "-load: does not apply to -trace"},
-		"unknown objective": {[]string{"-objective", "latency"}, `-objective "latency": must be p99, throughput or high-p99`},
-		"high-p99, no High": {[]string{"-objective", "high-p99", "-high", "0"}, "-objective high-p99: the load has no High tasks (-high 0)"},
-		"high-p99, too few": {[]string{"-objective", "high-p99", "-high", "1e-9"}, "-objective high-p99: the load has no High tasks"},
-		"negative raises":   {[]string{"-raises", "-1"}, "-raises -1: must be 0..5"},
-		"too many raises":   {[]string{"-raises", "6"}, "-raises 6: must be 0..5"},
+		"trace and load": {[]string{"-load", "2", "-trace", "load.csv"}, "-load: does not apply to -trace"},
+		"unknown objective": {
+			[]string{"-objective", "latency"},
+			`-objective "latency": must be p99, throughput or high-p99`,
+		},
+		"high-p99, no High": {
+			[]string{"-objective", "high-p99", "-high", "0"},
+			"-objective high-p99: the load has no High tasks (-high 0)",
+		},
+		"high-p99, too few": {
+			[]string{"-objective", "high-p99", "-high", "1e-9"},
+			"-objective high-p99: the load has no High tasks",
+		},
+		"negative raises": {[]string{"-raises", "-1"}, "-raises -1: must be 0..5"},
+		"too many raises": {[]string{"-raises", "6"}, "-raises 6: must be 0..5"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -158,7 +191,20 @@ func TestFlagsAtTheirLimitsAreAccepted(t *testing.T) {
 		"High wait, High tasks":  {"-objective", "high-p99", "-high", "0.01"},
 		"a trace, its own flags": {"-trace", "load.csv", "-max-concurrency", "4", "-quick", "-rounds", "7"},
 		// One slot held 1 s a task: 86,400 tasks at 1× take a day exactly.
-		"a load that takes a day": {"-sessions", "1", "-tasks", "86400", "-work", "0", "-sleep", "1s", "-max-concurrency", "1", "-load", "1"},
+		"a load that takes a day": {
+			"-sessions",
+			"1",
+			"-tasks",
+			"86400",
+			"-work",
+			"0",
+			"-sleep",
+			"1s",
+			"-max-concurrency",
+			"1",
+			"-load",
+			"1",
+		},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -242,7 +288,12 @@ func TestDefaultLoadShapeMakesSessionsGiveWay(t *testing.T) {
 		r, err := runOne(context.Background(), ld, defaultThreshold, c.maxConc, func(int) {})
 		require.NoError(t, err)
 		got := yieldsPer100(summarize(r))
-		assert.GreaterOrEqual(t, got, 3*minYieldsPer100, "yields per 100 tasks at the default: well above the rule's bar")
+		assert.GreaterOrEqual(
+			t,
+			got,
+			3*minYieldsPer100,
+			"yields per 100 tasks at the default: well above the rule's bar",
+		)
 		t.Logf("%.2f yields per 100 tasks", got)
 	})
 }
@@ -327,13 +378,27 @@ func TestRunOnePacesSubmissionsOverDuration(t *testing.T) {
 		r, err := runOne(context.Background(), synthetic(c, 0, 100*time.Millisecond), 10, 0, func(int) {})
 		require.NoError(t, err)
 		assert.Equal(t, 90*time.Millisecond, r.elapsed, "the last of 10 tasks is submitted at 9 × 10ms")
-		assert.Equal(t, []time.Duration{80 * time.Millisecond, 90 * time.Millisecond}, r.finished, "session i takes tasks i, i+2, ...")
+		assert.Equal(
+			t,
+			[]time.Duration{80 * time.Millisecond, 90 * time.Millisecond},
+			r.finished,
+			"session i takes tasks i, i+2, ...",
+		)
 	})
 }
 
 func TestRunPrintsTableRuleRecommendationCSVAndCharts(t *testing.T) {
 	dir := t.TempDir()
-	csvPath, svgPath, pngPath := filepath.Join(dir, "rows.csv"), filepath.Join(dir, "chart.svg"), filepath.Join(dir, "chart.png")
+	csvPath, svgPath, pngPath := filepath.Join(
+		dir,
+		"rows.csv",
+	), filepath.Join(
+		dir,
+		"chart.svg",
+	), filepath.Join(
+		dir,
+		"chart.png",
+	)
 	var stdout, stderr bytes.Buffer
 	args := []string{"-sessions", "4", "-tasks", "25", "-work", "0", "-duration", "20ms", "-rounds", "3",
 		"-from", "10", "-to", "20", "-step", "10", "-no-progress", "-csv", csvPath, "-svg", svgPath, "-png", pngPath}
@@ -342,21 +407,44 @@ func TestRunPrintsTableRuleRecommendationCSVAndCharts(t *testing.T) {
 
 	out := fitted(t, stdout.String())
 	procs := runtime.GOMAXPROCS(0)
-	assert.True(t, strings.HasPrefix(out, fmt.Sprintf("load: 4 sessions × 25 tasks, work 0s, sleep 0s, High 10%%, max concurrency %d, 2 producers, over 20ms\n"+
-		"calibration: none, the tasks take no measurable time\n"+
-		"sweep: 3 rounds × 2 thresholds (10, 20), interleaved; about 120ms (up to 360ms if the load must be raised twice), and 120ms more to confirm a threshold that looks better\n\n", procs)), out)
+	assert.True(
+		t,
+		strings.HasPrefix(
+			out,
+			fmt.Sprintf(
+				"load: 4 sessions × 25 tasks, work 0s, sleep 0s, High 10%%, max concurrency %d, 2 producers, over "+
+					"20ms\n"+
+					"calibration: none, the tasks take no measurable time\n"+
+					"sweep: 3 rounds × 2 thresholds (10, 20), interleaved; about 120ms (up to 360ms if the load must "+
+					"be raised twice), and 120ms more to confirm a threshold that looks better\n\n",
+				procs,
+			),
+		),
+		out,
+	)
 	assert.Contains(t, out, "\nobjective: p99 wait over all tasks (-objective p99)\n"+
-		"rule: a threshold replaces the default (10) only if its median p99 wait over the rounds is better than the default's by 10% or more ")
+		"rule: a threshold replaces the default (10) only if its median p99 wait over the rounds is better than the "+
+		"default's by 10% or more ")
 	// Any answer: whether this load's sessions give way, and how its
 	// thresholds compare, depends on what else the machine runs.
-	assert.Regexp(t, `\nrecommendation: (WithYieldAfter\(20\)|keep the default, WithYieldAfter\(10\)): [^\n]+\nwhy: [^\n]+\n$`, out)
+	assert.Regexp(
+		t,
+		`\nrecommendation: (WithYieldAfter\(20\)|keep the default, WithYieldAfter\(10\)): [^\n]+\nwhy: [^\n]+\n$`,
+		out,
+	)
 	var table []string
 	for _, l := range strings.Split(out, "\n") {
 		if f := strings.Fields(l); len(f) >= 5 && (f[0] == "10" || f[0] == "20") {
 			table = append(table, f[0])
 		}
 	}
-	assert.Equal(t, []string{"10", "20", "10", "20"}, table, "one line per threshold in each of the two tables:\n%s", out)
+	assert.Equal(
+		t,
+		[]string{"10", "20", "10", "20"},
+		table,
+		"one line per threshold in each of the two tables:\n%s",
+		out,
+	)
 
 	f, err := os.Open(csvPath)
 	require.NoError(t, err)
@@ -377,7 +465,11 @@ func TestRunPrintsTableRuleRecommendationCSVAndCharts(t *testing.T) {
 	svg, err := os.ReadFile(svgPath)
 	require.NoError(t, err)
 	assert.Contains(t, string(svg), "<svg")
-	assert.Contains(t, string(svg), fmt.Sprintf(">yieldtune: 4 sessions, work 0s, High 10%%, max concurrency %d<", procs))
+	assert.Contains(
+		t,
+		string(svg),
+		fmt.Sprintf(">yieldtune: 4 sessions, work 0s, High 10%%, max concurrency %d<", procs),
+	)
 	png, err := os.ReadFile(pngPath)
 	require.NoError(t, err)
 	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")), "a PNG file")
@@ -409,9 +501,14 @@ func TestProgressOffATerminalIsALinePerRound(t *testing.T) {
 		require.Equal(t, 0, run(context.Background(), args, &stdout, &stderr), stderr.String())
 		// Each round: two thresholds × two tasks of 200 ms, one after the
 		// other. One session never gives way: the load is raised once.
-		assert.Equal(t, "yieldtune: round 1 of 3 done (800ms)\nyieldtune: round 2 of 3 done (1.6s)\nyieldtune: round 3 of 3 done (2.4s)\n"+
-			"yieldtune: raised 1 of 1, round 1 of 3 done (800ms)\nyieldtune: raised 1 of 1, round 2 of 3 done (1.6s)\nyieldtune: raised 1 of 1, round 3 of 3 done (2.4s)\n",
-			stderr.String())
+		assert.Equal(
+			t,
+			"yieldtune: round 1 of 3 done (800ms)\nyieldtune: round 2 of 3 done (1.6s)\nyieldtune: round 3 of 3 done "+
+				"(2.4s)\n"+
+				"yieldtune: raised 1 of 1, round 1 of 3 done (800ms)\nyieldtune: raised 1 of 1, round 2 of 3 done "+
+				"(1.6s)\nyieldtune: raised 1 of 1, round 3 of 3 done (2.4s)\n",
+			stderr.String(),
+		)
 		assert.NotContains(t, stdout.String()+stderr.String(), "\r")
 	})
 }
@@ -430,13 +527,17 @@ func TestOnlyATerminalIsATerminal(t *testing.T) {
 // every 100 ms) shows each task.
 func TestProgressBarCountsTheWholeSweep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, err := parseFlags([]string{"-sessions", "1", "-tasks", "2", "-work", "0", "-sleep", "200ms", "-duration", "1ms",
-			"-from", "10", "-to", "20", "-step", "10", "-rounds", "3", "-raises", "0"}, io.Discard)
+		c, err := parseFlags(
+			[]string{"-sessions", "1", "-tasks", "2", "-work", "0", "-sleep", "200ms", "-duration", "1ms",
+				"-from", "10", "-to", "20", "-step", "10", "-rounds", "3", "-raises", "0"},
+			io.Discard,
+		)
 		require.NoError(t, err)
 		var stdout, bar bytes.Buffer
 		require.NoError(t, sweep(context.Background(), c, nil, &stdout, progress{bar: &bar}))
 		var shown []string
-		for _, m := range regexp.MustCompile(`round (\d/3 WithYieldAfter\(\d+\)) +(\d+%) \|`).FindAllStringSubmatch(bar.String(), -1) {
+		round := regexp.MustCompile(`round (\d/3 WithYieldAfter\(\d+\)) +(\d+%) \|`)
+		for _, m := range round.FindAllStringSubmatch(bar.String(), -1) {
 			if len(shown) == 0 || shown[len(shown)-1] != m[1]+" "+m[2] {
 				shown = append(shown, m[1]+" "+m[2])
 			}
@@ -465,8 +566,12 @@ func TestDescribeSaysHowTheLoadIsPaced(t *testing.T) {
 		{session: 0, work: 100 * time.Microsecond}, {session: 1, high: true, sleep: 2 * time.Millisecond},
 		{session: 0, work: 200 * time.Microsecond}, {at: time.Second, session: 1, sleep: 2 * time.Millisecond}}}
 	c.trace = "load.csv"
-	assert.Equal(t, "trace load.csv: 4 tasks, 2 sessions, mean work 75µs, mean sleep 1ms, High 25%, max concurrency 2, over 1s as recorded",
-		describe(c, &tr, plan{span: time.Second}))
+	assert.Equal(
+		t,
+		"trace load.csv: 4 tasks, 2 sessions, mean work 75µs, mean sleep 1ms, High 25%, max concurrency 2, over 1s "+
+			"as recorded",
+		describe(c, &tr, plan{span: time.Second}),
+	)
 }
 
 // The calibration line says what the slots ran and what the load offers
@@ -508,10 +613,19 @@ func TestChartIsASevenInchSquareThatGivesTheAnswer(t *testing.T) {
 	svg := b.String()
 	assert.Contains(t, svg, `<svg width="504pt" height="504pt"`)
 	texts := svgTexts(svg)
-	assert.Equal(t, []string{"title", "WithYieldAfter(20): better than the default (10) on p99 wait by 40%, beyond the spread"}, texts[:2])
+	assert.Equal(
+		t,
+		[]string{"title", "WithYieldAfter(20): better than the default (10) on p99 wait by 40%, beyond the spread"},
+		texts[:2],
+	)
 	i := slices.Index(texts, "p99 wait, all tasks (ms), the objective")
 	require.True(t, i >= 0, "axis label in %q", texts)
-	assert.Equal(t, []string{"0", "10", "20", "default", "-40% better"}, texts[i+1:i+6], "the wait axis' ticks, then each dot's words")
+	assert.Equal(
+		t,
+		[]string{"0", "10", "20", "default", "-40% better"},
+		texts[i+1:i+6],
+		"the wait axis' ticks, then each dot's words",
+	)
 	assert.Equal(t, []string{"10*", "20"}, texts[i-2:i], "the thresholds' ticks")
 	k := slices.Index(texts, "throughput (tasks/s)")
 	require.True(t, k >= 0, "axis label in %q", texts)
@@ -522,8 +636,18 @@ func TestChartIsASevenInchSquareThatGivesTheAnswer(t *testing.T) {
 // rule weighs too; the canvas grows to keep each chart's height.
 func TestChartShowsHighWaitsWhenTheLoadHasHighTasks(t *testing.T) {
 	results := []result{
-		withHigh(synthResult(10, []float64{1000, 1010, 990}, []time.Duration{20 * ms, 19 * ms, 21 * ms}), 250*ms, 250*ms, 250*ms),
-		withHigh(synthResult(20, []float64{1200, 1190, 1210}, []time.Duration{12 * ms, 11 * ms, 13 * ms}), 250*ms, 250*ms, 250*ms),
+		withHigh(
+			synthResult(10, []float64{1000, 1010, 990}, []time.Duration{20 * ms, 19 * ms, 21 * ms}),
+			250*ms,
+			250*ms,
+			250*ms,
+		),
+		withHigh(
+			synthResult(20, []float64{1200, 1190, 1210}, []time.Duration{12 * ms, 11 * ms, 13 * ms}),
+			250*ms,
+			250*ms,
+			250*ms,
+		),
 	}
 	var b bytes.Buffer
 	require.NoError(t, writeChart(&b, "svg", results, judge(results, 10, figP99), "title"))
@@ -532,7 +656,12 @@ func TestChartShowsHighWaitsWhenTheLoadHasHighTasks(t *testing.T) {
 	texts := svgTexts(svg)
 	i := slices.Index(texts, "p99 wait, High tasks (ms)")
 	require.True(t, i >= 0, "axis label in %q", texts)
-	assert.Equal(t, []string{"0", "250", "default", "0% same"}, texts[i+1:], "the High wait axis' ticks, plain numbers (gonum's own say 0.00 and 250.00), and the words")
+	assert.Equal(
+		t,
+		[]string{"0", "250", "default", "0% same"},
+		texts[i+1:],
+		"the High wait axis' ticks, plain numbers (gonum's own say 0.00 and 250.00), and the words",
+	)
 }
 
 // On the bubble's clock: two sessions of tasks that only sleep, one slot,
@@ -541,17 +670,35 @@ func TestChartShowsHighWaitsWhenTheLoadHasHighTasks(t *testing.T) {
 // give way at the default in every round.
 func TestSweepRaisesTheLoadUntilSessionsGiveWay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, err := parseFlags([]string{"-sessions", "2", "-tasks", "100", "-work", "0", "-sleep", "1ms", "-max-concurrency", "1",
-			"-producers", "1", "-load", "0.9", "-rounds", "3", "-from", "10", "-to", "30", "-step", "20", "-high", "0"}, &bytes.Buffer{})
+		c, err := parseFlags(
+			[]string{"-sessions", "2", "-tasks", "100", "-work", "0", "-sleep", "1ms", "-max-concurrency", "1",
+				"-producers", "1", "-load", "0.9", "-rounds", "3", "-from", "10", "-to", "30", "-step", "20",
+				"-high", "0"},
+			&bytes.Buffer{},
+		)
 		require.NoError(t, err)
 		var out bytes.Buffer
 		require.NoError(t, sweep(context.Background(), c, nil, &out, progress{}))
 		got := fitted(t, out.String())
-		assert.Contains(t, got, "\nraised (1 of 2): sessions gave way at the default less than once per 100 tasks in 3 of 3 rounds; "+
-			"the load now offers 1.80× what the slots ran\n\n  yield", got)
+		assert.Contains(
+			t,
+			got,
+			"\nraised (1 of 2): sessions gave way at the default less than once per 100 tasks in 3 of 3 rounds; "+
+				"the load now offers 1.80× what the slots ran\n\n  yield",
+			got,
+		)
 		assert.NotContains(t, got, "raised (2 of 2)")
-		assert.Contains(t, got, "\nrecommendation: keep the default, WithYieldAfter(10): no threshold is better on p99 wait\n")
-		assert.Regexp(t, `\n +10 +[0-9.]+–[0-9.]+ +[0-9.]+ +[0-9.]+ms +default\n`, got, "a range of yields per 100 tasks at the default")
+		assert.Contains(
+			t,
+			got,
+			"\nrecommendation: keep the default, WithYieldAfter(10): no threshold is better on p99 wait\n",
+		)
+		assert.Regexp(
+			t,
+			`\n +10 +[0-9.]+–[0-9.]+ +[0-9.]+ +[0-9.]+ms +default\n`,
+			got,
+			"a range of yields per 100 tasks at the default",
+		)
 	})
 }
 
@@ -559,17 +706,31 @@ func TestSweepRaisesTheLoadUntilSessionsGiveWay(t *testing.T) {
 // budget of raises the sweep says the threshold does not matter.
 func TestSweepSaysTheThresholdDoesNotMatterWhenRaisingDoesNotHelp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, err := parseFlags([]string{"-sessions", "1", "-tasks", "30", "-work", "0", "-sleep", "1ms", "-max-concurrency", "1",
-			"-producers", "1", "-load", "2", "-rounds", "3", "-from", "10", "-to", "30", "-step", "20", "-high", "0"}, &bytes.Buffer{})
+		c, err := parseFlags(
+			[]string{"-sessions", "1", "-tasks", "30", "-work", "0", "-sleep", "1ms", "-max-concurrency", "1",
+				"-producers", "1", "-load", "2", "-rounds", "3", "-from", "10", "-to", "30", "-step", "20",
+				"-high", "0"},
+			&bytes.Buffer{},
+		)
 		require.NoError(t, err)
 		var out bytes.Buffer
 		require.NoError(t, sweep(context.Background(), c, nil, &out, progress{}))
 		got := fitted(t, out.String())
-		assert.Contains(t, got, "\nraised (1 of 2): sessions gave way at the default less than once per 100 tasks in 3 of 3 rounds; "+
-			"the load now offers 4.00× what the slots ran\n\nraised (2 of 2): sessions gave way at the default less than once per 100 tasks in 3 of 3 rounds; "+
-			"the load now offers 8.00× what the slots ran\n\n  yield", got)
-		assert.Contains(t, got, "\nrecommendation: keep the default, WithYieldAfter(10): the threshold does not matter for this load\n"+
-			"why: no session gave way at any threshold, so every threshold scheduled it alike\n")
+		assert.Contains(
+			t,
+			got,
+			"\nraised (1 of 2): sessions gave way at the default less than once per 100 tasks in 3 of 3 rounds; "+
+				"the load now offers 4.00× what the slots ran\n\nraised (2 of 2): sessions gave way at the default "+
+				"less than once per 100 tasks in 3 of 3 rounds; "+
+				"the load now offers 8.00× what the slots ran\n\n  yield",
+			got,
+		)
+		assert.Contains(
+			t,
+			got,
+			"\nrecommendation: keep the default, WithYieldAfter(10): the threshold does not matter for this load\n"+
+				"why: no session gave way at any threshold, so every threshold scheduled it alike\n",
+		)
 	})
 }
 
@@ -577,7 +738,20 @@ func TestSweepSaysTheThresholdDoesNotMatterWhenRaisingDoesNotHelp(t *testing.T) 
 // raised (a trace whose tasks all arrive at once) says so.
 func TestSweepRaisesNothingWithoutABudgetOrAPace(t *testing.T) {
 	sweep1 := []string{"-max-concurrency", "1", "-rounds", "3", "-from", "10", "-to", "30", "-step", "20"}
-	oneSession := []string{"-sessions", "1", "-tasks", "30", "-producers", "1", "-high", "0", "-work", "0", "-sleep", "1ms"}
+	oneSession := []string{
+		"-sessions",
+		"1",
+		"-tasks",
+		"30",
+		"-producers",
+		"1",
+		"-high",
+		"0",
+		"-work",
+		"0",
+		"-sleep",
+		"1ms",
+	}
 	atOnce := &trace{sessions: []string{"a"}, tasks: []traceTask{{sleep: time.Millisecond}, {sleep: time.Millisecond}}}
 	for _, tc := range []struct {
 		name string
@@ -588,7 +762,8 @@ func TestSweepRaisesNothingWithoutABudgetOrAPace(t *testing.T) {
 		{"-raises 0", append(append([]string{"-raises", "0", "-load", "2"}, sweep1...), oneSession...), nil,
 			"about 180ms, and 180ms more to confirm a threshold that looks better\n\n  yield"},
 		{"all at once", append([]string{"-trace", "at-once.csv"}, sweep1...), atOnce,
-			"\n\nnot raised: sessions gave way at the default less than once per 100 tasks in 3 of 3 rounds, and every task is already submitted at once\n\n  yield"},
+			"\n\nnot raised: sessions gave way at the default less than once per 100 tasks in 3 of 3 rounds, and " +
+				"every task is already submitted at once\n\n  yield"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -599,7 +774,12 @@ func TestSweepRaisesNothingWithoutABudgetOrAPace(t *testing.T) {
 				got := fitted(t, out.String())
 				assert.NotContains(t, got, "raised (")
 				assert.Contains(t, got, tc.says)
-				assert.Contains(t, got, "recommendation: keep the default, WithYieldAfter(10): the threshold does not matter for this load\n")
+				assert.Contains(
+					t,
+					got,
+					"recommendation: keep the default, WithYieldAfter(10): the threshold does not matter for this "+
+						"load\n",
+				)
 			})
 		})
 	}

@@ -116,7 +116,10 @@ func drawFigure(p *plot.Plot, results []result, j judgement, f figure) error {
 		pts.YErrors = append(pts.YErrors, struct{ Low, High float64 }{s.Med - s.Lo, s.Hi - s.Med})
 		said.XYs = append(said.XYs, plotter.XY{X: float64(r.Threshold), Y: s.Med})
 		said.Labels = append(said.Labels, j.cell(r.Threshold, f))
-		styles = append(styles, draw.GlyphStyle{Color: relColor(j, r.Threshold, f), Shape: draw.CircleGlyph{}, Radius: vg.Points(3)})
+		styles = append(
+			styles,
+			draw.GlyphStyle{Color: relColor(j, r.Threshold, f), Shape: draw.CircleGlyph{}, Radius: vg.Points(3)},
+		)
 		top = max(top, s.Hi)
 	}
 	if top <= 0 {
@@ -131,7 +134,9 @@ func drawFigure(p *plot.Plot, results []result, j judgement, f figure) error {
 	_, hi := halfway(xs, len(xs)-1)
 	hi += (hi - lo) / 8 // room for the last threshold's words
 	p.X.Min, p.X.Max = lo, hi
-	band, err := plotter.NewPolygon(plotter.XYs{{X: lo, Y: base.Lo}, {X: hi, Y: base.Lo}, {X: hi, Y: base.Hi}, {X: lo, Y: base.Hi}})
+	band, err := plotter.NewPolygon(
+		plotter.XYs{{X: lo, Y: base.Lo}, {X: hi, Y: base.Lo}, {X: hi, Y: base.Hi}, {X: lo, Y: base.Hi}},
+	)
 	if err != nil {
 		return err
 	}

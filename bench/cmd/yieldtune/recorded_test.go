@@ -28,7 +28,9 @@ func readRecordedPath(t *testing.T, name string) []result {
 	for i, h := range recs[0] {
 		col[h] = i
 	}
-	for _, h := range []string{"yield_after", "tasks", "high_tasks", "yields", "tasks_per_s", "all_p99_us", "high_p99_us"} {
+	for _, h := range []string{
+		"yield_after", "tasks", "high_tasks", "yields", "tasks_per_s", "all_p99_us", "high_p99_us",
+	} {
 		require.Contains(t, col, h, "%s: column %s", name, h)
 	}
 	num := func(rec []string, h string) float64 {

@@ -72,7 +72,14 @@ func (j judgement) against(results []result, base result) string {
 		if n := len(results[k].Rounds); n != j.Rounds {
 			over = fmt.Sprintf(" over %d rounds", n)
 		}
-		s := fmt.Sprintf("%d %s: %s%s, %s", a.Threshold, j.verdictCell(a.Threshold), rangeOf(obj, obj.of(results[k])), over, percent(a.Figures[obj].Change))
+		s := fmt.Sprintf(
+			"%d %s: %s%s, %s",
+			a.Threshold,
+			j.verdictCell(a.Threshold),
+			rangeOf(obj, obj.of(results[k])),
+			over,
+			percent(a.Figures[obj].Change),
+		)
 		var costs []string // worse on another figure than the objective
 		for _, f := range j.figures() {
 			if f != obj && a.Figures[f].Rel == worse {
@@ -98,12 +105,20 @@ func ruleText(obj figure, def int, hasHigh bool) string {
 			others = append(others, f.String())
 		}
 	}
-	return fmt.Sprintf("rule: a threshold replaces the default (%d) only if its median %s over the rounds is better than the default's by %.0f%% or more "+
-		"and its worst round beats the default's best, and it is worse on neither %s "+
-		"(worse: its range wholly beyond the default's, or its median %.0f%% or more worse); "+
-		"a threshold that passes runs as many rounds again, with the default, and must pass over all of them; "+
-		"and the rule applies only if sessions gave way at the default at least %s per 100 tasks in every round",
-		def, obj, margin*100, strings.Join(others, " nor "), margin*100, times(minYieldsPer100))
+	return fmt.Sprintf(
+		"rule: a threshold replaces the default (%d) only if its median %s over the rounds is better than the "+
+			"default's by %.0f%% or more "+
+			"and its worst round beats the default's best, and it is worse on neither %s "+
+			"(worse: its range wholly beyond the default's, or its median %.0f%% or more worse); "+
+			"a threshold that passes runs as many rounds again, with the default, and must pass over all of them; "+
+			"and the rule applies only if sessions gave way at the default at least %s per 100 tasks in every round",
+		def,
+		obj,
+		margin*100,
+		strings.Join(others, " nor "),
+		margin*100,
+		times(minYieldsPer100),
+	)
 }
 
 // times says "once", "twice" or "2.5 times".

@@ -23,7 +23,12 @@ import (
 // one with a trade-off, one without, and one the rule did not judge.
 func TestTextTableCSVAndChartSayTheSame(t *testing.T) {
 	recommend := []result{
-		withHigh(synthResult(10, []float64{100, 101, 99}, []time.Duration{10 * ms, 11 * ms, 12 * ms}), 5*ms, 6*ms, 7*ms),
+		withHigh(
+			synthResult(10, []float64{100, 101, 99}, []time.Duration{10 * ms, 11 * ms, 12 * ms}),
+			5*ms,
+			6*ms,
+			7*ms,
+		),
 		withHigh(synthResult(30, []float64{100, 102, 98}, []time.Duration{6 * ms, 7 * ms, 8 * ms}), 5*ms, 6*ms, 7*ms),
 		withHigh(synthResult(50, []float64{90, 91, 89}, []time.Duration{4 * ms, 5 * ms, 6 * ms}), 5*ms, 6*ms, 7*ms),
 	}
@@ -77,7 +82,14 @@ func sayTheSame(t *testing.T, results []result, j judgement) {
 	require.Len(t, lines, 2*len(ts), out)
 	for i, th := range ts {
 		second := lines[len(ts)+i]
-		assert.True(t, strings.HasPrefix(strings.TrimSpace(second), fmt.Sprint(th)+" "), "line %d of the second table is %d's: %q", i, th, second)
+		assert.True(
+			t,
+			strings.HasPrefix(strings.TrimSpace(second), fmt.Sprint(th)+" "),
+			"line %d of the second table is %d's: %q",
+			i,
+			th,
+			second,
+		)
 		l := lines[i] + "  " + strings.TrimSpace(second)
 		assert.True(t, strings.HasPrefix(strings.TrimSpace(l), fmt.Sprint(th)+" "), "line %d is %d's: %q", i, th, l)
 		assert.True(t, strings.HasSuffix(l, " "+want[th][len(want[th])-1]), "%d's verdict ends its line: %q", th, l)
@@ -176,7 +188,10 @@ func TestRecordedSweepReadsBackAsItWasJudged(t *testing.T) {
 	results := readRecorded(t, "issue30-run1.csv")
 	j := judge(results, 10, figP99)
 	dir := t.TempDir()
-	require.NoError(t, writeFile(filepath.Join(dir, "again.csv"), func(w io.Writer) error { return writeCSV(w, results, j, 1.5) }))
+	require.NoError(
+		t,
+		writeFile(filepath.Join(dir, "again.csv"), func(w io.Writer) error { return writeCSV(w, results, j, 1.5) }),
+	)
 	again := readRecordedPath(t, filepath.Join(dir, "again.csv"))
 	assert.Equal(t, results, again)
 	assert.Equal(t, j, judge(again, 10, figP99))

@@ -138,8 +138,13 @@ func writeColumns(w io.Writer, results []result, j judgement, figs []figure, las
 			cells = append(cells, j.cell(r.Threshold, f))
 		}
 		if last {
-			cells = append(cells, fmt.Sprintf("%.2g–%.2g", r.Yields.Lo, r.Yields.Hi), fmt.Sprintf("%.3f", r.Median.Jain),
-				round(r.Median.WorstSessionMaxWait).String(), j.verdictCell(r.Threshold))
+			cells = append(
+				cells,
+				fmt.Sprintf("%.2g–%.2g", r.Yields.Lo, r.Yields.Hi),
+				fmt.Sprintf("%.3f", r.Median.Jain),
+				round(r.Median.WorstSessionMaxWait).String(),
+				j.verdictCell(r.Threshold),
+			)
 		}
 		line(cells)
 	}
@@ -180,7 +185,9 @@ func writeCSV(w io.Writer, results []result, j judgement, offered float64) error
 			_ = cw.Write([]string{strconv.Itoa(r.Threshold), strconv.Itoa(i + 1), load,
 				strconv.Itoa(r.Tasks), strconv.Itoa(r.HighTasks), strconv.FormatUint(r.Yields, 10),
 				strconv.FormatFloat(r.Throughput, 'f', 0, 64),
-				us(r.AllP99), us(r.HighP99), us(r.NormalP50), us(r.NormalP99), us(r.NormalMax), us(r.HighP50), us(r.HighMax),
+				us(
+					r.AllP99,
+				), us(r.HighP99), us(r.NormalP50), us(r.NormalP99), us(r.NormalMax), us(r.HighP50), us(r.HighMax),
 				strconv.FormatFloat(r.Jain, 'f', 4, 64), us(r.WorstSessionMaxWait),
 				strconv.FormatFloat(r.YieldsPerSec, 'f', 0, 64),
 				j.Objective.flag(), vs[figP99], vs[figThroughput], vs[figHighP99], j.verdictCell(res.Threshold)})

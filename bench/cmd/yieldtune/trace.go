@@ -99,7 +99,13 @@ func parseTrace(r io.Reader) (trace, error) {
 		}
 		first = false
 		if len(rec) != len(traceHeader) {
-			return trace{}, bad(line, "%d fields; want %d: %s", len(rec), len(traceHeader), strings.Join(traceHeader, ","))
+			return trace{}, bad(
+				line,
+				"%d fields; want %d: %s",
+				len(rec),
+				len(traceHeader),
+				strings.Join(traceHeader, ","),
+			)
 		}
 		if len(t.tasks) == maxTasks {
 			return trace{}, bad(line, "more than %d tasks", maxTasks)

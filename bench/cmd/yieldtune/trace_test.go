@@ -48,9 +48,11 @@ func TestParseTraceWithoutAHeader(t *testing.T) {
 func TestParseTraceRefusesBadRowsWithTheirLine(t *testing.T) {
 	const head = "offset,session,priority,work,sleep\n0s,a,normal,1ms,0\n"
 	for name, tc := range map[string]struct{ in, want string }{
-		"too few fields":    {head + "1ms,a,normal,1ms\n", "line 3: 4 fields; want 5: offset,session,priority,work,sleep"},
-		"too many fields":   {head + "1ms,a,normal,1ms,0,x\n", "line 3: 6 fields; want 5"},
-		"offset not a time": {head + "\n# comment\nsoon,a,normal,1ms,0\n", `line 5: offset "soon": not a duration (like 1.5ms or 200us)`},
+		"too few fields": {head + "1ms,a,normal,1ms\n", "line 3: 4 fields; want 5: " +
+			"offset,session,priority,work,sleep"},
+		"too many fields": {head + "1ms,a,normal,1ms,0,x\n", "line 3: 6 fields; want 5"},
+		"offset not a time": {head + "\n# " +
+			"comment\nsoon,a,normal,1ms,0\n", `line 5: offset "soon": not a duration (like 1.5ms or 200us)`},
 		"offset negative":   {head + "-1ms,a,normal,1ms,0\n", "line 3: offset -1ms: must not be negative"},
 		"offset over a day": {head + "25h,a,normal,1ms,0\n", "line 3: offset 25h0m0s: must be at most 24h0m0s"},
 		"no session":        {head + "1ms, ,normal,1ms,0\n", "line 3: session is empty"},

@@ -26,7 +26,14 @@ func TestWrapLineKeepsEveryLineWithinTheWidth(t *testing.T) {
 		}
 		if i < len(got)-1 { // a line ends where the next word would not fit
 			next := strings.Fields(got[i+1])[0]
-			assert.Greater(t, utf8.RuneCountInString(l)+1+utf8.RuneCountInString(next), width, "line %d could take %q", i, next)
+			assert.Greater(
+				t,
+				utf8.RuneCountInString(l)+1+utf8.RuneCountInString(next),
+				width,
+				"line %d could take %q",
+				i,
+				next,
+			)
 		}
 	}
 	assert.Equal(t, strings.Fields(line), strings.Fields(strings.Join(got, " ")), "the same words, in order")
@@ -36,7 +43,12 @@ func TestWrapLineLeavesShortLinesAndLongWordsAlone(t *testing.T) {
 	short := strings.Repeat("x", width)
 	assert.Equal(t, short, wrapLine(short), "exactly width columns fit")
 	long := strings.Repeat("y", width+5)
-	assert.Equal(t, "a\n  "+long+"\n  b", wrapLine("a "+long+" b"), "a word wider than a line stays whole, on its own line")
+	assert.Equal(
+		t,
+		"a\n  "+long+"\n  b",
+		wrapLine("a "+long+" b"),
+		"a word wider than a line stays whole, on its own line",
+	)
 	table := "     10  176.08ms  130ms–189.04ms  default"
 	assert.Equal(t, table, wrapLine(table), "a table line that fits keeps its spaces")
 }

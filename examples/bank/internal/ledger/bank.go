@@ -45,6 +45,47 @@ type Receipt struct {
 	Balance int64 // the account's balance after the operation (for a transfer: the payer's)
 	Frozen  bool
 	Version int64 // changes committed on the account so far
+	// Replayed is set when the operation carried a RequestID that had
+	// been carried out already: this is the first answer, and nothing
+	// changed this time.
+	Replayed bool
+}
+
+// RequestID names one request of a client, so that a retry of it is
+// carried out once. A client that timed out, or lost the answer, cannot
+// tell whether its deposit went through; sent again with the same
+// RequestID, the deposit is not applied a second time: the retry gets the
+// first receipt, marked Replayed. Give each request a unique ID (a random
+// UUID, made once per request by the client, not per attempt), of 1 to
+// MaxRequestID bytes. The ID is recorded in the operation's own
+// transaction, so a change and its ID commit together or not at all; using
+// one ID for a different operation fails with ErrRequestReused. IDs are
+// kept for good here; a service deletes them once no retry can come (say,
+// after a day).
+type RequestID string
+
+// MaxRequestID is the longest RequestID, in bytes.
+const MaxRequestID = 128
+
+// An OpOption modifies one Deposit, Withdraw, Credit or Transfer; a
+// RequestID is one.
+type OpOption interface{ opOption() }
+
+func (RequestID) opOption() {}
+
+// requestOf returns the RequestID among opts, or "" for none, and
+// ErrBadRequestID for an empty or too long one.
+func requestOf(opts []OpOption) (RequestID, error) {
+	var req RequestID
+	for _, o := range opts {
+		if r, ok := o.(RequestID); ok {
+			if r == "" || len(r) > MaxRequestID {
+				return "", fmt.Errorf("%w: %d bytes, want 1..%d", ErrBadRequestID, len(r), MaxRequestID)
+			}
+			req = r
+		}
+	}
+	return req, nil
 }
 
 // Pending is an operation that was accepted and will complete. Await waits
@@ -73,7 +114,18 @@ type Config struct {
 	// account's session, so it must not block: hand the halt to an
 	// operator. Without it a halt is logged (slog.Default, at Error).
 	OnHalt func(id AccountID, err error)
+	// MaxQueue bounds the operations that may wait for one account in
+	// each lane (the running one is not counted); 0 means
+	// DefaultMaxQueue. Beyond it an operation is refused at once with an
+	// *OpError wrapping seqsched.ErrQueueFull, and the caller answers
+	// "busy, try again" instead of the bank's memory growing with one
+	// account's backlog (a halted account's included). Ignored when
+	// Unordered.
+	MaxQueue int
 }
+
+// DefaultMaxQueue is Config.MaxQueue's default.
+const DefaultMaxQueue = 1000
 
 // Bank runs account operations against a database. Its methods are safe for
 // concurrent use. Every method that takes an account returns at once with a
@@ -108,7 +160,14 @@ type Bank struct {
 func New(db *sql.DB, cfg Config) (*Bank, error) {
 	b := &Bank{st: store{db: db}, halt: cfg.HaltWithdrawals && !cfg.Unordered}
 	if !cfg.Unordered {
-		var opts []seqsched.Option
+		if cfg.MaxQueue < 0 {
+			return nil, fmt.Errorf("ledger: Config.MaxQueue %d: must be 0 (the default) or more", cfg.MaxQueue)
+		}
+		maxQueue := cfg.MaxQueue
+		if maxQueue == 0 {
+			maxQueue = DefaultMaxQueue
+		}
+		opts := []seqsched.Option{seqsched.WithMaxQueue(maxQueue)}
 		if onHalt := cfg.OnHalt; onHalt != nil {
 			// Futures report no failure here: only a halt comes.
 			opts = append(opts, seqsched.WithErrorHandler(func(_ context.Context, id AccountID, err error) {
@@ -138,28 +197,35 @@ func (b *Bank) CreateAccounts(ctx context.Context, balance int64, ids ...Account
 	return b.st.createAccounts(ctx, ids, balance)
 }
 
-// Deposit adds amount (> 0) to id.
-func (b *Bank) Deposit(ctx context.Context, id AccountID, amount int64) (Pending, error) {
-	return b.change(ctx, OpDeposit, id, amount, amount)
+// Deposit adds amount (> 0) to id. It fails with ErrOverflow, changing
+// nothing, if the balance would pass math.MaxInt64. With a RequestID among
+// opts, a retry of it is carried out once (see RequestID).
+func (b *Bank) Deposit(ctx context.Context, id AccountID, amount int64, opts ...OpOption) (Pending, error) {
+	return b.change(ctx, OpDeposit, id, amount, amount, opts, seqsched.Normal)
 }
 
 // Withdraw takes amount (> 0) from id. It fails with ErrInsufficientFunds,
 // changing nothing, if the balance is lower; with Config.HaltWithdrawals
-// that failure halts the account (see Resume).
-func (b *Bank) Withdraw(ctx context.Context, id AccountID, amount int64) (Pending, error) {
+// that failure halts the account (see Resume). With a RequestID among
+// opts, a retry of it is carried out once.
+func (b *Bank) Withdraw(ctx context.Context, id AccountID, amount int64, opts ...OpOption) (Pending, error) {
 	if b.halt {
-		return b.change(ctx, OpWithdraw, id, amount, -amount, seqsched.HaltOnError)
+		return b.change(ctx, OpWithdraw, id, amount, -amount, opts, seqsched.HaltOnError)
 	}
-	return b.change(ctx, OpWithdraw, id, amount, -amount)
+	return b.change(ctx, OpWithdraw, id, amount, -amount, opts, seqsched.Normal)
 }
 
-func (b *Bank) change(ctx context.Context, op Op, id AccountID, amount, delta int64, opts ...seqsched.TaskOption) (Pending, error) {
+func (b *Bank) change(ctx context.Context, op Op, id AccountID, amount, delta int64, opts []OpOption, topts ...seqsched.TaskOption) (Pending, error) {
 	if amount <= 0 {
 		return nil, &OpError{Op: op, Account: id, Amount: amount, Err: ErrInvalidAmount}
 	}
+	req, err := requestOf(opts)
+	if err != nil {
+		return nil, &OpError{Op: op, Account: id, Amount: amount, Err: err}
+	}
 	return b.run(ctx, op, id, amount, func(ctx context.Context) (Receipt, error) {
-		return b.st.change(ctx, op, id, delta)
-	}, opts...)
+		return b.st.change(ctx, op, id, delta, req)
+	}, topts...)
 }
 
 // Balance reads id's balance after every operation submitted before it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +34,7 @@ func TestBadInputReturnsErrorAndLeavesDatabaseUnchanged(t *testing.T) {
 	b, db := newBank(t, Config{})
 	ctx := context.Background()
 	require.NoError(t, b.CreateAccounts(ctx, 100, 1, 2))
+	require.NoError(t, b.CreateAccounts(ctx, math.MaxInt64-5, 3))
 	must(t)(b.Deposit(ctx, 1, 5))
 	before := dump(t, db)
 
@@ -45,6 +47,10 @@ func TestBadInputReturnsErrorAndLeavesDatabaseUnchanged(t *testing.T) {
 		{"zero withdrawal", func() (Pending, error) { return b.Withdraw(ctx, 1, 0) }, ErrInvalidAmount},
 		{"negative transfer", func() (Pending, error) { return b.Transfer(ctx, 1, 2, -1) }, ErrInvalidAmount},
 		{"transfer to self", func() (Pending, error) { return b.Transfer(ctx, 1, 1, 10) }, ErrSameAccount},
+		{"empty request ID", func() (Pending, error) { return b.Deposit(ctx, 1, 5, RequestID("")) }, ErrBadRequestID},
+		{"long request ID", func() (Pending, error) {
+			return b.Transfer(ctx, 1, 2, 5, RequestID(strings.Repeat("r", MaxRequestID+1)))
+		}, ErrBadRequestID},
 	}
 	for _, tc := range refused {
 		p, err := tc.do()
@@ -72,6 +78,14 @@ func TestBadInputReturnsErrorAndLeavesDatabaseUnchanged(t *testing.T) {
 			"transfer 10 from account 1 to 99: payee: ledger: unknown account"},
 		{"transfer from unknown payer", func() (Pending, error) { return b.Transfer(ctx, 99, 1, 10) }, ErrUnknownAccount,
 			"transfer 10 from account 99 to 1: ledger: unknown account"},
+		// The sum is never computed: SQLite would make it a float and
+		// the Scan fail, Postgres refuse it with its own error.
+		{"deposit past MaxInt64", func() (Pending, error) { return b.Deposit(ctx, 1, math.MaxInt64) }, ErrOverflow,
+			"deposit 9223372036854775807 on account 1: ledger: balance would overflow (balance 105)"},
+		{"credit past MaxInt64", func() (Pending, error) { return b.Credit(ctx, 3, 6) }, ErrOverflow,
+			"credit 6 on account 3: ledger: balance would overflow (balance 9223372036854775802)"},
+		{"transfer past the payee's MaxInt64", func() (Pending, error) { return b.Transfer(ctx, 1, 3, 6) }, ErrOverflow,
+			"transfer 6 from account 1 to 3: payee: ledger: balance would overflow (balance 9223372036854775802)"},
 		{"balance of unknown account", func() (Pending, error) { return b.Balance(ctx, 99) }, ErrUnknownAccount,
 			"balance on account 99: ledger: unknown account"},
 		{"freeze unknown account", func() (Pending, error) { return b.Freeze(ctx, 99) }, ErrUnknownAccount,

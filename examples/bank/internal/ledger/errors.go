@@ -14,6 +14,15 @@ var (
 	ErrFrozen            = errors.New("ledger: account frozen")
 	ErrSameAccount       = errors.New("ledger: transfer to the same account")
 	ErrClosed            = errors.New("ledger: bank closed")
+	// ErrOverflow: the change would take the balance past the largest
+	// amount a balance holds (math.MaxInt64).
+	ErrOverflow = errors.New("ledger: balance would overflow")
+	// ErrBadRequestID: a RequestID that is empty or longer than
+	// MaxRequestID bytes.
+	ErrBadRequestID = errors.New("ledger: bad request ID")
+	// ErrRequestReused: a RequestID already used for a different
+	// operation (another op, account or amount); nothing was changed.
+	ErrRequestReused = errors.New("ledger: request ID already used for another operation")
 )
 
 // OpError describes a failed operation: which one, on which account, and why.

@@ -44,9 +44,10 @@ func (b *Bank) Discard(ctx context.Context, id AccountID) error {
 // Credit adds amount (> 0) to id: an operator's correction. It is High
 // priority: it runs before every operation already queued for id (but
 // after the one running), so on a halted account it is the first thing to
-// run once the account is resumed.
-func (b *Bank) Credit(ctx context.Context, id AccountID, amount int64) (Pending, error) {
-	return b.change(ctx, OpCredit, id, amount, amount, seqsched.High)
+// run once the account is resumed. With a RequestID among opts, a retry of
+// it is carried out once.
+func (b *Bank) Credit(ctx context.Context, id AccountID, amount int64, opts ...OpOption) (Pending, error) {
+	return b.change(ctx, OpCredit, id, amount, amount, opts, seqsched.High)
 }
 
 // Review reads id's state straight from the database, outside the

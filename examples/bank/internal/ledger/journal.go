@@ -37,7 +37,7 @@ func newJournal(w io.Writer) (*journal, error) {
 func (j *journal) follow(ctx context.Context, id AccountID, p Pending) error {
 	_, err := j.sched.Go(context.WithoutCancel(ctx), id, func(ctx context.Context) error {
 		r, err := p.Await(ctx)
-		if err != nil || r.Op == OpBalance || r.Op == OpAudit {
+		if err != nil || r.Op == OpBalance || r.Op == OpAudit || r.Replayed {
 			return nil // nothing committed
 		}
 		j.mu.Lock()

@@ -33,6 +33,8 @@ func testDSN(t testing.TB) string {
 	require.NoError(t, err)
 	_, err = db.Exec(`DELETE FROM accounts`)
 	require.NoError(t, err)
+	_, err = db.Exec(`DELETE FROM requests`)
+	require.NoError(t, err)
 	return postgresDSN
 }
 

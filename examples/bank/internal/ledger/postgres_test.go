@@ -10,8 +10,8 @@ import (
 
 // TestPostgres reruns the bank's tests on Postgres through pgx, with the
 // same code, when BANK_POSTGRES_URL names a database (for example
-// postgres://bank:bank@127.0.0.1:5432/bank). It EMPTIES the tables accounts
-// and ledger there: point it at a scratch database.
+// postgres://bank:bank@127.0.0.1:5432/bank). It EMPTIES the tables accounts,
+// ledger and requests there: point it at a scratch database.
 func TestPostgres(t *testing.T) {
 	dsn := os.Getenv("BANK_POSTGRES_URL")
 	if dsn == "" {
@@ -30,6 +30,12 @@ func TestPostgres(t *testing.T) {
 		TestConcurrentTransfersInAllDirectionsFinish,
 		TestSlowJournalDoesNotDelayAccount,
 		TestClosingDatabaseUnderLoadLosesNoCommittedOperation,
+		TestRetriedDepositWithARequestIDIsAppliedOnce,
+		TestRetriedTransferWithARequestIDIsAppliedOnce,
+		TestFailedRequestCanBeRetried,
+		TestRequestIDReusedForAnotherOperationIsRefused,
+		TestFullAccountQueueRefusesAtOnce,
+		TestTransferRefusedByAFullQueueChangesNeitherAccount,
 	} {
 		name := runtime.FuncForPC(reflect.ValueOf(test).Pointer()).Name()
 		t.Run(name[strings.LastIndex(name, ".")+1:], test)

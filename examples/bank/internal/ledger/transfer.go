@@ -27,7 +27,10 @@ import (
 // the payer and awaits it, would wait for a task queued behind itself. The
 // scheduler's guard catches that: Await returns seqsched.ErrWouldDeadlock at
 // once instead of hanging (see the tests).
-func (b *Bank) Transfer(ctx context.Context, from, to AccountID, amount int64) (Pending, error) {
+//
+// With a RequestID among opts, a retry of the transfer is carried out once
+// (see RequestID).
+func (b *Bank) Transfer(ctx context.Context, from, to AccountID, amount int64, opts ...OpOption) (Pending, error) {
 	refuse := func(err error) (Pending, error) {
 		return nil, &OpError{Op: OpTransfer, Account: from, To: to, Amount: amount, Err: err}
 	}
@@ -37,8 +40,12 @@ func (b *Bank) Transfer(ctx context.Context, from, to AccountID, amount int64) (
 	case from == to:
 		return refuse(ErrSameAccount)
 	}
+	req, err := requestOf(opts)
+	if err != nil {
+		return refuse(err)
+	}
 	commit := b.measured(OpTransfer, from, amount, func(ctx context.Context) (Receipt, error) {
-		r, err := b.st.transfer(ctx, from, to, amount)
+		r, err := b.st.transfer(ctx, from, to, amount, req)
 		if err != nil {
 			err = &OpError{Op: OpTransfer, Account: from, To: to, Amount: amount, Err: err}
 		}
@@ -72,24 +79,29 @@ func (b *Bank) pair(ctx context.Context, from, to AccountID, commit func(context
 		lo, hi = hi, lo
 	}
 	loStarted := make(chan struct{}) // closed by lo's task when it runs
-	// lo's future, once submitted (nil if it was not accepted): hi's task
-	// watches it, so that it gives up when lo's task is dropped unrun
-	// (Discard of a halted lo, or its submit ctx ended) instead of
-	// waiting for a start that never comes.
-	loFuture := make(chan *seqsched.Future[Receipt], 1)
+	// lo's future, once submitted, or why it was not accepted (a full
+	// queue, Close): hi's task watches it, so that it gives up when lo's
+	// task is refused or dropped unrun (Discard of a halted lo, or its
+	// submit ctx ended) instead of waiting for a start that never comes.
+	type submitted struct {
+		f   *seqsched.Future[Receipt]
+		err error
+	}
+	loFuture := make(chan submitted, 1)
 
 	b.xfer.Lock()
 	defer b.xfer.Unlock()
 	hiF, err := seqsched.Submit(ctx, b.sched, hi, func(ctx context.Context) (Receipt, error) {
-		var loF *seqsched.Future[Receipt]
+		var lo submitted
 		select {
-		case loF = <-loFuture:
+		case lo = <-loFuture:
 		case <-ctx.Done(): // Shutdown gave up
 			return Receipt{}, ctx.Err()
 		}
-		if loF == nil {
-			return Receipt{}, ErrClosed
+		if lo.err != nil {
+			return Receipt{}, lo.err
 		}
+		loF := lo.f
 		select {
 		case <-loStarted:
 			return commit(ctx)
@@ -107,7 +119,7 @@ func (b *Bank) pair(ctx context.Context, from, to AccountID, commit func(context
 		close(loStarted)
 		return hiF.Await(ctx) // another session: allowed
 	})
-	loFuture <- loF // nil if refused
+	loFuture <- submitted{loF, err}
 	if err != nil {
 		return nil, err
 	}

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
@@ -25,12 +26,22 @@ type client struct {
 	conn    *websocket.Conn
 	s       *Server
 	h       *seqsched.Session[ClientID]
-	limiter *rate.Limiter
-	// typingTag is the seqsched.Replace tag of this client's typing
-	// indicators in the others' queues; typing is its state as last
-	// broadcast, guarded by s.mu.
-	typingTag string
-	typing    bool
+	limiter *rate.Limiter // its chat messages
+	reads   *rate.Limiter // its frames, whatever they hold
+	cmds    *rate.Limiter // its commands
+	// operator is set once the client sent "/op" with the operator token.
+	operator atomic.Bool
+	// writing is when the write in progress to the client began, in Unix
+	// nanoseconds, or 0: see blockedFor.
+	writing atomic.Int64
+
+	// Guarded by s.mu: the last presence event the client was told of,
+	// and the members it was last told are typing (see presence.go).
+	presenceSeen uint64
+	toldTyping   map[ClientID]string
+	// behindSince is when the client was first seen with half a queue
+	// waiting, or zero (see behindLocked); guarded by s.mu.
+	behindSince time.Time
 
 	// ctx is the connection's: every message for the client is posted with
 	// it, and cancel ends it once the client is gone, so that what is still
@@ -61,12 +72,26 @@ func (c *client) send(data []byte, opts ...seqsched.TaskOption) error {
 // it ends when the client is gone or its session discarded, and the write
 // with it.
 func (c *client) write(ctx context.Context, data []byte) error {
+	c.writing.Store(time.Now().UnixNano())
+	defer c.writing.Store(0)
 	if c.s.cfg.BeforeWrite != nil {
 		c.s.cfg.BeforeWrite(c.id, data)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.s.cfg.WriteTimeout)
 	defer cancel()
 	return c.conn.Write(ctx, websocket.MessageText, data)
+}
+
+// blockedFor returns how long the write in progress to the client has
+// taken so far, or 0 if none is in progress. Writes are one at a time
+// (the session's), so a long one means the client's socket takes no more
+// data: it is not reading.
+func (c *client) blockedFor() time.Duration {
+	start := c.writing.Load()
+	if start == 0 {
+		return 0
+	}
+	return max(time.Since(time.Unix(0, start)), time.Nanosecond)
 }
 
 // drop disconnects a client that has left the room (Kick, or too slow)
@@ -109,6 +134,12 @@ func (c *client) end(code websocket.StatusCode, reason string, drain bool) {
 
 // serveWS runs one connection from upgrade to goodbye.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	addr := remoteIP(r)
+	if why := s.admit(addr); why != "" {
+		http.Error(w, "chat: "+why, http.StatusServiceUnavailable)
+		return
+	}
+	defer s.unadmit(addr)
 	conn, err := websocket.Accept(w, r, nil) // same-origin pages and non-browser clients only
 	if err != nil {
 		return // Accept has answered the request
@@ -123,6 +154,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 
 	readErr := make(chan error, 1)
 	go func() { readErr <- c.readLoop() }() // ends when conn closes; waited for below
+	pinged := make(chan struct{})
+	go func() { // ends when c.ctx does, which the handler ends before it returns
+		defer close(pinged)
+		c.pingLoop()
+	}()
+	defer func() { <-pinged }()
 
 	var why string
 	select {
@@ -135,15 +172,19 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		c.cancel()
 		_ = conn.CloseNow()
 		s.leave(c)
-		s.release(c)
+		s.closeHandle(c)
 	case <-c.ended:
 		why = c.reason
 		if c.drain {
-			s.release(c) // shutdown: the client gets everything queued, then the close
+			s.closeHandle(c) // shutdown: the client gets everything queued, then the close
 		} else {
 			s.discard(c) // kicked or too slow: nothing more, then the close
 		}
-		_ = conn.Close(c.code, c.reason)
+		if c.code == statusUnresponsive {
+			_ = conn.CloseNow() // it would not answer a close either
+		} else {
+			_ = conn.Close(c.code, c.reason)
+		}
 		c.cancel()
 		<-readErr
 	}
@@ -178,26 +219,31 @@ func (s *Server) join(ctx context.Context, conn *websocket.Conn) *client {
 		s:       s,
 		h:       h,
 		limiter: rate.NewLimiter(s.cfg.RateLimit, s.cfg.Burst),
+		reads:   rate.NewLimiter(s.cfg.ReadRate, s.cfg.ReadBurst),
+		cmds:    rate.NewLimiter(s.cfg.CommandRate, s.cfg.CommandBurst),
 		ended:   make(chan struct{}),
 
-		typingTag: fmt.Sprintf("typing/%d", s.nextID),
+		toldTyping: make(map[ClientID]string),
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	s.clients[c.id] = c
 	s.handlers.Add(1)
 	_ = c.send(encode(Message{Type: KindWelcome, ID: c.id, Name: c.name, Members: len(s.clients)}), seqsched.Normal) // its first task: cannot be full
-	slow := s.broadcastLocked(Message{Type: KindJoin, Name: c.name, Members: len(s.clients)}, c)
+	// The others hear of it with the next presence flush: O(1) here,
+	// however many members there are.
+	s.presence.add(Message{Type: KindJoin, Name: c.name, Members: len(s.clients), At: s.cfg.Now().UnixMilli()})
+	c.presenceSeen = s.presence.last // not its own join
+	s.presenceChangedLocked()
 	s.mu.Unlock()
-	s.dropSlow(slow)
 	return c
 }
 
-// release closes the client's handle, its only one: the session drains
+// closeHandle closes the client's handle, its only one: the session drains
 // (the messages still queued are written, or dropped unsent once the
 // client is gone) and is forgotten, within the drain timeout. If that runs
 // out, the session still finishes on its own: its writes are bounded by
 // the write timeout.
-func (s *Server) release(c *client) {
+func (s *Server) closeHandle(c *client) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
 	if err := c.h.Close(ctx); err != nil {
@@ -223,6 +269,11 @@ func (s *Server) discard(c *client) {
 // tell the user which messages were not delivered; none is lost silently.
 func (c *client) readLoop() error {
 	for {
+		// Paced: a client that sends faster waits, held back by TCP.
+		// c.ctx ends when the client leaves, and the wait with it.
+		if err := c.reads.Wait(c.ctx); err != nil {
+			return err
+		}
 		_, data, err := c.conn.Read(context.Background())
 		if err != nil {
 			return err
@@ -236,8 +287,8 @@ func (c *client) readLoop() error {
 			c.s.typing(c, *in.Typing)
 			continue
 		}
-		if name, ok := strings.CutPrefix(in.Text, kickCommand); ok && (name == "" || name[0] == ' ') {
-			c.s.kickBy(c, strings.TrimSpace(name), in.Ref) // a command, not chat: not rate limited
+		if cmd, arg, ok := command(in.Text); ok {
+			c.command(cmd, arg, in.Ref) // a command, not chat: its own rate limit
 			continue
 		}
 		switch n := utf8.RuneCountInString(in.Text); {
@@ -249,7 +300,9 @@ func (c *client) readLoop() error {
 			c.refuse(in.Ref, fmt.Sprintf("too fast: at most %v messages a second (%d at once); try again",
 				c.limiter.Limit(), c.limiter.Burst()))
 		default:
-			c.s.say(c.name, in.Text, in.Ref)
+			if why := c.s.sayFrom(c, in.Text, in.Ref); why != "" {
+				c.refuse(in.Ref, why)
+			}
 		}
 	}
 }

@@ -14,27 +14,35 @@ import (
 // /kick command, and paced sends.
 
 // While a client is held up, another starts, stops and starts typing
-// again: the held client gets one indicator, the latest, in the place of
-// the first, before the chat said after it; the two stale ones are counted
-// as replaced, never written.
-func TestTypingIndicatorsReplaceStaleOnes(t *testing.T) {
-	r := newRoom(t, Config{})
+// again: the toggles cost no message of their own, the presence flush
+// tells the held client the latest state, and a second flush before it
+// was written replaces the first: the held client gets one indicator,
+// after the chat said before the flush.
+func TestTypingIndicatorsCarryTheLatestStateOnly(t *testing.T) {
+	r := newRoom(t, Config{PresenceEvery: time.Hour}) // flushed by the test
 	slow := r.dial(t)
 	typer := r.dial(t)
 	release := r.gate(t, slow.id)
-	before := r.Stats()
 	for _, on := range []bool{true, false, true} {
 		typer.send(fmt.Sprintf(`{"typing":%v}`, on))
 	}
-	typer.send(`{"typing":true}`) // no change: not sent at all
+	typer.send(`{"typing":true}`) // no change
 	typer.say("after typing")
 	assert.Equal(t, "after typing", typer.read().Text) // the server has read every frame before it
+	releaseTyper := r.gate(t, typer.id)
+	before := r.Stats()
+	r.flushPresence()
+	r.flushPresence() // each member's queued presence task is replaced
+	assert.Equal(t, uint64(2), r.Stats().Replaced-before.Replaced, "presence tasks replaced")
 	release()
+	releaseTyper()
 
-	assert.Equal(t, Message{Type: KindTyping, Name: "guest-2", Typing: true}, slow.read())
 	assert.Equal(t, Message{Type: KindChat, Seq: 1, At: testAt, From: "guest-2", Text: "after typing"}, slow.read())
-	assert.Equal(t, uint64(2), r.Stats().Replaced-before.Replaced, "stale indicators replaced")
+	assert.Equal(t, Message{Type: KindTyping, Name: "guest-2", Typing: true}, slow.read())
 	typer.send(`{"typing":false}`)
+	typer.say("stopped") // read in order after the toggle
+	assert.Equal(t, "stopped", slow.read().Text)
+	r.flushPresence()
 	assert.Equal(t, Message{Type: KindTyping, Name: "guest-2"}, slow.read(), "stopped")
 }
 

@@ -41,8 +41,18 @@ type room struct {
 // newRoom starts a server; it is shut down when the test ends.
 func newRoom(t testing.TB, cfg Config) *room {
 	t.Helper()
+	// The limits a test does not set are off: each has tests of its own.
 	if cfg.RateLimit == 0 {
 		cfg.RateLimit = rate.Inf
+	}
+	if cfg.RoomRate == 0 {
+		cfg.RoomRate = rate.Inf
+	}
+	if cfg.ReadRate == 0 {
+		cfg.ReadRate = rate.Inf
+	}
+	if cfg.CommandRate == 0 {
+		cfg.CommandRate = rate.Inf
 	}
 	if cfg.Now == nil {
 		cfg.Now = func() time.Time { return testNow }

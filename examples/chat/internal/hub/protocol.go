@@ -54,9 +54,6 @@ type inbound struct {
 	Typing *bool  `json:"typing"`
 }
 
-// kickCommand starts a chat text that is the /kick command.
-const kickCommand = "/kick"
-
 func encode(m Message) []byte {
 	b, err := json.Marshal(m)
 	if err != nil {

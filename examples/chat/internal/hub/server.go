@@ -3,20 +3,24 @@
 // that client's session, so each client receives messages one at a time and
 // in the order they were sent, however many goroutines broadcast at once;
 // control messages (notices, rate-limit warnings, kicks) use the High lane
-// and reach the client before chat still queued for it. Typing indicators
-// are sent with seqsched.Replace, so that a client that falls behind gets
-// each member's latest state only; Config.SendRate paces what each client
-// is sent (seqsched.WithRate) without dropping any of it.
+// and reach the client before chat still queued for it. Joins, leaves and
+// typing go out as one presence task per member at most every
+// Config.PresenceEvery, tagged with seqsched.Replace, so that no client's
+// coming and going fills anyone's queue (presence.go); Config.SendRate
+// paces what each client is sent (seqsched.WithRate) without dropping any
+// of it, and the room accepts no more chat than its members can be sent.
 //
 // Each connection holds a handle on its session (Scheduler.Open) and posts
 // its messages with Session.Post, passing the connection's ctx: once the
 // client is gone, what is still queued for it is dropped unsent. A kicked
 // client gets its kick message right after the message being written, and
 // nothing after it: the kick's task discards the rest of the queue
-// (Session.Discard); a member kicks another from the page with the chat
-// command "/kick name". A client too slow to keep up fills its queue
-// (WithMaxQueue) and is dropped the same way, with a clear close reason,
-// without slowing anyone else.
+// (Session.Discard); the room's first member, or an operator, kicks
+// another from the page with the chat command "/kick name". A client that
+// stops reading fills its queue (WithMaxQueue) and is dropped the same way,
+// with a close reason that says why, without slowing anyone else. What one
+// client may hold of the server (connections, time, rates) is bounded
+// (limits.go).
 package hub
 
 import (
@@ -39,68 +43,8 @@ import (
 // ClientID identifies a connection; it is also its seqsched session key.
 type ClientID uint64
 
-// Config configures a Server. Zero fields take the defaults shown.
-type Config struct {
-	MaxQueue     int           // messages that may wait for one client before it is disconnected (256)
-	WriteTimeout time.Duration // for one message to one client (10s)
-	DrainTimeout time.Duration // to flush a leaving client's queue (2s)
-	// RateLimit and Burst bound the chat messages one client may send;
-	// beyond them it gets a warning instead of a broadcast. A zero
-	// RateLimit means 5 per second with a burst of 10; rate.Inf, none.
-	RateLimit rate.Limit
-	Burst     int
-	// SendRate and SendBurst pace what the room sends each client: at
-	// most SendRate messages a second, SendBurst at once (seqsched.WithRate).
-	// The rest wait in the client's queue, in order, and none is dropped
-	// for it; a client whose queue fills (MaxQueue) is still disconnected
-	// as too slow. A zero SendRate (or rate.Inf) means no pacing; a
-	// SendBurst below 1 means 1. A paced client that leaves has its queue
-	// dropped at the same pace (a token per message).
-	SendRate  rate.Limit
-	SendBurst int
-	// Logger receives the room's log and the scheduler's: a client's join
-	// and leave (Info), a message not delivered (Debug; Error if its task
-	// panicked). Nil means slog.Default().
-	Logger *slog.Logger
-	// Now stamps the room's messages (time.Now); tests set a fixed clock.
-	Now func() time.Time
-	// OnLeave, if set, is called when a client's connection handler is
-	// about to return, with the reason it left.
-	OnLeave func(id ClientID, reason string)
-	// BeforeWrite, if set, is called on the client's session before each
-	// message is written to it; tests use it to hold a client's messages
-	// back while more queue up.
-	BeforeWrite func(id ClientID, data []byte)
-}
-
-func (c Config) withDefaults() Config {
-	if c.MaxQueue == 0 {
-		c.MaxQueue = 256
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = 10 * time.Second
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = 2 * time.Second
-	}
-	if c.RateLimit == 0 {
-		c.RateLimit, c.Burst = 5, 10
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.SendBurst < 1 {
-		c.SendBurst = 1
-	}
-	return c
-}
-
 // Close reasons sent to clients.
 const (
-	reasonSlow     = "too slow: outbound queue full"
 	reasonShutdown = "server shutting down"
 )
 
@@ -113,11 +57,19 @@ type Server struct {
 	// mu guards the fields below. Broadcast holds it while it queues a
 	// message for every client (Post never blocks), so that all clients
 	// see the room's messages in one and the same order.
-	mu      sync.Mutex
-	clients map[ClientID]*client
-	nextID  ClientID
-	seq     uint64
-	closed  bool
+	mu       sync.Mutex
+	clients  map[ClientID]*client
+	nextID   ClientID
+	seq      uint64
+	closed   bool
+	conns    int            // connections admitted, in the room or on their way
+	addrs    map[string]int // connections admitted, by IP address
+	presence presenceLog
+	typers   map[ClientID]*client // members typing, at most maxTypers
+	flushDue bool                 // a presence flush is on its way
+	// flushTimer runs the next presence flush; Shutdown stops it.
+	flushTimer *time.Timer
+	room       *rate.Limiter // the room's chat budget, all clients together
 
 	handlers sync.WaitGroup // connection handlers running
 
@@ -127,7 +79,8 @@ type Server struct {
 // New returns a Server.
 func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, clients: make(map[ClientID]*client)}
+	s := &Server{cfg: cfg, clients: make(map[ClientID]*client), addrs: make(map[string]int),
+		typers: make(map[ClientID]*client), room: rate.NewLimiter(cfg.RoomRate, cfg.RoomBurst)}
 	opts := []seqsched.Option{
 		seqsched.WithWaitHistogram(), seqsched.WithRunHistogram(), // for /metrics
 		seqsched.WithMaxQueue(cfg.MaxQueue),
@@ -168,7 +121,12 @@ func (s *Server) undelivered(_ context.Context, id ClientID, err error) {
 //go:embed static
 var static embed.FS
 
-// Handler serves the chat page at / and the WebSocket at /ws.
+// Handler serves the chat page at / and the WebSocket at /ws. The
+// WebSocket accepts same-origin pages only (Origin must match Host), which
+// does not stop DNS rebinding, where both are the attacker's name: serve
+// Handler only to requests whose Host names the server, as the program's
+// onlyHosts does. Connections beyond Config.MaxConns, or
+// Config.MaxConnsPerAddr from one address, are refused with 503.
 func (s *Server) Handler() http.Handler {
 	page, err := fs.Sub(static, "static")
 	if err != nil {
@@ -190,6 +148,11 @@ func (s *Server) Broadcast(name, text string) uint64 {
 // say broadcasts a chat message carrying the sender's reference ref.
 func (s *Server) say(name, text, ref string) uint64 {
 	s.mu.Lock()
+	return s.sayLocked(name, text, ref)
+}
+
+// sayLocked is say with s.mu held; it unlocks it.
+func (s *Server) sayLocked(name, text, ref string) uint64 {
 	s.seq++
 	seq := s.seq
 	slow := s.broadcastLocked(Message{Type: KindChat, Seq: seq, From: name, Ref: ref, Text: text}, nil)
@@ -198,10 +161,62 @@ func (s *Server) say(name, text, ref string) uint64 {
 	return seq
 }
 
+// sayFrom broadcasts c's chat message, unless the room is over its budget
+// (see behindLocked): then it returns why, for the refusal.
+func (s *Server) sayFrom(c *client, text, ref string) (refused string) {
+	s.mu.Lock()
+	switch {
+	case s.behindLocked():
+		s.mu.Unlock()
+		return "the room is busy: members are behind; try again"
+	case !s.room.Allow():
+		s.mu.Unlock()
+		return fmt.Sprintf("the room is busy: at most %v messages a second from everyone (%d at once); try again",
+			s.room.Limit(), s.room.Burst())
+	}
+	s.sayLocked(c.name, text, ref)
+	return ""
+}
+
+// Budgets. Every member is sent every chat message, at most
+// Config.SendRate a second, so the room may take no more than its members
+// can be sent: Config.RoomRate, below SendRate, bounds it in the long run,
+// and RoomBurst, below MaxQueue, at once. When members still fall behind
+// (a server too busy to write at the send rate), the room waits for them:
+// chat is refused as "busy" while a member that reads has half a queue
+// waiting. A member is not waited for once it is not reading (a write to
+// it blocked for notReading) or has been behind for Config.LagLimit: its
+// queue then fills, and it is dropped with the reason.
+
+// notReading is how long a write must have been blocked for its client to
+// count as not reading.
+const notReading = 100 * time.Millisecond
+
+// behindLocked reports whether a member that reads is far behind; it notes
+// since when each member has been. s.mu is held.
+func (s *Server) behindLocked() bool {
+	now := time.Now()
+	behind := false
+	for _, c := range s.clients {
+		if _, n := c.h.Queued(); n < s.cfg.MaxQueue/2 {
+			c.behindSince = time.Time{}
+			continue
+		}
+		if c.behindSince.IsZero() {
+			c.behindSince = now
+		}
+		if now.Sub(c.behindSince) < s.cfg.LagLimit && c.blockedFor() < notReading {
+			behind = true
+		}
+	}
+	return behind
+}
+
 // broadcastLocked queues m for every client but except, on the Normal lane,
-// and returns the clients whose queue was full. s.mu is held: the room's
-// messages reach every client in the order they were queued under it.
-func (s *Server) broadcastLocked(m Message, except *client) (slow []*client) {
+// and returns the clients whose queue was full, to drop. s.mu is held: the
+// room's messages reach every client in the order they were queued under
+// it.
+func (s *Server) broadcastLocked(m Message, except *client) (slow []slowClient) {
 	m.At = s.cfg.Now().UnixMilli()
 	data := encode(m)
 	for _, c := range s.clients {
@@ -209,26 +224,46 @@ func (s *Server) broadcastLocked(m Message, except *client) (slow []*client) {
 			continue
 		}
 		if err := c.send(data, seqsched.Normal); errors.Is(err, seqsched.ErrQueueFull) {
-			slow = append(slow, c)
+			slow = append(slow, slowClient{c, slowReason(c, s.cfg.MaxQueue)})
 		}
 	}
 	return slow
 }
 
+// slowClient is a client to drop, and why.
+type slowClient struct {
+	c   *client
+	why string
+}
+
 // dropSlow disconnects clients whose queue was full, without sending them
 // what is queued. s.mu is not held.
-func (s *Server) dropSlow(slow []*client) {
-	for _, c := range slow {
+func (s *Server) dropSlow(slow []slowClient) {
+	for _, sc := range slow {
+		c := sc.c
 		if !s.leave(c) {
 			continue // already on its way out
 		}
-		s.cfg.Logger.Info("disconnecting slow client", "client", c.id, "queue", s.cfg.MaxQueue)
-		c.drop(nil, websocket.StatusPolicyViolation, fmt.Sprintf("%s (%d messages waiting)", reasonSlow, s.cfg.MaxQueue))
+		s.cfg.Logger.Info("disconnecting slow client", "client", c.id, "why", sc.why)
+		c.drop(nil, websocket.StatusPolicyViolation, sc.why)
 	}
 }
 
+// slowReason is the close reason of c, whose queue of max messages is
+// full: not reading, if a write to it is blocked, else behind. s.mu is
+// held.
+func slowReason(c *client, max int) string {
+	if blocked := c.blockedFor(); blocked > 0 {
+		return fmt.Sprintf("too slow: not reading (a write blocked for %v, %d messages waiting)", blocked.Round(time.Millisecond), max)
+	}
+	if !c.behindSince.IsZero() {
+		return fmt.Sprintf("too slow: %d messages waiting, behind for %v", max, time.Since(c.behindSince).Round(time.Millisecond))
+	}
+	return fmt.Sprintf("too slow: %d messages waiting", max)
+}
+
 // leave takes c out of the room, so that nothing more is broadcast to it,
-// and tells the others (unless the room is shutting down). It reports
+// and has the others told (unless the room is shutting down). It reports
 // whether this call took it out: only the first does.
 func (s *Server) leave(c *client) bool {
 	s.mu.Lock()
@@ -237,15 +272,15 @@ func (s *Server) leave(c *client) bool {
 		return false
 	}
 	delete(s.clients, c.id)
-	var slow []*client
+	delete(s.typers, c.id)
 	if !s.closed {
-		slow = s.broadcastLocked(Message{Type: KindLeave, Name: c.name, Members: len(s.clients)}, nil)
+		s.presence.add(Message{Type: KindLeave, Name: c.name, Members: len(s.clients), At: s.cfg.Now().UnixMilli()})
+		s.presenceChangedLocked()
 	}
 	s.mu.Unlock()
 	if s.onLeftRoom != nil {
 		s.onLeftRoom(c.id)
 	}
-	s.dropSlow(slow)
 	return true
 }
 
@@ -260,50 +295,29 @@ func (s *Server) Notice(text string) {
 	}
 }
 
-// typing tells the others that c started (on) or stopped typing, if that
-// changes what they were last told. The indicator is tagged with
-// seqsched.Replace: while one of c's waits unsent in a client's queue, the
-// newer one takes its place there, so a client that falls behind gets c's
-// latest state, once, where the first stale one would have come, and never
-// a backlog of them.
-func (s *Server) typing(c *client, on bool) {
-	s.mu.Lock()
-	if s.clients[c.id] != c || c.typing == on {
-		s.mu.Unlock()
-		return
-	}
-	c.typing = on
-	data := encode(Message{Type: KindTyping, Name: c.name, Typing: on})
-	var slow []*client
-	for _, o := range s.clients {
-		if o == c {
-			continue
-		}
-		if err := o.send(data, seqsched.Normal, seqsched.Replace(c.typingTag)); errors.Is(err, seqsched.ErrQueueFull) {
-			slow = append(slow, o)
-		}
-	}
-	s.mu.Unlock()
-	s.dropSlow(slow)
-}
-
 // kickBy carries out by's "/kick name": the member called name is kicked
 // (see Kick) with the reason "by <by's name>", the room is told, and by
-// gets done for its command ref; or by gets a refusal saying why not. Any
-// member may kick another: this is a demo, where a real room would check a
-// role.
+// gets done for its command ref; or by gets a refusal saying why not. Only
+// the room's first member (the one connected longest) or an operator (see
+// Config.OperatorToken) may kick.
 func (s *Server) kickBy(by *client, name, ref string) {
 	s.mu.Lock()
-	var target *client
+	var target, first *client
 	for _, c := range s.clients {
 		if c.name == name {
 			target = c
+		}
+		if first == nil || c.id < first.id {
+			first = c
 		}
 	}
 	s.mu.Unlock()
 	switch {
 	case name == "":
 		by.refuse(ref, "usage: /kick name")
+		return
+	case first != by && !by.operator.Load():
+		by.refuse(ref, "only the room's first member or an operator may kick")
 		return
 	case target == by:
 		by.refuse(ref, "you cannot kick yourself")
@@ -350,6 +364,9 @@ func (s *Server) Clients() int {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
+	if s.flushTimer != nil {
+		s.flushTimer.Stop() // a flush already running sees closed
+	}
 	clients := make([]*client, 0, len(s.clients))
 	for _, c := range s.clients {
 		clients = append(clients, c)

@@ -1,0 +1,178 @@
+package seqjetstream
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Messages with a Status header. nats.go's Fetch takes any delivery with
+// a Status header and no data for a status message of the server, though
+// such a message can be stored by any publisher (the server sends its own
+// with no reply subject; nats.go does not look). The server counts it
+// delivered, and redelivers it every AckWait, for ever or until
+// MaxDeliver; nats.go never hands it over. What it does besides depends on
+// the status:
+//
+//   - 100: it drops the message and goes on. On a pinned consumer the
+//     owner sees a gap in the delivery sequence and catches up for a
+//     message that never comes; the catch-up is given up at its bound,
+//     and the epoch does not wait for it again (see giveUpLocked).
+//   - 423: it also forgets its pin, and pulls without one: the server,
+//     still pinning this instance, delivers nothing to those pulls. See
+//     pinForgotten.
+//   - any other: it ends the pull at once, and drops what the server sent
+//     to that pull after it. Those come back after their AckWait, together
+//     with the status message, whose redelivery comes first and ends that
+//     pull too; so on, for ever. See pullSingly.
+
+// noteEnd looks at how a pinned consumer's pull ended: one that a status
+// ended early (a pull ends at the count it asked for, or at its expiry)
+// may have lost what the server sent it after that status, and the
+// partition pulls singly (see pullSingly). err is the pull's.
+func (p *partition) noteEnd(early bool, err error) {
+	switch {
+	case err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
+	case early:
+	default:
+		return
+	}
+	p.pullSingly(time.Now())
+}
+
+// pullSingly makes every pull of the fetch goroutine ask for one message,
+// for at least two of the longest redelivery waits and until no catch-up
+// is in progress. A pull of one message has nothing behind it to lose: a
+// status message ends its own pull only, and the messages after it come
+// in the next ones. So a catch-up waiting for messages lost behind a
+// status message gets them within two waits. Called on the fetch
+// goroutine.
+func (p *partition) pullSingly(t time.Time) {
+	if !p.single {
+		p.single, p.singleSince = true, t
+	}
+}
+
+// pinForgotten handles a pull that ended with a 423 status
+// (jetstream.ErrPinIDMismatch), on the fetch goroutine. The server sends
+// one to a pull that carries a pin other than the current one: this
+// instance lost the partition. But a stored message with Status 423 gives
+// the same error, and makes nats.go forget its pin: its pulls then carry
+// none, and the server, still pinning it, delivers nothing to them until
+// PinnedTTL passes with no pull of the pin; then it pins the next pull,
+// delivering it the same message first (its AckWait long passed), which
+// makes that client forget the new pin; so on, for ever.
+//
+// The server never answers a pull that carries no pin with a 423, and
+// delivers to a pull that carries one only while it is the current pin:
+// so the 423 was such a stored message when the pull carried no pin, or
+// when the server, asked now, still pins the pull's pin. Then the server
+// pins this instance; the partition stays owned (if it was) and is
+// unpinned through WithHandover's (or WithBalance's) JetStream, so that
+// the server pins the next pull: if that is this instance's, the epoch
+// goes on under the new pin (see followPin), with the message it will
+// never get counted as out of its reach at once; if it is another
+// instance's, followRepin sees it and the partition is lost as in any
+// hand-over. It reports whether the partition stays owned. Without a
+// JetStream to unpin with, nothing can be done but wait for the server to
+// give the message up (MaxDeliver): the partition is lost, and the
+// failure logged at Error.
+func (p *partition) pinForgotten(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	p.mu.Lock()
+	pin, owned := p.pin, p.owned
+	p.mu.Unlock()
+	now, ok := p.serverPin(ctx)
+	if !ok || now == "" || (p.pullPinned && now != pin) {
+		return false // a 423 of the server's: the pin moved
+	}
+	js := p.c.handover
+	if js == nil {
+		p.c.logAt(p.c.life, levelError, "seqjetstream: an empty message with a Status 423 header made nats.go forget this instance's pin; without WithHandover or WithBalance the partition cannot be unpinned, and stops each time it is delivered, until the server gives it up: set MaxDeliver",
+			"stream", p.stream, "consumer", p.name)
+		return false
+	}
+	p.mu.Lock()
+	stays := owned && p.owned && p.pin == pin
+	if stays {
+		if !p.repin {
+			p.repin, p.repinSince = true, time.Now()
+		}
+		p.pin = now
+		p.unreachable = max(p.unreachable, 1)
+	}
+	p.mu.Unlock()
+	p.c.logAt(p.c.life, levelWarn, "seqjetstream: an empty message with a Status 423 header made nats.go forget this instance's pin; the partition is unpinned, to be pinned anew",
+		"stream", p.stream, "consumer", p.name)
+	p.unpinToRepin(ctx)
+	return stays
+}
+
+// followRepin follows, after each pull, a partition unpinned by
+// pinForgotten until a delivery under its new pin comes (followPin). If
+// the server pins another client (or this one, its delivery still on its
+// way: then the next owner's catch-up costs only time), the partition is
+// lost, as in any hand-over. If it still pins the old pin, the unpin did
+// not reach it, and is sent again. If no delivery has pinned this
+// instance anew within half a catch-up's bound, the partition is lost
+// too: the status message alone may be what the server delivers after
+// each unpin (every other message held by instances waiting, as this
+// one, to be pinned anew), and only dropping what it holds lets the
+// server deliver it to a new owner. Called on the fetch goroutine.
+func (p *partition) followRepin(ctx context.Context) {
+	p.mu.Lock()
+	pin, repin, since := p.pin, p.repin && p.owned, p.repinSince
+	p.mu.Unlock()
+	if !repin || ctx.Err() != nil {
+		return
+	}
+	if time.Since(since) >= p.cuLimit/2 {
+		p.lose("not pinned anew since a stored status message made nats.go forget the pin")
+		return
+	}
+	idle := !p.unpinning.Load() // an unpin asked before the server's answer below was taken has ended
+	now, ok := p.serverPin(ctx)
+	switch {
+	case !ok || now == "":
+	case now == pin:
+		if idle {
+			p.unpinToRepin(ctx)
+		}
+	default:
+		p.lose("pinned to another client")
+	}
+}
+
+// unpinToRepin unpins the partition on a goroutine of its own, counted in
+// Run's wait group, within handoverWait; one at a time.
+func (p *partition) unpinToRepin(ctx context.Context) {
+	js := p.c.handover
+	if js == nil || ctx.Err() != nil || !p.unpinning.CompareAndSwap(false, true) {
+		return
+	}
+	p.runWG.Go(func() {
+		defer p.unpinning.Store(false)
+		uctx, cancel := context.WithTimeout(ctx, handoverWait)
+		defer cancel()
+		p.unpin(uctx, js)
+	})
+}
+
+// serverPin asks the server which client it pins the partition to ("":
+// none); ok is false when it did not answer within a second.
+func (p *partition) serverPin(ctx context.Context) (pin string, ok bool) {
+	ictx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	info, err := p.cons.Info(ictx)
+	if err != nil {
+		return "", false
+	}
+	for _, g := range info.PriorityGroups {
+		if g.Group == p.group {
+			return g.PinnedClientID, true
+		}
+	}
+	return "", true
+}

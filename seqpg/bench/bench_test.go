@@ -1,0 +1,335 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/seqsched/seqsched/internal/pgtest"
+	"github.com/seqsched/seqsched/seqpg"
+	"go.uber.org/goleak"
+)
+
+var (
+	server    *pgtest.Server
+	serverErr error
+)
+
+func TestMain(m *testing.M) {
+	server, serverErr = pgtest.New()
+	code := m.Run()
+	if server != nil {
+		server.Close()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+const (
+	workers  = 100 // River's MaxWorkers, seqpg's WithMaxConcurrency
+	poolSize = workers + 20
+)
+
+var dbSeq atomic.Int64
+
+// newDB returns a pool on a fresh database with both seqpg's and River's
+// schemas.
+func newDB(b testing.TB) *pgxpool.Pool {
+	b.Helper()
+	if server == nil {
+		pgtest.Skip(b, serverErr)
+	}
+	ctx := context.Background()
+	name := fmt.Sprintf("b%d_%d", os.Getpid(), dbSeq.Add(1))
+	admin, err := pgx.Connect(ctx, server.DSN)
+	must(b, err)
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
+	admin.Close(ctx)
+	must(b, err)
+	cfg, err := pgxpool.ParseConfig(server.DSN + " dbname=" + name)
+	must(b, err)
+	cfg.MaxConns = poolSize
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	must(b, err)
+	b.Cleanup(pool.Close)
+	must(b, seqpg.Migrate(ctx, pool))
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	must(b, err)
+	_, err = migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	must(b, err)
+	return pool
+}
+
+func must(b testing.TB, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// quiet keeps the workers' logs out of the benchmark output.
+var quiet = seqpg.WithLogger(slog.New(slog.DiscardHandler))
+
+// seqpgWorker starts a seqpg worker whose handler calls done.
+func seqpgWorker(b testing.TB, pool *pgxpool.Pool, done func(*seqpg.Job), opts ...seqpg.Option) {
+	w, err := seqpg.NewWorker(pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+		done(job)
+		return nil
+	}, append([]seqpg.Option{seqpg.WithMaxConcurrency(workers)}, opts...)...)
+	must(b, err)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(context.Background()) }()
+	b.Cleanup(func() {
+		must(b, w.Close(context.Background()))
+		<-ran
+	})
+}
+
+type benchArgs struct {
+	N int `json:"n"`
+}
+
+func (benchArgs) Kind() string { return "bench" }
+
+type benchWorker struct {
+	river.WorkerDefaults[benchArgs]
+	done func(*river.Job[benchArgs])
+}
+
+func (w *benchWorker) Work(ctx context.Context, job *river.Job[benchArgs]) error {
+	w.done(job)
+	return nil
+}
+
+// riverClient starts a River client whose worker calls done.
+func riverClient(b testing.TB, pool *pgxpool.Pool, done func(*river.Job[benchArgs]), cooldown time.Duration) *river.Client[pgx.Tx] {
+	ws := river.NewWorkers()
+	river.AddWorker(ws, &benchWorker{done: done})
+	cfg := &river.Config{
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
+		Workers: ws,
+		Logger:  slog.New(slog.DiscardHandler),
+	}
+	if cooldown > 0 {
+		cfg.FetchCooldown = cooldown
+	}
+	c, err := river.NewClient(riverpgxv5.New(pool), cfg)
+	must(b, err)
+	must(b, c.Start(context.Background()))
+	b.Cleanup(func() { must(b, c.Stop(context.Background())) })
+	return c
+}
+
+// counter counts handled jobs and signals when a target is reached.
+type counter struct {
+	mu     sync.Mutex
+	n      int
+	target int
+	done   chan struct{}
+}
+
+func (c *counter) expect(n int) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n, c.target, c.done = 0, n, make(chan struct{})
+	return c.done
+}
+
+func (c *counter) add() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	if c.n == c.target {
+		close(c.done)
+	}
+	return c.n
+}
+
+const (
+	throughputJobs = 10_000
+	orderedKeys    = 1_000
+)
+
+// BenchmarkThroughput: jobs/s from the commit of a batch of 10,000 jobs
+// to the last one's completion; seqpg's in 1,000 ordered keys of 10,
+// River's unordered. Each handler does nothing, so the queues' own costs
+// are what is measured.
+func BenchmarkThroughput(b *testing.B) {
+	for _, conc := range []int{workers, 16} {
+		b.Run(fmt.Sprintf("system=seqpg/keys=1000/concurrency=%d", conc), func(b *testing.B) {
+			pool := newDB(b)
+			var c counter
+			seqpgWorker(b, pool, func(*seqpg.Job) { c.add() }, quiet, seqpg.WithMaxConcurrency(conc))
+			ctx := context.Background()
+			var total time.Duration
+			for b.Loop() {
+				done := c.expect(throughputJobs)
+				tx, err := pool.Begin(ctx)
+				must(b, err)
+				for i := range throughputJobs {
+					_, err := seqpg.Enqueue(ctx, tx, fmt.Sprint("key-", i%orderedKeys), nil)
+					must(b, err)
+				}
+				start := time.Now()
+				must(b, tx.Commit(ctx))
+				<-done
+				total += time.Since(start)
+			}
+			b.ReportMetric(float64(throughputJobs*b.N)/total.Seconds(), "jobs/s")
+		})
+	}
+	for _, cooldown := range []time.Duration{0, time.Millisecond} {
+		name := "system=river/unordered/cooldown=default"
+		if cooldown > 0 {
+			name = "system=river/unordered/cooldown=1ms"
+		}
+		b.Run(name, func(b *testing.B) {
+			pool := newDB(b)
+			var c counter
+			client := riverClient(b, pool, func(*river.Job[benchArgs]) { c.add() }, cooldown)
+			ctx := context.Background()
+			params := make([]river.InsertManyParams, throughputJobs)
+			for i := range params {
+				params[i] = river.InsertManyParams{Args: benchArgs{N: i}}
+			}
+			var total time.Duration
+			for b.Loop() {
+				done := c.expect(throughputJobs)
+				tx, err := pool.Begin(ctx)
+				must(b, err)
+				_, err = client.InsertManyFastTx(ctx, tx, params)
+				must(b, err)
+				start := time.Now()
+				must(b, tx.Commit(ctx))
+				<-done
+				total += time.Since(start)
+			}
+			b.ReportMetric(float64(throughputJobs*b.N)/total.Seconds(), "jobs/s")
+		})
+	}
+}
+
+const pickups = 200
+
+// BenchmarkPickup: an idle system's latency from an enqueue's commit to
+// its handler's start, one job at a time; p50 and p95 of 200.
+func BenchmarkPickup(b *testing.B) {
+	report := func(b *testing.B, lat []time.Duration) {
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*95/100].Microseconds())/1000, "p95-ms")
+	}
+	b.Run("system=seqpg", func(b *testing.B) {
+		pool := newDB(b)
+		started := make(chan time.Time, 1)
+		seqpgWorker(b, pool, func(*seqpg.Job) { started <- time.Now() }, quiet)
+		ctx := context.Background()
+		var lat []time.Duration
+		for b.Loop() {
+			for i := range pickups {
+				tx, err := pool.Begin(ctx)
+				must(b, err)
+				_, err = seqpg.Enqueue(ctx, tx, fmt.Sprint("idle-", i%10), nil)
+				must(b, err)
+				t0 := time.Now()
+				must(b, tx.Commit(ctx))
+				lat = append(lat, (<-started).Sub(t0))
+			}
+		}
+		report(b, lat)
+	})
+	for _, cooldown := range []time.Duration{0, time.Millisecond} {
+		name := "system=river/cooldown=default"
+		if cooldown > 0 {
+			name = "system=river/cooldown=1ms"
+		}
+		b.Run(name, func(b *testing.B) {
+			pool := newDB(b)
+			started := make(chan time.Time, 1)
+			client := riverClient(b, pool, func(*river.Job[benchArgs]) { started <- time.Now() }, cooldown)
+			ctx := context.Background()
+			var lat []time.Duration
+			for b.Loop() {
+				for i := range pickups {
+					tx, err := pool.Begin(ctx)
+					must(b, err)
+					_, err = client.InsertTx(ctx, tx, benchArgs{N: i}, nil)
+					must(b, err)
+					t0 := time.Now()
+					must(b, tx.Commit(ctx))
+					lat = append(lat, (<-started).Sub(t0))
+				}
+			}
+			report(b, lat)
+		})
+	}
+}
+
+// BenchmarkDepth: the time per job of one key's first 500 jobs with 500
+// or 100,500 jobs queued on it, from the first job's start to the 500th's,
+// on a fresh database each time; the same time at both depths means that
+// choosing a key's next job does not grow with its backlog (pg-boss's
+// queue groups: 7.9 s against 59 ms per fetch at 200 keys × 1,000 jobs).
+func BenchmarkDepth(b *testing.B) {
+	const run = 500
+	for _, depth := range []int{run, 100_000 + run} {
+		b.Run(fmt.Sprint("system=seqpg/depth=", depth), func(b *testing.B) {
+			ctx := context.Background()
+			var per time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				pool := newDB(b)
+				// The backlog, written straight into seqpg's tables as
+				// Enqueue would leave them, to build 100,000 jobs fast.
+				_, err := pool.Exec(ctx, `
+WITH k AS (
+	INSERT INTO seqpg_keys (key, last_seq, pending) VALUES ('deep', $1, $1) RETURNING key)
+INSERT INTO seqpg_jobs (key, lane, seq) SELECT 'deep', 1, g FROM k, generate_series(1, $1) g`, depth)
+				must(b, err)
+				_, err = pool.Exec(ctx, `VACUUM ANALYZE seqpg_jobs`)
+				must(b, err)
+				b.StartTimer()
+				var c counter
+				done := c.expect(run)
+				var first time.Time
+				w, err := seqpg.NewWorker(pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+					n := c.add()
+					if n == 1 {
+						first = time.Now()
+					}
+					if n >= run {
+						<-ctx.Done() // hold the key until Close
+					}
+					return nil
+				}, quiet, seqpg.WithMaxConcurrency(1))
+				must(b, err)
+				ran := make(chan error, 1)
+				go func() { ran <- w.Run(context.Background()) }()
+				<-done
+				per += time.Since(first) / (run - 1)
+				cctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+				w.Close(cctx)
+				cancel()
+				<-ran
+				pool.Close()
+			}
+			b.ReportMetric(float64(per.Microseconds())/float64(b.N), "µs/job")
+		})
+	}
+}
