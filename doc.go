@@ -81,7 +81,7 @@
 //   - Remove, Discard, Close, Shutdown: drain.go (end, drop in session.go,
 //     abort); a successor held behind a closing session: open and release
 //     (session.go).
-//   - Containment: the one guard of every goroutine, guard and unwound
+//   - Containment: the one guard of every goroutine, work (with steps) and unwound
 //     (worker.go); reports and logs, report.go.
 //   - Shutdown waits for every goroutine: live tokens (scheduler.go:
 //     takeToken, releaseToken, seal).
