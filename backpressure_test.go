@@ -7,8 +7,10 @@ package seqsched_test
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/seqsched/seqsched"
 	"github.com/stretchr/testify/require"
@@ -218,4 +220,29 @@ func TestAWaiterForRoomMayReplaceTheTaskOfItsTagAdmittedBeforeIt(t *testing.T) {
 		require.Equal(t, []string{"x", "y", "p2"}, r.get())
 		require.Equal(t, uint64(1), s.Stats().Replaced)
 	})
+}
+
+// countingCtx counts the calls of its methods.
+type countingCtx struct {
+	context.Context
+	calls *atomic.Int64
+}
+
+func (c countingCtx) Deadline() (time.Time, bool) { c.calls.Add(1); return c.Context.Deadline() }
+func (c countingCtx) Done() <-chan struct{}       { c.calls.Add(1); return c.Context.Done() }
+func (c countingCtx) Err() error                  { c.calls.Add(1); return c.Context.Err() }
+func (c countingCtx) Value(key any) any           { c.calls.Add(1); return c.Context.Value(key) }
+
+// WaitForRoom into a lane with room reads no method of the ctx, as the doc
+// says: like every wait, it reads ctx only when it has to wait.
+func TestWaitForRoomIntoALaneWithRoomReadsNoCtx(t *testing.T) {
+	s := newScheduler[string](t, seqsched.WithMaxQueue(1))
+	release, g := gate(t, s, "k") // the lane behind it is empty: room for one
+	t.Cleanup(release)            // before Shutdown's, if the test fails
+	var calls atomic.Int64
+	f, err := s.Go(countingCtx{context.Background(), &calls}, "k", func(context.Context) error { return nil }, seqsched.WaitForRoom)
+	require.NoError(t, err)
+	require.Zero(t, calls.Load(), "calls of the ctx's methods by Go")
+	release()
+	awaitAll(t, g, f)
 }

@@ -456,3 +456,167 @@ func TestASubmitCtxThatPanicsFailsOnlyItsOwnTask(t *testing.T) {
 		})
 	}
 }
+
+// endings are the four ways a callback can leave other than by returning:
+// a panic, runtime.Goexit, a panic raised while a Goexit unwinds (Go
+// resumes the Goexit once the panic is recovered), and runtime.Goexit
+// called from a deferred function while a panic unwinds.
+var endings = []string{"panic", "goexit", "panic during goexit", "goexit during panic"}
+
+// end leaves the calling callback the way how names.
+func end(how string) {
+	switch how {
+	case "panic":
+		panic("callback panicked")
+	case "goexit":
+		runtime.Goexit()
+	case "panic during goexit":
+		defer func() { panic("panicked during goexit") }()
+		runtime.Goexit()
+	case "goexit during panic":
+		defer runtime.Goexit()
+		panic("panicked before goexit")
+	}
+}
+
+// misbehaving is a callback kind made to leave by one of the endings, the
+// first time it is called: a scheduler option, or (fn, ctx) the task.
+type misbehaving struct {
+	name string
+	// opts returns the scheduler's options; first says whether this call
+	// is the first, and ends it when it is.
+	opts func(first func() bool, how string) []seqsched.Option
+	// submit queues the task that makes the callback run on key "k".
+	submit func(t *testing.T, s *seqsched.Scheduler[string], first func() bool, how string) *seqsched.Future[struct{}]
+}
+
+// goTask queues a task on "k" that succeeds.
+func goTask(t *testing.T, s *seqsched.Scheduler[string], _ func() bool, _ string) *seqsched.Future[struct{}] {
+	t.Helper()
+	f, err := s.Go(context.Background(), "k", func(context.Context) error { return nil })
+	require.NoError(t, err)
+	return f
+}
+
+// postFailing posts a task on "k" whose failure is reported, and returns
+// nil: it has no future.
+func postFailing(t *testing.T, s *seqsched.Scheduler[string], _ func() bool, _ string) *seqsched.Future[struct{}] {
+	t.Helper()
+	require.NoError(t, s.Post(context.Background(), "k", func(context.Context) error { return errors.New("failed") }))
+	return nil
+}
+
+// everyCallback is every kind of user code the scheduler runs on its own
+// goroutines.
+var everyCallback = []misbehaving{
+	{name: "fn", submit: func(t *testing.T, s *seqsched.Scheduler[string], _ func() bool, how string) *seqsched.Future[struct{}] {
+		f, err := s.Go(context.Background(), "k", func(context.Context) error { end(how); return nil })
+		require.NoError(t, err)
+		return f
+	}},
+	{name: "interceptor", submit: goTask, opts: func(first func() bool, how string) []seqsched.Option {
+		return []seqsched.Option{seqsched.WithInterceptor(func(ctx context.Context, _ string, next func(context.Context) error) error {
+			if first() {
+				defer end(how) // after next ran fn: the interceptor's own ending
+			}
+			return next(ctx)
+		})}
+	}},
+	{name: "error handler", submit: postFailing, opts: func(first func() bool, how string) []seqsched.Option {
+		return []seqsched.Option{seqsched.WithErrorHandler(func(context.Context, string, error) {
+			if first() {
+				end(how)
+			}
+		})}
+	}},
+	{name: "weight", submit: goTask, opts: func(first func() bool, how string) []seqsched.Option {
+		return []seqsched.Option{seqsched.WithWeight(func(string) int {
+			if first() {
+				end(how)
+			}
+			return 1
+		})}
+	}},
+	{name: "rate", submit: goTask, opts: func(first func() bool, how string) []seqsched.Option {
+		return []seqsched.Option{seqsched.WithRate(func(string) (float64, int) {
+			if first() {
+				end(how)
+			}
+			return 0, 0
+		})}
+	}},
+	{name: "slog handler", submit: postFailing, opts: func(first func() bool, how string) []seqsched.Option {
+		h := &funcHandler{handle: func(context.Context, slog.Record) error {
+			if first() {
+				end(how)
+			}
+			return nil
+		}}
+		return []seqsched.Option{seqsched.WithLogger(slog.New(h))}
+	}},
+	{name: "submit ctx", submit: func(t *testing.T, s *seqsched.Scheduler[string], _ func() bool, how string) *seqsched.Future[struct{}] {
+		f, err := s.Go(endingCtx{context.Background(), how}, "k", func(context.Context) error { return nil })
+		require.NoError(t, err)
+		return f
+	}},
+}
+
+// endingCtx is a submit ctx whose Err leaves by one of the endings.
+type endingCtx struct {
+	context.Context
+	how string
+}
+
+func (c endingCtx) Err() error { end(c.how); return nil }
+
+// Whatever way a callback of any kind leaves, the guard tells the ending
+// apart and the session goes on from where it was: the task at hand
+// resolves, the key runs its next task, Shutdown returns and every
+// goroutine is gone (goleak, in TestMain). A panic raised while a Goexit
+// unwinds is the task's *PanicError; a Goexit from a panic's defers is
+// ErrGoexit.
+func TestEveryEndingOfEveryCallbackLosesNothing(t *testing.T) {
+	for _, cb := range everyCallback {
+		for _, how := range endings {
+			t.Run(cb.name+"/"+how, func(t *testing.T) {
+				var calls atomic.Int64
+				first := func() bool { return calls.Add(1) == 1 }
+				var opts []seqsched.Option
+				if cb.opts != nil {
+					opts = cb.opts(first, how)
+				}
+				if cb.name != "slog handler" {
+					opts = append(opts, seqsched.WithLogger(slog.New(slog.DiscardHandler)))
+				}
+				s, err := seqsched.New[string](opts...)
+				require.NoError(t, err)
+				f := cb.submit(t, s, first, how)
+				var ran recorder
+				next := record(t, s, &ran, "k", "next")
+				within(t, 10*time.Second, "the next task of the key", func() {
+					if f != nil {
+						_, err = f.Await(context.Background())
+					}
+					_, _ = next.Await(context.Background())
+				})
+				if cb.name == "fn" || cb.name == "interceptor" || cb.name == "submit ctx" {
+					var perr *seqsched.PanicError
+					switch how {
+					case "panic":
+						require.ErrorAs(t, err, &perr)
+						require.Equal(t, "callback panicked", perr.Value)
+					case "panic during goexit":
+						require.ErrorAs(t, err, &perr)
+						require.Equal(t, "panicked during goexit", perr.Value)
+					default:
+						require.ErrorIs(t, err, seqsched.ErrGoexit)
+					}
+				} else if f != nil {
+					require.NoError(t, err)
+				}
+				require.Equal(t, []string{"next"}, ran.get())
+				within(t, 10*time.Second, "Shutdown", func() { shutdownClean(t, s) })
+			})
+		}
+	}
+}

@@ -48,6 +48,15 @@
 // by the ctx it is given, and returns [ErrWouldDeadlock]; see
 // [WithErrorHandler] for the rules of callbacks.
 //
+// # Memory model
+//
+// Everything a task's fn does happens before its future's [Future.Await]
+// returns (and before its Done channel is closed), before a
+// [Scheduler.Remove] of its key or a [Scheduler.Shutdown] that returns nil
+// returns, and before the next task of its key starts. So state that only
+// one key's tasks touch needs no lock, and a caller that awaited a task
+// may read what it wrote.
+//
 // # Where each guarantee is kept
 //
 // For a maintainer, each guarantee and the code that keeps it:
@@ -72,7 +81,7 @@
 //   - Remove, Discard, Close, Shutdown: drain.go (end, drop in session.go,
 //     abort); a successor held behind a closing session: open and release
 //     (session.go).
-//   - Containment: the one guard of every goroutine, guard and unwound
+//   - Containment: the one guard of every goroutine, work (with steps) and unwound
 //     (worker.go); reports and logs, report.go.
 //   - Shutdown waits for every goroutine: live tokens (scheduler.go:
 //     takeToken, releaseToken, seal).

@@ -1,6 +1,9 @@
 package seqsched
 
-import "context"
+import (
+	"context"
+	"log/slog"
+)
 
 // How sessions and the scheduler end: Remove drains a key, Discard drops
 // its backlog, a handle's Close releases it, Shutdown drains everything and
@@ -30,6 +33,10 @@ type drain struct {
 // returns [ErrWouldDeadlock]. Under [WithMaxConcurrency] such a caller lends
 // its slot while it waits, as [Future.Await] does. Once Shutdown has given
 // up, Remove returns [ErrClosed]: accepted tasks may have been dropped.
+// A paused key (see [Scheduler.Pause]) drains only after Resume: when
+// Remove has to wait for one with work parked (no task of it running), it
+// logs so at Warn, once, saying how to end the wait (Resume, Discard, or a
+// ctx with a deadline).
 // Removing an unknown or idle key returns nil. A key a map cannot hold
 // returns a [*KeyError]. Any number of callers may remove the same key.
 func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
@@ -83,6 +90,7 @@ func (s *Scheduler[K]) endKey(ctx context.Context, key K, discard bool) error {
 // waits for the drain. Called with sh.mu held.
 func (s *Scheduler[K]) end(ctx context.Context, sh *shard[K], sess *session[K], discard bool) error {
 	d := s.close(sh, sess)
+	held := false // a session of the key is parked with work: the drain waits for Resume
 	var resolved []dropped
 	var cut []*task
 	var starts []*session[K]
@@ -100,6 +108,21 @@ func (s *Scheduler[K]) end(ctx context.Context, sh *shard[K], sess *session[K], 
 			if p.cur != nil && p.state == stateRunning {
 				p.cut.Store(p.cur)
 				cut = append(cut, p.cur)
+			}
+		}
+	}
+	if !discard && d.err == nil {
+		// Accepted work is not given up unless ctx says so: a session of
+		// the key parked with work has its worker say what the wait is
+		// for, and how to end it, then park again.
+		for p := sess; p != nil; p = p.pred {
+			if p.state == statePaused && p.hasWork() && !held {
+				held = true
+				s.log(p, slog.LevelWarn, "seqsched: Remove waits for a paused key with work; Resume or Discard it, or pass a ctx with a deadline")
+				if s.schedule(sh, p) {
+					starts = append(starts, p)
+				}
+				s.releaseToken() // the paused session's; schedule took its own
 			}
 		}
 	}
@@ -161,6 +184,13 @@ func (s *Scheduler[K]) wait(ctx context.Context, target *base, d *drain) error {
 // Drain with a timeout, and unlike http.Server.Shutdown, which never
 // forces, the end of ctx is forceful.
 //
+// Accepted work is never given up unless ctx says so: the tasks of a
+// paused or halted key (see [Scheduler.Pause]) wait for Resume, so
+// Shutdown(context.Background()) waits for ever while such a key has work.
+// When Shutdown begins to wait on such keys it logs so at Warn, once, with
+// their count and how to end the wait: Resume or Discard them, or pass a
+// ctx with a deadline.
+//
 // Given the ctx of a task or callback of this scheduler, Shutdown begins as
 // above but cannot wait for its caller: it returns [ErrWouldDeadlock].
 // Shutdown is safe to call again and concurrently: a later call waits
@@ -177,6 +207,19 @@ func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 	if caller != nil && caller.core == &s.core {
 		return ErrWouldDeadlock
 	}
+	if n := s.pausedWithWork(); n > 0 {
+		select {
+		case <-s.quiet:
+		default:
+			// Accepted work is not given up unless ctx says so: say what
+			// the wait is for, and how to end it. The record names no
+			// session: its callback ctx names a record of none.
+			none := new(session[K])
+			none.base.core, none.base.owner = &s.core, none
+			s.warn(none, "seqsched: Shutdown waits for paused or halted keys with work; Resume or Discard them, or pass Shutdown a ctx with a deadline",
+				slog.Int("keys", n))
+		}
+	}
 	select {
 	case <-s.quiet:
 		return nil
@@ -184,6 +227,51 @@ func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 		s.abort()
 		return ctx.Err()
 	}
+}
+
+// warn writes a Warn record about the wait Shutdown begins on paused keys
+// as every record is written: on a goroutine of the scheduler, with no
+// lock held, given a callback ctx that names sess (a record of no key; see
+// WithLogger). The goroutine holds a live token, so Shutdown waits for it
+// (none is started once the scheduler is quiet); whatever ends the logger
+// (a return, a panic, which drops the record as a worker's guard does, or
+// runtime.Goexit) gives it back.
+func (s *Scheduler[K]) warn(sess *session[K], msg string, attrs ...slog.Attr) {
+	if s.live.Add(1) == sealedBit+1 { // it was quiet: nothing waits
+		s.releaseToken()
+		return
+	}
+	go func() {
+		defer s.releaseToken()
+		c := &callbackCtx{Context: context.Background(), sess: &sess.base}
+		c.active.Store(true)
+		defer c.active.Store(false)
+		defer func() { _ = recover() }() // the record is dropped: there is nowhere else to write it
+		if l := s.opts.logger; l.Enabled(c, slog.LevelWarn) {
+			l.LogAttrs(c, slog.LevelWarn, msg, attrs...)
+		}
+	}()
+}
+
+// pausedWithWork counts the keys paused (or halted) with tasks queued or
+// failures to report: the work Shutdown waits for until Resume, Discard
+// or its ctx's end.
+func (s *Scheduler[K]) pausedWithWork() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, sess := range sh.sessions {
+			for p := sess; p != nil; p = p.pred {
+				if p.pause && p.hasWork() {
+					n++
+					break
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
 }
 
 // Close gives up at once, as a Shutdown whose ctx has ended does: Submit
@@ -195,7 +283,8 @@ func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 // tasks it dropped are reported on the scheduler's goroutines, possibly
 // after Close returned, and a later Shutdown that returns nil finds them
 // reported and every goroutine gone. A Remove or Discard waiting meanwhile
-// returns ErrClosed. Close is safe to call again, and always returns nil.
+// returns ErrClosed. Close is safe to call again, and returns nil
+// ([ErrNotNew] for a Scheduler not made by New).
 func (s *Scheduler[K]) Close() error {
 	if !s.usable() {
 		return ErrNotNew

@@ -50,15 +50,17 @@ var (
 	// return for an out-of-range option.
 	ErrInvalidOption = errors.New("seqsched: invalid option")
 
-	// ErrNilFunc is returned by Submit and Go when fn is nil.
+	// ErrNilFunc is returned by Submit, Go and Post (by key or through a
+	// handle) when fn is nil.
 	ErrNilFunc = errors.New("seqsched: nil func")
 
 	// ErrNilContext is returned when a nil context.Context is passed where
 	// one is required.
 	ErrNilContext = errors.New("seqsched: nil context")
 
-	// ErrInvalidKey is wrapped by the [*KeyError] that Submit, Go and Remove
-	// return for a key that a map cannot hold: one that is not equal to
+	// ErrInvalidKey is wrapped by the [*KeyError] that Submit, Go, Post,
+	// Open, Remove, Discard, Pause and Resume return for a key that a map
+	// cannot hold: one that is not equal to
 	// itself (a NaN, or a struct, array or interface holding one) or, in an
 	// interface, a value whose type is not comparable (a slice, a map, a
 	// func, or a struct holding one).

@@ -89,9 +89,9 @@ func ExampleReplace() {
 	}
 	first := send("alice is typing")
 	last := send("alice stopped typing")
-	close(busy)
-	_, err := first.Await(context.Background())
+	_, err := first.Await(context.Background()) // resolved as last took its place
 	fmt.Println("first:", err)
+	close(busy)
 	_, _ = last.Await(context.Background())
 	// Output:
 	// first: seqsched: replaced

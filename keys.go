@@ -38,7 +38,8 @@ func (s *Scheduler[K]) validKey(key K) error {
 
 // checkKey compares key with itself: a NaN is unequal, and an interface
 // holding an uncomparable value makes the comparison panic, the runtime's
-// panic and not user code, so it is recovered here rather than by try.
+// panic and not user code, on the caller's goroutine, so it is recovered
+// here and turned into a *KeyError (no worker's guard is involved).
 func checkKey[K comparable](key K) (err error) {
 	defer func() {
 		if r := recover(); r != nil {

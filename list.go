@@ -1,10 +1,12 @@
 package seqsched
 
 // sessionList is an intrusive FIFO of sessions, doubly linked through one
-// of each session's two sets of links: a shard's idle records (listIdle)
-// and the slots' ready queue (listReady). A session is in each list at most
-// once; membership, and the links, are guarded by the lock of the list's
-// owner (the shard's, or the slots').
+// of each session's two sets of links: listIdle, for a shard's idle
+// records, and listReady, for the queue of sessions waiting for a
+// goroutine: the slots' ready queue under WithMaxConcurrency, or else a
+// shard's start queue (shard.pending). A session is in at most one list of
+// each kind at a time; membership, and the links, are guarded by the lock
+// of the list's owner (the shard's, or the slots').
 type sessionList[K comparable] struct {
 	head, tail *session[K]
 	n          int

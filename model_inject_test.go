@@ -62,10 +62,11 @@ const (
 	hsLogEnabled              // the slog handler's Enabled
 	hsLogHandle               // the slog handler's Handle
 	hsWeight                  // WithWeight's function
+	hsRate                    // WithRate's function (it leaves keys unpaced)
 	nSites
 )
 
-var siteNames = [...]string{"fn", "handler", "log.Enabled", "log.Handle", "weight"}
+var siteNames = [...]string{"fn", "handler", "log.Enabled", "log.Handle", "weight", "rate"}
 
 func (s hsite) String() string { return siteNames[s] }
 
@@ -75,12 +76,14 @@ const (
 	aReturn akind = iota
 	aPanic
 	aGoexit
-	aBlock // until gate action.gate is released
-	aCall  // call back with action.op
+	aBlock       // until gate action.gate is released
+	aCall        // call back with action.op
+	aPanicGoexit // panic from a deferred call while a runtime.Goexit unwinds
+	aGoexitPanic // runtime.Goexit from a deferred call while a panic unwinds
 	nAkinds
 )
 
-var akindNames = [...]string{"return", "panic", "goexit", "block", "call"}
+var akindNames = [...]string{"return", "panic", "goexit", "block", "call", "panic-in-goexit", "goexit-in-panic"}
 
 // cop is a public operation a callback makes.
 type cop uint8
@@ -137,6 +140,10 @@ func (a action) String() string {
 		return "goexit"
 	case aBlock:
 		return fmt.Sprintf("block(%d)", a.gate)
+	case aPanicGoexit:
+		return "panic-in-goexit"
+	case aGoexitPanic:
+		return "goexit-in-panic"
 	}
 	return fmt.Sprintf("%v(%v,%d)", a.op, []string{"own", "other", "sched"}[a.tgt], a.n)
 }
@@ -148,13 +155,14 @@ type layer struct {
 	// halted at once, a policy HaltOnError's doc allows.
 	resumeOnHalt bool
 	weights      []int // WithWeight's answer per key (0 and 101 are out of range); nil: no WithWeight
+	rate         bool  // WithRate, whose function plays its site's script and paces no key
 	scripts      [nSites][]action
 }
 
 func (l *layer) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "hostile: WithErrorHandler=%v WithWeight=%v WithLogger(test handler) resume on halt=%v\n",
-		l.handler, l.weights, l.resumeOnHalt)
+	fmt.Fprintf(&b, "hostile: WithErrorHandler=%v WithWeight=%v WithRate=%v WithLogger(test handler) resume on halt=%v\n",
+		l.handler, l.weights, l.rate, l.resumeOnHalt)
 	for s, sc := range l.scripts {
 		if len(sc) > 0 {
 			fmt.Fprintf(&b, "  %-12v %v\n", hsite(s), sc)
@@ -197,8 +205,8 @@ func genLayer(data []byte, p *plan) {
 		}
 	}
 	for s := range nSites {
-		if lr.IntN(4) == 0 {
-			continue // a quiet site
+		if s == hsRate || lr.IntN(4) == 0 {
+			continue // a quiet site (the rate's is drawn last)
 		}
 		for range lr.IntN(14) {
 			l.scripts[s] = append(l.scripts[s], genAction(lr, p))
@@ -216,6 +224,57 @@ func genLayer(data []byte, p *plan) {
 	}
 	p.ops, p.layer = ops, l
 	l.resumeOnHalt = lr.IntN(3) == 0 // drawn last: the layers of older plans keep their draws
+	genRightAfterPost(lr, p)
+	// Drawn after it (issue 50): one panic or Goexit in three becomes a
+	// panic raised while a Goexit unwinds, or a Goexit called while a
+	// panic unwinds, at every site.
+	for s := range nSites {
+		for i, a := range l.scripts[s] {
+			if (a.kind == aPanic || a.kind == aGoexit) && lr.IntN(3) == 0 {
+				l.scripts[s][i].kind = aPanicGoexit + akind(lr.IntN(2))
+			}
+		}
+	}
+	// Drawn after them: WithRate in one plan in three, its function
+	// playing a script of its own, with every ending.
+	if l.rate = lr.IntN(3) == 0; l.rate {
+		for range lr.IntN(10) {
+			a := genAction(lr, p)
+			if (a.kind == aPanic || a.kind == aGoexit) && lr.IntN(2) == 0 {
+				a.kind = aPanicGoexit + akind(lr.IntN(2))
+			}
+			l.scripts[hsRate] = append(l.scripts[hsRate], a)
+		}
+	}
+}
+
+// genRightAfterPost adds, after one post in eight of a plan with controls,
+// a Pause of its key, or two posts of one Replace tag in a row (issue 50):
+// they come while the key's goroutine may still be on its way, and a task
+// starts only when that goroutine runs it. Drawn after the rest of the
+// layer, so that older plans keep their draws.
+func genRightAfterPost(lr randChooser, p *plan) {
+	if !p.controls {
+		return
+	}
+	var ops []op
+	for _, o := range p.ops {
+		ops = append(ops, o)
+		if o.kind != opSubmit || !o.post || lr.IntN(8) != 0 {
+			continue
+		}
+		if lr.IntN(2) == 0 {
+			ops = append(ops, op{kind: opPause, key: o.key, handle: -1, extra: true})
+			continue
+		}
+		tag := string(rune('a' + lr.IntN(2)))
+		for range 2 {
+			spec := genSpec(lr, *p, o.key, true)
+			ops = append(ops, op{kind: opSubmit, key: o.key, post: true, count: 1, handle: -1, extra: true,
+				prio: o.prio, spec: spec, tag: tag, cancelable: spec.b == bBlockCtx})
+		}
+	}
+	p.ops = ops
 }
 
 func genAction(lr randChooser, p *plan) action {
@@ -323,6 +382,20 @@ func (r *run) perform(env callEnv, a action) {
 		panic(v)
 	case aGoexit:
 		runtime.Goexit()
+	case aPanicGoexit:
+		// Go resumes the Goexit once the panic is recovered; the panic is
+		// what the task fails with.
+		v := injectedPanic{site: env.site}
+		if env.site == hsFn {
+			r.panicking(env.rc, v)
+		}
+		defer func() { panic(v) }()
+		runtime.Goexit()
+	case aGoexitPanic:
+		// The Goexit aborts the panic: recover returns nil, and the task
+		// fails with ErrGoexit.
+		defer runtime.Goexit()
+		panic(injectedPanic{site: env.site})
 	case aBlock:
 		<-r.gates[a.gate]
 	case aCall:
@@ -569,6 +642,17 @@ func (r *run) handler(ctx context.Context, key int, err error) {
 // make no wait.
 func (r *run) weight(key int) int {
 	r.userCode("the weight function")
+	// The call's span: while it lasts, key's worker has no task in hand
+	// (invariant 9 holds a Pause made meanwhile to every task).
+	r.mu.Lock()
+	wc := &weightCall{key: key, enter: r.tick()}
+	r.weightCalls = append(r.weightCalls, wc)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		wc.leave = r.tick()
+		r.mu.Unlock()
+	}()
 	normal := false
 	defer func() {
 		if normal {
@@ -587,6 +671,21 @@ func (r *run) weight(key int) int {
 	}
 	normal = true
 	return w
+}
+
+// rate is the plan's WithRate function. Like the weight function it has
+// no ctx, and its call backs make no wait; it paces no key.
+func (r *run) rate(key int) (float64, int) {
+	r.userCode("the rate function")
+	r.perform(callEnv{site: hsRate, key: key}, r.take(hsRate))
+	return 0, 0
+}
+
+// weightCall is a call of the weight function, from enter to leave (0:
+// it never left). A worker asks for a weight as it begins a turn, before
+// it takes the turn's first task: meanwhile it has none in hand.
+type weightCall struct {
+	key, enter, leave int
 }
 
 // modelLog is the plan's slog handler: the tests' funcHandler (whose

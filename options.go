@@ -156,23 +156,31 @@ func WithYieldAfter(n int) Option { return yieldAfterOption(n) }
 func WithMaxConcurrency(n int) Option { return maxConcurrencyOption(n) }
 
 // WithMaxQueue bounds how many tasks may wait in each session's High and
-// each session's Normal queue (the running task is not counted). A Submit
-// beyond it fails at once with [ErrQueueFull]; nothing blocks.
+// each session's Normal queue (the running task is not counted). A Submit,
+// Go or Post beyond it fails at once with [ErrQueueFull], unless it is
+// submitted with [WaitForRoom], which waits for room instead.
 // n must be >= 0; 0 (the default) means no limit.
 func WithMaxQueue(n int) Option { return maxQueueOption(n) }
 
 // WithLogger sets where the scheduler logs, each record with the session's
-// key; the default is slog.Default(), so that failures nobody handles
-// still reach the process's log. Records: a task that panicked or called
-// runtime.Goexit, a WithErrorHandler or WithWeight function that did, and
-// a WithWeight value out of range (Error; the weight's once per
-// scheduler); a slow task (Warn, with [WithSlowTask]); and, without
-// [WithErrorHandler], a posted task's failure, at a level chosen by where
-// it came from: Error for fn's own error (whatever it wraps), Warn for a
-// task a forced Shutdown dropped, and Debug for one that never ran because
-// the ctx its submitter passed ended or Discard dropped it, which is what a
-// server sees when a client goes away. l must not be nil; to discard logs,
-// pass slog.New(slog.DiscardHandler).
+// key (but for Shutdown's); the default is slog.Default(), so that
+// failures nobody handles still reach the process's log. Records:
+//
+//   - Error: a task that panicked or called runtime.Goexit; a
+//     WithErrorHandler function that did; a submit ctx whose Err did; a
+//     WithWeight or WithRate function that did, or returned a value out of
+//     range (each once per scheduler); without [WithErrorHandler], a halt
+//     ([HaltOnError]).
+//   - Warn: a slow task (with [WithSlowTask]); Shutdown or Remove waiting
+//     on paused keys with work (see [Scheduler.Shutdown]).
+//   - Without [WithErrorHandler], a posted task's failure, at a level
+//     chosen by where it came from: Error for fn's own error (whatever it
+//     wraps), Warn for a task a forced Shutdown dropped, and Debug for one
+//     that never ran because the ctx its submitter passed ended, Discard
+//     dropped it or Replace replaced it, which is what a server sees when a
+//     client goes away.
+//
+// l must not be nil; to discard logs, pass slog.New(slog.DiscardHandler).
 //
 // The handler runs on the scheduler's goroutines, with no lock held, and
 // is given a ctx that identifies the session's worker: see

@@ -14,11 +14,15 @@ package seqsched
 // or Discard.
 
 // Pause pauses session key: it starts no new task until [Scheduler.Resume]
-// (its running task, if any, finishes), holds no goroutine and no slot
-// meanwhile, and still accepts tasks, bounded by [WithMaxQueue]; Resume
-// runs them in order. Pausing an unknown or idle key makes its session,
+// (its running task, if any, finishes; one that its worker was starting at
+// that instant may still begin), holds no goroutine and no slot meanwhile,
+// and still accepts tasks, bounded by [WithMaxQueue]; Resume runs them in
+// order. A task starts when its session's goroutine runs it, not when it
+// is accepted: a task just submitted to an idle key, whose goroutine is on
+// its way, is held. Pausing an unknown or idle key makes its session,
 // paused, so that the tasks that come next wait. Pause applies to the key:
-// a closing session that key's new one waits behind is paused too.
+// a closing session that key's new one waits behind is paused too, and so
+// is the session [Scheduler.Open] makes for the key while it closes.
 //
 // Pause and Resume are not counted: one Resume ends any number of Pauses
 // (and a halt, see [HaltOnError]). [Scheduler.Remove] of a paused key, or
@@ -77,8 +81,9 @@ func (s *Scheduler[K]) Resume(key K) error {
 	return nil
 }
 
-// Paused reports whether session key is paused, by [Scheduler.Pause] or a
-// halt ([HaltOnError]), and not yet resumed.
+// Paused reports whether key is paused, by [Scheduler.Pause] or a halt
+// ([HaltOnError]), and not yet resumed: its session, or a closing one of
+// the key that its new session waits behind (see [Scheduler.Open]).
 func (s *Scheduler[K]) Paused(key K) bool {
 	if !s.usable() || s.validKey(key) != nil {
 		return false
@@ -86,8 +91,12 @@ func (s *Scheduler[K]) Paused(key K) bool {
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sess := sh.sessions[key]
-	return sess != nil && sess.pause
+	for p := sh.sessions[key]; p != nil; p = p.pred {
+		if p.pause {
+			return true
+		}
+	}
+	return false
 }
 
 // Pause pauses the handle's session, as [Scheduler.Pause] does for its
@@ -132,13 +141,20 @@ func (h *Session[K]) Resume() error {
 }
 
 // pause sets the pause of sess and the closing sessions it waits behind;
-// an idle one is parked at once, the others when their worker or release
-// next looks. Called with sh.mu held.
+// an idle one is parked at once, and so is a paced one (its timer
+// stopped, its token for the next task given back, its live token kept:
+// it has work), the others when their worker or release next looks.
+// Called with sh.mu held.
 func (s *Scheduler[K]) pause(sh *shard[K], sess *session[K]) {
 	for p := sess; p != nil; p = p.pred {
 		p.pause = true
-		if p.state == stateIdle {
+		switch p.state {
+		case stateIdle:
 			sh.unlistIdle(p)
+			sh.move(p, statePaused)
+		case statePaced:
+			p.unpace()
+			p.w.pace.unreserve()
 			sh.move(p, statePaused)
 		}
 	}

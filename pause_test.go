@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,6 +232,60 @@ func TestShutdownWaitsForPausedSessionsUntilResume(t *testing.T) {
 	require.Equal(t, []string{"a"}, r.get())
 }
 
+// attrsLogger returns a logger that adds each record to r as
+// "LEVEL message key=value ...".
+func attrsLogger(r *recorder) *slog.Logger {
+	return slog.New(&funcHandler{handle: func(_ context.Context, rec slog.Record) error {
+		line := rec.Level.String() + " " + rec.Message
+		rec.Attrs(func(a slog.Attr) bool { line += " " + a.String(); return true })
+		r.add("%s", line)
+		return nil
+	}})
+}
+
+// Shutdown waits for a paused or halted key's work until Resume, Discard
+// or its ctx's end, and says so once, at Warn, with the count of such keys
+// and how to end the wait.
+func TestShutdownWaitingOnPausedKeysSaysSoOnce(t *testing.T) {
+	var logs recorder
+	s, err := seqsched.New[string](seqsched.WithLogger(attrsLogger(&logs)), seqsched.WithErrorHandler(func(context.Context, string, error) {}))
+	require.NoError(t, err)
+	require.NoError(t, s.Pause("paused"))
+	var r recorder
+	a := record(t, s, &r, "paused", "a")
+	_, err = s.Go(context.Background(), "halted", func(context.Context) error { return errOverdraft }, seqsched.HaltOnError)
+	require.NoError(t, err)
+	b := record(t, s, &r, "halted", "b")
+	require.Eventually(t, func() bool { return s.Paused("halted") }, testTimeout, time.Millisecond)
+	require.NoError(t, s.Pause("idle")) // paused with no work: nothing to wait for
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(context.Background()) }()
+	require.Eventually(t, func() bool { return len(logs.get()) > 0 }, testTimeout, time.Millisecond)
+	require.NoError(t, s.Resume("paused"))
+	require.NoError(t, s.Resume("halted"))
+	within(t, testTimeout, "Shutdown", func() { require.NoError(t, <-done) })
+	awaitAll(t, a, b)
+	require.Equal(t, []string{"WARN seqsched: Shutdown waits for paused or halted keys with work; " +
+		"Resume or Discard them, or pass Shutdown a ctx with a deadline keys=2"}, logs.get())
+}
+
+// Remove of a paused key with work waits for Resume, and says so once.
+func TestRemoveWaitingOnAPausedKeySaysSo(t *testing.T) {
+	var logs recorder
+	s := newScheduler[string](t, seqsched.WithLogger(attrsLogger(&logs)))
+	require.NoError(t, s.Pause("k"))
+	var r recorder
+	f := record(t, s, &r, "k", "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, s.Remove(ctx, "k"), context.Canceled)
+	require.Eventually(t, func() bool { return len(logs.get()) > 0 }, testTimeout, time.Millisecond)
+	require.Equal(t, []string{"WARN seqsched: Remove waits for a paused key with work; " +
+		"Resume or Discard it, or pass a ctx with a deadline session=k"}, logs.get())
+	require.NoError(t, s.Resume("k"))
+	awaitAll(t, f)
+}
+
 func TestShutdownWhoseCtxEndsDropsPausedTasksWithErrClosed(t *testing.T) {
 	var fl failures
 	s, err := seqsched.New[string](seqsched.WithErrorHandler(fl.handle))
@@ -269,6 +324,67 @@ func TestPauseHoldsTheKeysClosingSessionToo(t *testing.T) {
 	awaitAll(t, old, f)
 	require.Equal(t, []string{"old", "new"}, r.get())
 	require.NoError(t, h.Close(context.Background()))
+}
+
+// Pause applies to the key: a Pause while Remove drains the key's running
+// task holds the session Open makes meanwhile, and Paused answers for the
+// key.
+func TestPauseHoldsTheSessionOpenMakesWhileTheKeyCloses(t *testing.T) {
+	s := newScheduler[string](t)
+	release, g := gate(t, s, "k")
+	t.Cleanup(func() { release(); _ = s.Resume("k") }) // before Shutdown's, if the test fails
+	require.NoError(t, s.Pause("k"))
+	begun, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, s.Remove(begun, "k"), context.Canceled) // the drain begins, and goes on
+	h, err := s.Open("k")                                      // a successor, held behind the closing session
+	require.NoError(t, err)
+	require.True(t, s.Paused("k"), "the key is paused, whichever of its sessions is newest")
+	var r recorder
+	f, err := h.Go(context.Background(), func(context.Context) error { r.add("new"); return nil })
+	require.NoError(t, err)
+	release()
+	awaitAll(t, g)
+	require.Eventually(t, func() bool { return s.Stats().Paused == 1 }, testTimeout, time.Millisecond,
+		"the successor parks once its predecessor is forgotten")
+	require.Empty(t, r.get(), "the successor runs nothing while its key is paused")
+	require.False(t, resolved(f))
+	require.True(t, s.Paused("k"))
+	require.NoError(t, s.Resume("k"))
+	awaitAll(t, f)
+	require.Equal(t, []string{"new"}, r.get())
+	require.NoError(t, h.Close(context.Background()))
+}
+
+// weightGate returns a WithWeight option whose function, the first time a
+// session's goroutine asks it, signals entered and waits for open: the
+// goroutine exists and has taken no task yet.
+func weightGate() (opt seqsched.Option, entered, open chan struct{}) {
+	entered, open = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	return seqsched.WithWeight(func(string) int {
+		once.Do(func() { close(entered); <-open })
+		return 1
+	}), entered, open
+}
+
+// A task starts when its session's goroutine runs it, not when it is
+// accepted: a task posted to an idle key, whose goroutine is on its way,
+// is held by a Pause that comes before the goroutine takes it.
+func TestPauseHoldsATaskPostedToAnIdleKeyBeforeItsGoroutineTakesIt(t *testing.T) {
+	opt, entered, open := weightGate()
+	s := newScheduler[string](t, opt)
+	var r recorder
+	f := record(t, s, &r, "k", "a")
+	<-entered // k's goroutine runs, and has not taken a
+	require.NoError(t, s.Pause("k"))
+	close(open)
+	require.Eventually(t, func() bool { return s.Stats().Paused == 1 }, testTimeout, time.Millisecond)
+	require.Empty(t, r.get(), "a task whose fn had not begun when Pause returned must wait for Resume")
+	require.False(t, resolved(f))
+	require.NoError(t, s.Resume("k"))
+	awaitAll(t, f)
+	require.Equal(t, []string{"a"}, r.get())
 }
 
 // bank is the example: withdraw 50, deposit 100, withdraw 150 on a
@@ -391,6 +507,32 @@ func TestTasksThatNeverRanOrSucceededHaltNothing(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.False(t, s.Paused("k"))
 	require.Zero(t, s.Stats().Halts)
+}
+
+// A halt needs a session to halt: a HaltOnError task that fails because
+// Discard ended its session while it ran halts nothing; a posted one's
+// failure is reported as any other.
+func TestAHaltOnErrorTaskThatDiscardEndsHaltsNothing(t *testing.T) {
+	var fl failures
+	s := newScheduler[string](t, seqsched.WithErrorHandler(fl.handle))
+	running := make(chan struct{})
+	require.NoError(t, s.Post(context.Background(), "k", func(ctx context.Context) error {
+		close(running)
+		<-ctx.Done()
+		return ctx.Err()
+	}, seqsched.HaltOnError))
+	<-running
+	require.NoError(t, s.Discard(context.Background(), "k"))
+	require.Zero(t, s.Stats().Halts)
+	require.False(t, s.Paused("k"))
+	errs := fl.get("k")
+	require.Len(t, errs, 1)
+	require.NotErrorIs(t, errs[0], seqsched.ErrHalted)
+	require.ErrorIs(t, errs[0], context.Canceled)
+	// The key is fresh: its next task runs.
+	var r recorder
+	awaitAll(t, record(t, s, &r, "k", "next"))
+	require.Equal(t, []string{"next"}, r.get())
 }
 
 func TestWithHaltOnErrorHaltsEveryTask(t *testing.T) {

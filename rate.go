@@ -21,8 +21,13 @@ import (
 // with a full bucket, as a long-idle Limiter would be). A perSecond of 0
 // or +Inf leaves the key unpaced. A value out of range (perSecond negative
 // or NaN, or burst < 1 for a paced key) is logged once per scheduler, and
-// the key is unpaced; a panic or runtime.Goexit in f likewise. f follows
-// the callback rules of [WithErrorHandler].
+// the key is unpaced; a panic or runtime.Goexit in f likewise. A rate so
+// small that a task's wait would not fit in a time.Duration (below about
+// 1.1e-10 per second) waits as long as one holds (about 292 years). f
+// follows the callback rules of [WithErrorHandler], except that it is
+// given no ctx: it must not wait on the scheduler (Await, Remove,
+// Discard, Close, Shutdown), as [WithWeight]'s function must not; it
+// should be a quick lookup.
 //
 // Differences from x/time/rate: the bucket is per key and made on the
 // session's first run; a task's token is taken when it is next to start,
@@ -62,7 +67,27 @@ func (b *tokenBucket) reserve(now time.Time) time.Duration {
 	if b.tokens >= 0 {
 		return 0
 	}
-	return time.Duration(math.Ceil(-b.tokens / b.perSecond * float64(time.Second)))
+	// A rate so small that the wait overflows a Duration (below about
+	// 1.1e-10 per second for one token) waits as long as a Duration can.
+	ns := math.Ceil(-b.tokens / b.perSecond * float64(time.Second))
+	if ns >= maxWait {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(ns)
+}
+
+// maxWait is the longest wait, in ns, that a time.Duration holds: 2^63,
+// the first float64 above math.MaxInt64.
+const maxWait = float64(1 << 63)
+
+// unreserve gives back the token reserve took for the next task, which
+// has not started: a paced session that Pause parks waits its turn again
+// once resumed.
+func (b *tokenBucket) unreserve() {
+	if b.reserved {
+		b.tokens++
+		b.reserved = false
+	}
 }
 
 // readRate reads sess's rate from the WithRate function, once per session
@@ -113,7 +138,7 @@ func (s *Scheduler[K]) pace(sh *shard[K], sess *session[K], d time.Duration) {
 // it is the session's current one.
 type paceTimer struct{ t *time.Timer }
 
-// paced is the timer's callback: if sess still waits on tm, it is
+// paced is the timer's callback: if sess still waits on pt, it is
 // scheduled again, and this goroutine runs it if it needs one. It runs no
 // user code before work's guard.
 func (s *Scheduler[K]) paced(sess *session[K], pt *paceTimer) {

@@ -135,6 +135,47 @@ func TestPauseOfAPacedKeyHoldsItAfterItsTimer(t *testing.T) {
 	})
 }
 
+// A paused key that was waiting for its rate counts as paused, not paced,
+// and once resumed its next task still waits for its bucket's token.
+func TestStatsCountsAPausedKeyWaitingForItsRateAsPaused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler[string](t, seqsched.WithRate(func(string) (float64, int) { return 1, 1 }))
+		begin := time.Now()
+		var r recorder
+		awaitAll(t, record(t, s, &r, "k", "a"))
+		var startedAt time.Duration
+		b, err := s.Go(context.Background(), "k", func(context.Context) error { startedAt = time.Since(begin); return nil })
+		require.NoError(t, err)
+		synctest.Wait()
+		require.Equal(t, 1, s.Stats().Paced)
+		require.NoError(t, s.Pause("k"))
+		st := s.Stats()
+		require.Equal(t, [2]int{1, 0}, [2]int{st.Paused, st.Paced}, "Paused, Paced of a paused key that waited for its rate")
+		time.Sleep(500 * time.Millisecond)
+		require.NoError(t, s.Resume("k"))
+		awaitAll(t, b)
+		require.Equal(t, time.Second, startedAt, "resumed, it still waits for its token")
+	})
+}
+
+// A rate so small that a task's wait would overflow a time.Duration waits
+// as long as one holds: the key is paced, not run unpaced.
+func TestARateTooSmallForADurationWaitsAsLongAsOneHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler[string](t, seqsched.WithRate(func(string) (float64, int) { return 1e-11, 1 }))
+		var r recorder
+		awaitAll(t, record(t, s, &r, "k", "a"))
+		b := record(t, s, &r, "k", "b")
+		synctest.Wait()
+		require.False(t, resolved(b), "the second task waits for a token")
+		require.Equal(t, 1, s.Stats().Paced)
+		require.NoError(t, s.Discard(context.Background(), "k"))
+		_, err := b.Await(context.Background())
+		require.ErrorIs(t, err, seqsched.ErrDiscarded)
+		require.Equal(t, []string{"a"}, r.get())
+	})
+}
+
 func TestRateOutOfRangeOrPanickingIsLoggedOnceAndUnpaced(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -132,3 +132,20 @@ func TestReplaceInAPausedSession(t *testing.T) {
 	awaitAll(t, p2)
 	require.Equal(t, []string{"p2"}, r.get())
 }
+
+// Two Replace posts in a row to an idle key: the first has not started
+// when the second comes (its session's goroutine had not taken it), so
+// only the second runs.
+func TestReplaceReplacesATaskItsGoroutineHasNotTaken(t *testing.T) {
+	opt, entered, open := weightGate()
+	s := newScheduler[string](t, opt)
+	var r recorder
+	first := record(t, s, &r, "k", "first", seqsched.Replace("t"))
+	<-entered // k's goroutine runs, and has not taken first
+	second := record(t, s, &r, "k", "second", seqsched.Replace("t"))
+	close(open)
+	awaitAll(t, second)
+	_, err := first.Await(context.Background())
+	require.ErrorIs(t, err, seqsched.ErrReplaced)
+	require.Equal(t, []string{"second"}, r.get())
+}

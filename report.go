@@ -28,7 +28,8 @@ type record struct {
 // task is reported as a *HaltError, at Error, whatever it is. A panic or Goexit has its own record already.
 func (s *Scheduler[K]) report(sess *session[K], t *task) {
 	err := t.job.failure()
-	halted := halts(t)
+	// A halt needs a session to halt: Discard ended t's while it ran.
+	halted := halts(t) && !sess.discarded(t)
 	if halted {
 		s.halt(sess) // before the report: a handler finds the key paused, and may resume it
 		err = &HaltError{Key: sess.key, Err: t.job.result()}

@@ -194,7 +194,12 @@ func (s *Scheduler[K]) usable() bool { return s != nil && s.shards != nil }
 // any goroutine. If ctx is done before the task starts, fn never runs and
 // the future resolves with ctx.Err(). A panic in fn is recovered and
 // resolves the future with a [*PanicError], and runtime.Goexit with
-// [ErrGoexit]; the session goes on.
+// [ErrGoexit] (a panic raised while a Goexit unwinds is a *PanicError; a
+// Goexit called while a panic unwinds is ErrGoexit); the session goes on.
+//
+// Memory model: everything fn does happens before its future's Await (or
+// Done) reports it resolved, before a Remove or Shutdown that returns nil
+// returns, and before the next task of its key starts.
 //
 // A task may queue follow-up work with its own ctx: when ctx is a task's
 // ctx itself, the new task inherits the ctx that task was submitted with
@@ -337,9 +342,8 @@ func (s *Scheduler[K]) accept(h *Session[K], key K, t *task) error {
 // replace.go), or wait for room (see room.go).
 func (s *Scheduler[K]) acceptControlled(ctx context.Context, h *Session[K], key K, t *task, tag string) error {
 	var caller *base
-	if t.flags&flagWait != 0 && s.opts.maxQueue > 0 {
-		caller = callerOf(ctx) // read before any lock: ctx is the caller's
-	}
+	asked := false // caller was read from ctx: only when the lane is full
+again:
 	sh, sess, err := s.lockSession(h, key, t)
 	if err != nil {
 		return err
@@ -359,6 +363,13 @@ func (s *Scheduler[K]) acceptControlled(ctx context.Context, h *Session[K], key 
 		if t.flags&flagWait == 0 {
 			sh.mu.Unlock()
 			return ErrQueueFull
+		}
+		if !asked {
+			// ctx is read with no lock held (it is the caller's value),
+			// and only when the caller may have to wait: look again.
+			sh.mu.Unlock()
+			caller, asked = callerOf(ctx), true
+			goto again
 		}
 		return s.waitForRoom(ctx, sh, sess, t, tag, caller) // unlocks sh
 	}

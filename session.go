@@ -35,13 +35,14 @@ import "sync/atomic"
 //   - paused: Pause, or a halt (pause.go), found it with no task running:
 //     it accepts tasks and runs none until Resume, with no goroutine and no
 //     slot; with work it holds a live token, so Shutdown waits for it. It
-//     is reached from idle (Pause), running (its worker parks it) and held
-//     (released while paused), and left for idle, ready or running
+//     is reached from idle and paced (Pause), running (its worker parks
+//     it) and held (released while paused), and left for idle, ready or running
 //     (Resume), or gone (Discard, or Remove of one with no work).
 //   - paced: WithRate's bucket had no token for its next task (rate.go):
 //     it waits on one timer, with no goroutine and no slot, holding a live
 //     token; the timer schedules it again (ready or running). Discard or a
-//     forced Shutdown stops the timer: gone, idle or paused.
+//     forced Shutdown stops the timer: gone, idle or paused; so does Pause:
+//     paused.
 //   - gone: forgotten, out of the map; its handles refuse tasks.
 //
 // Closing (Remove, Discard, the last handle's Close) is not a state of its
@@ -95,7 +96,13 @@ func (b *base) discarded(t *task) bool { return b.cut.Load() == t }
 
 // session is one key's queues, its place in the state machine, and the
 // state of the goroutine that runs its turn (w). Fields are guarded by
-// sh.mu, except w, which only the goroutine running the session touches.
+// sh.mu, except w: the goroutine running the session reads and writes it
+// without a lock. While the session has no goroutine (idle, ready, held,
+// paused, paced) w is written only under sh.mu: release hands a retiring
+// goroutine's turn and slot to a successor, Pause gives back a paced
+// session's token, Remove stages a record for the worker it schedules,
+// drop clears the slot flag; and w.slot, while a loan of it may be out,
+// under slots.mu (see loan).
 type session[K comparable] struct {
 	base
 	key   K
@@ -342,6 +349,7 @@ func (s *Scheduler[K]) open(sh *shard[K], key K) *session[K] {
 		succ := s.makeSession(sh, key) // replaces sess in the map
 		succ.pred, sess.succ = sess, succ
 		succ.base.pred.Store(&sess.base)
+		succ.pause = sess.pause // Pause applies to the key: its next session too
 		sh.move(succ, stateHeld)
 		sess = succ
 	default:

@@ -125,17 +125,16 @@ func (sh *shard[K]) unlistIdle(sess *session[K]) {
 	}
 }
 
-// run moves sess to running, for the goroutine about to run it, and puts
-// its first task in hand.
+// run moves sess to running, for the goroutine about to run it. It puts
+// no task in hand: a task starts only when its session's goroutine runs
+// it, and that goroutine's advance takes it, under the lock, seeing a
+// Pause or a Replace that came meanwhile.
 func (s *Scheduler[K]) run(sh *shard[K], sess *session[K]) {
 	if s.slots.max == 0 {
 		sh.workers++
 	}
 	sh.move(sess, stateRunning)
 	sess.w.begin()
-	if !sess.pause && s.rate == nil { // a paused one runs only to report, then parks; advance paces
-		s.take(sh, sess)
-	}
 }
 
 // startNext is what a goroutine of sh does when its session retired,

@@ -13,8 +13,8 @@ import (
 type Stats struct {
 	Sessions  int    // sessions with queued or running work (idle records are not counted)
 	Running   int    // sessions running a task right now
-	Paused    int    // sessions paused (Pause, or a halt) with no task running
-	Paced     int    // sessions waiting for a token of their WithRate bucket
+	Paused    int    // sessions paused (Pause, or a halt) with no task running, including one Pause found waiting for its rate
+	Paced     int    // sessions waiting for a token of their WithRate bucket, not paused
 	Queued    int    // tasks waiting, all sessions
 	Submitted uint64 // tasks accepted since New
 	Completed uint64 // tasks whose future resolved, for any reason

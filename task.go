@@ -70,7 +70,9 @@ func (f taskFlag) String() string {
 // both [ErrHalted] and the task's error; a posted task's failure is not
 // reported a second time. A task that never ran (its ctx ended first,
 // Discard or a forced Shutdown dropped it, a newer one replaced it) halts
-// nothing. [WithHaltOnError] sets it for every task.
+// nothing, and neither does one whose session Discard ended while it ran:
+// there is no session left to halt, and its failure is reported as any
+// other. [WithHaltOnError] sets it for every task.
 //
 // It is how "withdraw 50, deposit 100, withdraw 150" stops at the first
 // failed withdrawal until an operator has looked at the account.
@@ -89,6 +91,26 @@ var HaltOnError TaskOption = flagHalt
 // session lends its slot while it waits, as [Future.Await] does. Without
 // WithMaxQueue it changes nothing, and like every wait it reads ctx only
 // when it has to wait.
+//
+// A producer that fans out to many keys waits behind the first full lane
+// it meets: one paused or slow key stalls its posts to every other key.
+// Give each post a deadline of its own, which its task shares (a message
+// not queued, or not started, in time is stale anyway, and is dropped), so
+// that a stuck key costs the producer that long at most:
+//
+//	for _, key := range keys {
+//		ctx, cancel := context.WithTimeout(ctx, time.Second)
+//		err := s.Post(ctx, key, func(ctx context.Context) error {
+//			defer cancel()
+//			return deliver(ctx, key, msg)
+//		}, seqsched.WaitForRoom)
+//		if err != nil {
+//			cancel() // not accepted: ctx's error, after a second at most
+//		}
+//	}
+//
+// Or post without WaitForRoom to the keys known to be slow ([Scheduler.Queued],
+// or an [ErrQueueFull] seen before), and handle ErrQueueFull there.
 var WaitForRoom TaskOption = flagWait
 
 // Replace tags a task for latest-wins delivery: a task of the same session,
@@ -99,10 +121,13 @@ var WaitForRoom TaskOption = flagWait
 // a stream of updates is never pushed to the back by its own newer values,
 // so the latest one runs no later than the first unrun one would have. A
 // replacement takes no room under [WithMaxQueue]. A running task is never
-// replaced; the tag is free again once its task starts. Use it for what is
-// stale once a newer value exists: presence, typing indicators, a cursor,
-// the latest price for a slow client. An empty tag makes Submit return an
-// [*OptionError].
+// replaced; the tag is free again once its task starts. A task starts when
+// its session's goroutine takes it to run, not when it is accepted: of two
+// tasks of one tag submitted in a row to an idle key, only the second runs
+// (unless the key's worker was starting the first at that instant). Use it
+// for what is stale once a newer value exists: presence, typing
+// indicators, a cursor, the latest price for a slow client. An empty tag
+// makes Submit return an [*OptionError].
 func Replace(tag string) TaskOption { return replaceOption{tag} }
 
 type replaceOption struct{ tag string }
@@ -167,9 +192,11 @@ const (
 // allocation.
 //
 // A task's life: queued (in a session's FIFO), then taken by the session's
-// worker, which runs or skips it (start), resolves it (job.publish, under
-// the shard lock, then job.wake) and ends its ctx (end). A task that Discard
-// or a forced Shutdown drops is resolved where it is dropped.
+// goroutine (advance, under the shard lock: only then has it started, for
+// Pause and Replace), which runs or skips it (runTask), resolves it
+// (job.publish, under the shard lock, then job.wake) and ends its ctx
+// (end). A task that Discard, a forced Shutdown or Replace drops is
+// resolved where it is dropped.
 type task struct {
 	next    *task           // next in its session's FIFO
 	parent  context.Context // the submit ctx: values, deadline, cancellation
@@ -227,6 +254,7 @@ type doneState struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	err    error // the latched reason; set, under mu, as ctx is canceled
+	cause  error // and its cause, for Cause: ErrDiscarded, or the submit ctx's
 	closed bool
 	stops  []func() bool // the watches on the submit ctx and the force
 }
@@ -247,9 +275,9 @@ func (t *task) Err() error {
 	// A source may have ended before the watch or end latched it (the
 	// future resolves before its task's ctx is ended): latch it here, so
 	// that Err is never nil once a reason holds.
-	if reason := t.reason(); reason != nil {
+	if reason, cause := t.reason(); reason != nil {
 		d := t.state()
-		d.latch(reason)
+		d.latch(reason, cause)
 		return d.latched()
 	}
 	return nil
@@ -272,17 +300,20 @@ func (t *task) AfterFunc(f func()) func() bool {
 
 func (t *task) String() string { return "seqsched.task" }
 
-// reason returns why the task's ctx is done, or nil: the submit ctx's
-// error, or Canceled once the session was discarded, Shutdown gave up or
-// the task is over.
-func (t *task) reason() error {
+// reason returns why the task's ctx is done, or nil, and its cause: the
+// submit ctx's error (and cause), or Canceled once the session was
+// discarded (ErrDiscarded), Shutdown gave up or the task is over.
+func (t *task) reason() (err, cause error) {
 	if err := t.parent.Err(); err != nil {
-		return err
+		return err, context.Cause(t.parent)
 	}
-	if t.job.resolved() || t.sess.discarded(t) || t.sess.core.forced.Load() {
-		return context.Canceled
+	if t.sess.discarded(t) {
+		return context.Canceled, ErrDiscarded
 	}
-	return nil
+	if t.job.resolved() || t.sess.core.forced.Load() {
+		return context.Canceled, context.Canceled
+	}
+	return nil, nil
 }
 
 // state returns t's done state, making it if need be: it watches the
@@ -300,9 +331,9 @@ func (t *task) state() *doneState {
 	}
 	var stops []func() bool
 	if t.parent.Done() != nil {
-		stops = append(stops, context.AfterFunc(t.parent, func() { d.latch(t.parent.Err()) }))
+		stops = append(stops, context.AfterFunc(t.parent, func() { d.latch(t.parent.Err(), context.Cause(t.parent)) }))
 	}
-	stops = append(stops, context.AfterFunc(t.sess.core.force, func() { d.latch(context.Canceled) }))
+	stops = append(stops, context.AfterFunc(t.sess.core.force, func() { d.latch(context.Canceled, context.Canceled) }))
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -313,22 +344,22 @@ func (t *task) state() *doneState {
 	}
 	// Read after publishing d: end and discard store their mark before
 	// they read t.done, so one of the two latches it.
-	if reason := t.reason(); reason != nil {
-		d.latch(reason)
+	if reason, cause := t.reason(); reason != nil {
+		d.latch(reason, cause)
 	}
 	return d
 }
 
-// latch makes err the reason the ctx ended, unless one was latched first,
-// closes Done's channel (before Err can return the reason: both under mu)
-// and stops the watches.
-func (d *doneState) latch(err error) {
+// latch makes err the reason the ctx ended, and cause its cause, unless
+// one was latched first, closes Done's channel (before Err can return the
+// reason: both under mu) and stops the watches.
+func (d *doneState) latch(err, cause error) {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
 		return
 	}
-	d.closed, d.err = true, err
+	d.closed, d.err, d.cause = true, err, cause
 	d.cancel()
 	stops := d.stops
 	d.stops = nil
@@ -343,6 +374,13 @@ func (d *doneState) latched() error {
 	return d.err
 }
 
+// latchedCause returns the latched reason's cause, or nil.
+func (d *doneState) latchedCause() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cause
+}
+
 func stopAll(stops []func() bool) {
 	for _, stop := range stops {
 		stop()
@@ -353,7 +391,11 @@ func stopAll(stops []func() bool) {
 // state; a state made later finds the resolution itself.
 func (t *task) end() {
 	if d := t.done.Load(); d != nil {
-		d.latch(context.Canceled)
+		cause := context.Canceled
+		if t.sess.discarded(t) {
+			cause = ErrDiscarded
+		}
+		d.latch(context.Canceled, cause)
 	}
 }
 
@@ -408,10 +450,23 @@ func submitCtx(ctx context.Context) context.Context {
 // Cause returns [ErrDiscarded] when ctx is (derived from) the ctx of a task
 // whose session [Scheduler.Discard] ended while it ran, and
 // context.Cause(ctx) otherwise. A task's ctx is a context of its own
-// implementation, so package context cannot report the cause itself.
+// implementation, so package context cannot report the cause itself. As
+// Err does, Cause keeps the first reason: a task's ctx that Discard ended
+// reports ErrDiscarded for ever, even once its submit ctx ends too, and
+// one whose submit ctx ended first reports that ctx's cause.
 func Cause(ctx context.Context) error {
+	t, ok := ctx.Value(runningKey{}).(*task)
+	if !ok {
+		return context.Cause(ctx)
+	}
+	if ctx.Done() == t.Done() { // the task's ctx, or one that only adds values
+		if t.Err() == nil {
+			return nil
+		}
+		return t.state().latchedCause()
+	}
 	cause := context.Cause(ctx)
-	if t, ok := ctx.Value(runningKey{}).(*task); ok && cause == context.Canceled && t.sess.discarded(t) {
+	if cause == context.Canceled && t.sess.discarded(t) {
 		return ErrDiscarded
 	}
 	return cause

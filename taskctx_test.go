@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/seqsched/seqsched"
@@ -280,4 +281,32 @@ func TestTaskCtxKeepsTheContractWhileItEndsSeenFromOtherGoroutines(t *testing.T)
 			}
 		})
 	}
+}
+
+// Cause keeps the first reason, as Err does: a running task's ctx that
+// Discard ended reports ErrDiscarded, and still does once its submit ctx's
+// own deadline has passed.
+func TestCauseOfADiscardedTaskStaysErrDiscardedAfterItsSubmitCtxEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler[string](t)
+		submitCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		running := make(chan struct{})
+		var before, after, err error
+		f, err := s.Go(submitCtx, "k", func(ctx context.Context) error {
+			close(running)
+			<-ctx.Done()
+			before = seqsched.Cause(ctx)
+			time.Sleep(2 * time.Second) // the bubble's clock: the submit ctx's deadline passes
+			after = seqsched.Cause(ctx)
+			return ctx.Err()
+		})
+		require.NoError(t, err)
+		<-running
+		require.NoError(t, s.Discard(context.Background(), "k"))
+		_, err = f.Await(context.Background())
+		require.ErrorIs(t, err, context.Canceled, "Err keeps its first reason")
+		require.ErrorIs(t, before, seqsched.ErrDiscarded)
+		require.ErrorIs(t, after, seqsched.ErrDiscarded, "Cause keeps its first reason")
+	})
 }

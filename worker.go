@@ -25,8 +25,9 @@ import (
 // handler, the logger, the weight function, and the methods of values they
 // return). The worker always knows what is at hand (user says which user
 // code runs), so the guard fails that and the goroutine carries on from
-// there: after a panic on the same goroutine, after runtime.Goexit on a
-// new one. Nothing is lost: no task, slot, live token or goroutine.
+// there: after a panic on the same goroutine, after runtime.Goexit (and a
+// panic raised while one unwinds) on a new one. Nothing is lost: no task,
+// slot, live token or goroutine.
 type worker[K comparable] struct {
 	slot  bool  // it holds a slot (WithMaxConcurrency); guarded by slots.mu while a loan may be out
 	claim bool  // popped from the ready queue: move it to running first (see claim)
@@ -76,45 +77,67 @@ const (
 // begin marks the start of a turn.
 func (w *worker[K]) begin() { w.newTurn = true }
 
-// work runs sess, and whatever sessions the goroutine moves on to, until
-// the goroutine has nothing left; then it gives back its live token, as
-// its last act.
+// work is the one guard of every goroutine the scheduler starts, in
+// singleflight's doCall shape: two deferred frames (work's own and
+// steps') and the flags of a guardState tell the four endings of user
+// code apart, and each is turned into a failed task or a log record by
+// unwound, with no lock held:
+//
+//   - a normal return: steps returns with g.sess nil, and work gives back
+//     the goroutine's live token as its last act;
+//   - a panic: steps' frame recovers it, and the goroutine goes on with
+//     the session;
+//   - runtime.Goexit, or a Goexit called from a panic's deferred calls
+//     (recover then returns nil): only work's frame runs, and another
+//     goroutine carries on with the session and this one's live token;
+//   - a panic raised while a Goexit unwinds: steps' frame recovers it,
+//     the task fails with that panic, and Go resumes the Goexit: work's
+//     frame then finds it handled, and starts the goroutine that carries
+//     on.
+//
+// The guard adds two frames, not three, to the stack that a wake-up runs
+// on (bench's wake-up stack target): a task that posts to an idle key
+// runs the submit path on this goroutine's first, small stack.
 func (s *Scheduler[K]) work(sess *session[K]) {
-	for sess != nil {
-		sess = s.guard(sess)
+	g := guardState[K]{sess: sess}
+	defer func() {
+		if g.normal {
+			return
+		}
+		if !g.handled {
+			s.unwound(g.sess, nil, nil)
+		}
+		go g.sess.start()
+	}()
+	for g.sess != nil {
+		s.steps(&g)
 	}
+	g.normal = true
 	s.releaseToken()
 }
 
-// guard runs steps until the goroutine has nothing left (it returns nil)
-// or user code panicked (it returns the session to go on with). It is the
-// one guard of every goroutine the scheduler starts (singleflight's doCall
-// shape): a panic and a runtime.Goexit are told apart by whether recover
-// returns a value, and either is turned into a failed task or a log record
-// by unwound, with no lock held.
-func (s *Scheduler[K]) guard(sess *session[K]) (resume *session[K]) {
-	normal := false
+// guardState is what work and steps know of the user code a goroutine
+// runs: the session at hand, and how the last of it ended.
+type guardState[K comparable] struct {
+	sess    *session[K]
+	normal  bool // work returned: no Goexit
+	handled bool // steps recovered a panic, which unwound has turned into an outcome
+}
+
+// steps runs g.sess's steps until the goroutine has nothing left (g.sess
+// is nil) or user code panicked (g.sess is the session to go on with,
+// and the panic has been handled). See work.
+func (s *Scheduler[K]) steps(g *guardState[K]) {
+	g.handled = false
 	defer func() {
-		if normal {
-			return
+		if r := recover(); r != nil {
+			g.handled = true
+			s.unwound(g.sess, r, debug.Stack())
 		}
-		r := recover()
-		var stack []byte
-		if r != nil {
-			stack = debug.Stack()
-		}
-		s.unwound(sess, r, stack)
-		if r == nil { // runtime.Goexit: this goroutine ends; another carries on
-			go sess.start()
-			return
-		}
-		resume = sess
 	}()
-	for sess != nil {
-		sess = s.step(sess)
+	for g.sess != nil {
+		g.sess = s.step(g.sess)
 	}
-	normal = true
-	return nil
 }
 
 // unwound turns what unwound through user code into the outcome of what
@@ -388,13 +411,10 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		s.pace(sh, sess, wait)
 		leave = true
 	case turnOver && sess.queued() > 0:
-		w.begin()
+		w.begin() // the next advance takes the next task, after beginTurn
 		yield = true
 		if limited {
 			next = s.yieldSlot(sh, sess)
-		}
-		if next == sess {
-			s.take(sh, sess)
 		}
 	case s.take(sh, sess) == nil:
 		succ, startSucc := s.retire(sh, sess)
