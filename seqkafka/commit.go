@@ -165,14 +165,24 @@ func (c *Consumer) send(all []pending) ([]error, error) {
 		errs[i] = errors.New("seqkafka: partition missing from the commit response")
 	}
 	var reqErr error
-	c.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	c.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			reqErr = err
 			return
 		}
+		// From v10 on, a response names each topic by its ID only (the
+		// protocol's TopicID replaces Topic); the request has both.
+		names := make(map[[16]byte]string, len(req.Topics))
+		for _, t := range req.Topics {
+			names[t.TopicID] = t.Topic
+		}
 		for _, t := range resp.Topics {
+			topic := t.Topic
+			if topic == "" {
+				topic = names[t.TopicID]
+			}
 			for _, p := range t.Partitions {
-				if i, ok := at[tp{t.Topic, p.Partition}]; ok {
+				if i, ok := at[tp{topic, p.Partition}]; ok {
 					errs[i] = kerr.ErrorForCode(p.ErrorCode)
 				}
 			}
