@@ -176,7 +176,10 @@ func runProperty(t *testing.T, seed uint64) {
 			seqkafka.WithRetries(3, fixedBackoff(time.Millisecond)),
 			seqkafka.WithDeadLetter(dlq),
 			seqkafka.WithCommitInterval(20 * time.Millisecond),
-			seqkafka.WithCommitTimeout(300 * time.Millisecond),
+			// Room for a rebalance, which a commit may wait for: Close's
+			// final commits meet those that the others' leaving starts,
+			// bounded by the rebalance timeout (3s, see groupOpts).
+			seqkafka.WithCommitTimeout(4 * time.Second),
 			seqkafka.WithDrainTimeout(2 * time.Second),
 		}
 		copts := groupOpts(c, kgo.Dialer(ms.dialer.dial))
