@@ -38,7 +38,8 @@ func (c *Consumer) commitLive() error {
 		ps = append(ps, p)
 	}
 	c.mu.Unlock()
-	return c.commit(ps)
+	failed, lost := c.commit(ps)
+	return joinCommitErrors(failed, lost)
 }
 
 // pending is one partition's part of a commit.
@@ -53,10 +54,11 @@ type pending struct {
 // that no revocation runs meanwhile: a partition is committed only while
 // this member owns it. A partition whose metadata the broker refuses as too
 // large is committed again at once with half the metadata bound, which the
-// consumer keeps (see WithMaxMetadataBytes). It returns a *CommitError
-// naming the partitions not committed, or nil.
-func (c *Consumer) commit(ps []*partition) error {
-	var failed *CommitError
+// consumer keeps (see WithMaxMetadataBytes). It returns the partitions not
+// committed in two *CommitErrors (each nil when none): lost, those the
+// broker refused because the group has moved on from this member's
+// generation (see takenByGroup), and failed, the rest.
+func (c *Consumer) commit(ps []*partition) (failed, lost *CommitError) {
 	sent := false
 	for len(ps) > 0 {
 		all := c.progressOf(ps, int(c.metaLimit.Load()))
@@ -81,19 +83,48 @@ func (c *Consumer) commit(ps []*partition) error {
 			case errors.Is(err, kerr.OffsetMetadataTooLarge) && s.meta != "":
 				c.shrinkMetaLimit(len(s.meta) / 2)
 				ps = append(ps, s.p)
+			case takenByGroup(err):
+				lost = addFailure(lost, s.p, err)
 			default:
 				failed = addFailure(failed, s.p, err)
 			}
 		}
 	}
 	switch {
-	case failed != nil:
+	case failed != nil || lost != nil:
 		c.commitErrors.Add(1)
-		return failed
 	case sent:
 		c.commits.Add(1)
 	}
-	return nil
+	return failed, lost
+}
+
+// takenByGroup reports whether a partition's commit error says that the
+// group has moved on from the generation the commit carried: a rebalance
+// (another member joining or leaving) is replacing it or has replaced it,
+// or the member was evicted or fenced. On IllegalGeneration and
+// UnknownMemberID kgo reports the partitions lost (see
+// kgo.OnPartitionsLost); a member that is closing never rejoins, so a
+// rebalance in progress takes its partitions as surely. Their offsets are
+// then their next owner's business: it resumes from the last commit.
+func takenByGroup(err error) bool {
+	for _, e := range []error{kerr.IllegalGeneration, kerr.RebalanceInProgress, kerr.UnknownMemberID, kerr.FencedInstanceID, kerr.StaleMemberEpoch} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// joinCommitErrors returns the non-nil ones of errs as one error, or nil.
+func joinCommitErrors(errs ...*CommitError) error {
+	var out []error
+	for _, e := range errs {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	return errors.Join(out...)
 }
 
 // progressOf returns what to commit for each of ps whose progress changed.
@@ -165,14 +196,24 @@ func (c *Consumer) send(all []pending) ([]error, error) {
 		errs[i] = errors.New("seqkafka: partition missing from the commit response")
 	}
 	var reqErr error
-	c.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	c.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			reqErr = err
 			return
 		}
+		// From v10 on, a response names each topic by its ID only (the
+		// protocol's TopicID replaces Topic); the request has both.
+		names := make(map[[16]byte]string, len(req.Topics))
+		for _, t := range req.Topics {
+			names[t.TopicID] = t.Topic
+		}
 		for _, t := range resp.Topics {
+			topic := t.Topic
+			if topic == "" {
+				topic = names[t.TopicID]
+			}
 			for _, p := range t.Partitions {
-				if i, ok := at[tp{t.Topic, p.Partition}]; ok {
+				if i, ok := at[tp{topic, p.Partition}]; ok {
 					errs[i] = kerr.ErrorForCode(p.ErrorCode)
 				}
 			}

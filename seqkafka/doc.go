@@ -70,8 +70,9 @@
 //   - Shutdown: Close stops fetching, drains, commits and leaves the group;
 //     past its ctx it gives up (handlers' ctxs are canceled), commits what
 //     is done and returns ctx's error, as the core's Scheduler.Shutdown
-//     drains and gives up in one call. A final commit the broker refused
-//     is returned as a *CommitError.
+//     drains and gives up in one call. A final commit that failed is
+//     returned as a *CommitError, except for partitions a rebalance took
+//     from the member meanwhile: those are its next owner's (logged).
 //
 // Delivery is at least once: a record whose handler ran but whose offset
 // was not committed before a crash (or a lost partition, or a drain

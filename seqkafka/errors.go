@@ -124,8 +124,9 @@ func (e *BatchError) Unwrap() []error {
 }
 
 // CommitError reports partitions whose offsets a commit did not write. Close
-// returns one when its final commit failed: those partitions' records done
-// since their last commit are then read again by their next owner.
+// returns one when its final commit failed (not for partitions a rebalance
+// took meanwhile; see Consumer.Close): those partitions' records done since
+// their last commit are then read again by their next owner.
 type CommitError struct {
 	Partitions map[string][]int32 // topic → partitions not committed, sorted
 	Err        error              // why: the request's error, or the first partition's (a kerr error)

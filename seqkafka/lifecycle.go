@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 )
 
@@ -67,7 +68,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 // final commit failed (their records done since their last commit are
 // read again by their next owner), or the error of leaving the group (the
 // broker unreachable: the group then waits the session timeout before it
-// moves this member's partitions), joined.
+// moves this member's partitions), joined. The final commit may wait for a
+// rebalance in progress, for at most the commit timeout (see
+// WithCommitTimeout); a commit that timed out is a *CommitError.
+//
+// A partition the group took from this member while Close ran is not a
+// failure of Close: when a rebalance (other members leaving or joining at
+// the same time) makes the broker refuse the final commit as coming from a
+// generation that is over or ending (ILLEGAL_GENERATION,
+// REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ...), the partition is lost,
+// as kgo reports partitions lost on such errors, and its offsets are its
+// next owner's business: that owner reads again what was done since the
+// partition's last commit, as after a drain timeout. Close logs such
+// partitions at Warn and returns no error for them.
 //
 // If ctx ends first, Close gives up, as the core's Scheduler.Close does at
 // once: running handlers see their ctx canceled, queued records never
@@ -158,7 +171,18 @@ func (c *Consumer) close(ctx context.Context) error {
 	for _, k := range c.assigned() {
 		all[k.topic] = append(all[k.topic], k.part)
 	}
-	commitErr := c.revoke(ctx, all)
+	failed, lost := c.revoke(ctx, all)
+	if lost != nil {
+		// Not Close's failure: the group took these partitions while
+		// Close ran (a rebalance, such as other members leaving at the
+		// same time), so their offsets are their next owner's, as a lost
+		// partition's are.
+		c.log(ctx, slog.LevelWarn, "seqkafka: partitions taken by a rebalance before the final commit; their next owner replays what was done since the last commit", "err", lost)
+	}
+	var commitErr error
+	if failed != nil {
+		commitErr = failed
+	}
 
 	var err error
 	if serr := c.sched.Shutdown(ctx); serr != nil {

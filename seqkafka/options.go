@@ -234,7 +234,10 @@ func WithCommitInterval(d time.Duration) Option {
 }
 
 // WithCommitTimeout bounds each offset commit, including the one Close
-// makes after its ctx ended. d must be > 0; the default is 10s.
+// makes after its ctx ended. A commit made while the group rebalances may
+// wait for the rebalance to end, so give d room for a rebalance: up to the
+// group's rebalance timeout (kgo.RebalanceTimeout) when a member is slow to
+// rejoin. d must be > 0; the default is 10s.
 func WithCommitTimeout(d time.Duration) Option {
 	name := fmt.Sprintf("WithCommitTimeout(%v)", d)
 	return optFunc{name, func(c *config) {

@@ -176,7 +176,10 @@ func runProperty(t *testing.T, seed uint64) {
 			seqkafka.WithRetries(3, fixedBackoff(time.Millisecond)),
 			seqkafka.WithDeadLetter(dlq),
 			seqkafka.WithCommitInterval(20 * time.Millisecond),
-			seqkafka.WithCommitTimeout(300 * time.Millisecond),
+			// Room for a rebalance, which a commit may wait for: Close's
+			// final commits meet those that the others' leaving starts,
+			// bounded by the rebalance timeout (3s, see groupOpts).
+			seqkafka.WithCommitTimeout(4 * time.Second),
 			seqkafka.WithDrainTimeout(2 * time.Second),
 		}
 		copts := groupOpts(c, kgo.Dialer(ms.dialer.dial))
@@ -240,10 +243,13 @@ func runProperty(t *testing.T, seed uint64) {
 	}
 	// Close the members together: one after another, each leave would
 	// start a rebalance of its own that the next Close waits through.
+	// Each Close may wait out a rebalance (up to a join's read deadline:
+	// the 3s rebalance timeout and the 2s overhead of groupOpts), then
+	// commit and leave (up to the 4s commit timeout each): 20s fits it.
 	var closeWG sync.WaitGroup
 	for _, ms := range live {
 		closeWG.Go(func() {
-			if err := ms.m.close(t, 10*time.Second); err != nil {
+			if err := ms.m.close(t, 20*time.Second); err != nil {
 				t.Errorf("Close = %v; want nil", err)
 			}
 		})

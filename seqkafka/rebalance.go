@@ -104,30 +104,32 @@ func (c *Consumer) onOffsetsFetched(ctx context.Context, _ *kgo.Client, resp *km
 func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.drainTimeout)
 	defer cancel()
-	if err := c.revoke(ctx, revoked); err != nil {
+	failed, lost := c.revoke(ctx, revoked)
+	if err := joinCommitErrors(failed, lost); err != nil {
 		c.log(ctx, slog.LevelWarn, "seqkafka: commit of revoked partitions failed; their next owner replays what was done since the last commit", "err", err)
 	}
 }
 
 // revoke gives up the revoked partitions: it stops taking their records,
 // waits until their records are settled or ctx ends, cancels what is left,
-// commits what is done and forgets them. It returns the commit's error.
-func (c *Consumer) revoke(ctx context.Context, revoked map[string][]int32) error {
+// commits what is done and forgets them. It returns the commit's errors
+// (see commit).
+func (c *Consumer) revoke(ctx context.Context, revoked map[string][]int32) (failed, lost *CommitError) {
 	ps := c.stopTaking(revoked)
 	if len(ps) == 0 {
-		return nil
+		return nil, nil
 	}
 	c.log(ctx, slog.LevelDebug, "seqkafka: draining revoked partitions", "partitions", len(ps))
 	drain(ctx, ps)
 	c.discardSessions(ctx, cancelLeftovers(ps))
 
 	c.commitMu.Lock()
-	err := c.commit(ps)
+	failed, lost = c.commit(ps)
 	c.forget(ps)
 	c.commitMu.Unlock()
 	c.syncFetch(keysOf(ps))
 	c.wakePoll() // the partitions left may be all the poll waits for
-	return err
+	return failed, lost
 }
 
 // stopTaking marks the revoked partitions revoking (the poll loop takes no

@@ -145,3 +145,34 @@ func TestLostPartitionCommitsNothing(t *testing.T) {
 	require.NoError(t, m.close(t, 10*time.Second))
 	require.GreaterOrEqual(t, handled.Load(), int32(5), "records 1 and 2 were not replayed after the loss")
 }
+
+// A rebalance that other members start while Close runs (they leave at the
+// same moment) can make the broker refuse the final commit as coming from
+// a generation that is over. The partition is then lost, its offsets its
+// next owner's: Close logs it and reports no failure of its own.
+func TestCloseLeavesAPartitionARebalanceTookToItsNextOwner(t *testing.T) {
+	for _, code := range []*kerr.Error{kerr.IllegalGeneration, kerr.RebalanceInProgress} {
+		t.Run(code.Message, func(t *testing.T) {
+			c := cluster(t, 1)
+			produce(t, c, []*kgo.Record{rec(0, "a", ""), rec(0, "b", "")})
+			st := newStore()
+			logs := newLogSink()
+			cons, err := seqkafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+				st.apply(r)
+				return nil
+			}, seqkafka.WithCommitInterval(time.Hour), seqkafka.WithLogger(logs.logger()))
+			require.NoError(t, err)
+			m := startMember(t, cons)
+			<-st.at(2)
+			rc := rejectOn(c, -1, code.Code)
+			require.NoError(t, m.close(t, 10*time.Second))
+			_, rejected := rc.snapshot()
+			require.NotZero(t, rejected, "the broker never refused: the test proves nothing")
+			select {
+			case <-logs.when("partitions taken by a rebalance before the final commit"):
+			default:
+				t.Fatalf("logs = %q; want the taken partitions logged", logs.msgs)
+			}
+		})
+	}
+}
