@@ -211,6 +211,9 @@ func TestCollectionDuringShutdownSeesTheRunningTask(t *testing.T) {
 			return nil
 		})
 		require.NoError(t, err)
+		// The gated task starts when k's goroutine runs it, not when Go
+		// returns: until then a High task would go ahead of it.
+		synctest.Wait()
 		for _, p := range []seqsched.Priority{seqsched.High, seqsched.Normal, seqsched.Normal} {
 			_, err := s.Go(context.Background(), "k", sleep(0, nil), p)
 			require.NoError(t, err)
