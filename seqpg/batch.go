@@ -91,7 +91,7 @@ func (w *Worker) runBatched(ctx context.Context, l *lease) {
 	// it is still held (the read of the next ones is fenced in the
 	// database).
 	if !l.live() {
-		w.drop(l)
+		w.expired(l, "the lease expired unrenewed with jobs in hand; they run again under the key's next lease")
 		return
 	}
 	l.mu.Lock()
@@ -229,5 +229,7 @@ func (w *Worker) flushOnRelease(ctx context.Context, l *lease) {
 		w.dbError(ctx, "complete", err)
 	} else if err == nil && !ok {
 		w.n.leaseLost.Add(1)
+		w.log(slog.LevelWarn, "seqpg: lease lost; the completions not yet recorded were not",
+			"key", logkey.Cut(l.key), "token", l.token, "err", ErrLeaseLost)
 	}
 }

@@ -106,6 +106,24 @@ func (w *Worker) drop(l *lease) {
 	w.poke()
 }
 
+// expired drops l, found expired locally (its timer fired, or its expiry
+// passed) before a renewal came back. The key is not given back: it waits
+// in the database until its lease_until passes (up to one WithLease), so
+// the stall is logged and counted. A lease the worker had already ended
+// (dropped, released, or replaced by a new claim of the key) is dropped
+// again quietly: its key is not stalled.
+func (w *Worker) expired(l *lease, why string) {
+	w.mu.Lock()
+	held := w.leases[l.key] == l
+	w.mu.Unlock()
+	if held {
+		w.n.leaseExpired.Add(1)
+		w.log(slog.LevelWarn, "seqpg: lease expired locally; the key waits for its lease to expire in the database",
+			"key", logkey.Cut(l.key), "token", l.token, "why", why)
+	}
+	w.drop(l)
+}
+
 // release gives l's key back when it has no job ready for us, and drops
 // it locally.
 func (w *Worker) release(l *lease) {

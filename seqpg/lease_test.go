@@ -2,7 +2,11 @@ package seqpg_test
 
 import (
 	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/seqsched/seqsched/seqpg"
@@ -95,4 +99,86 @@ func TestLostLeaseCannotFail(t *testing.T) {
 	var dead int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM seqpg_dead`).Scan(&dead))
 	assert.Equal(t, 0, dead)
+}
+
+// A key whose lease expires locally between its steps, while the
+// database still holds it (the renewals were skipped: another transaction
+// held the key's row), is given up without being given back: it waits
+// for its lease to run out in the database. That stall is logged at Warn,
+// with the key, the token and why, and counted in Stats.LeaseExpired.
+func TestExpiredLeaseIsLoggedAndCounted(t *testing.T) {
+	pool, _ := newDB(t)
+	ctx := context.Background()
+	logs := &records{}
+	var calls atomic.Int32
+	started := make(chan int64, 1)
+	w := startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+		if calls.Add(1) == 1 {
+			f, _ := seqpg.LeaseOf(ctx)
+			started <- f.Token
+			<-ctx.Done() // the lease expired locally
+		}
+		return nil // a success whose next step comes after the lease
+	}, seqpg.WithBatchedCompletion(10), seqpg.WithLease(time.Second), seqpg.WithLogger(slog.New(logs)))
+	enqueue(t, pool, "k", "x")
+	first := <-started
+	// The key's row is locked: renewals skip it, and so do claims.
+	lock, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer lock.Rollback(ctx)
+	_, err = lock.Exec(ctx, `SELECT 1 FROM seqpg_keys WHERE key = 'k' FOR UPDATE`)
+	require.NoError(t, err)
+
+	eventually(t, "the expired lease to be counted", func() bool { return w.Stats().LeaseExpired == 1 })
+	require.NoError(t, lock.Commit(ctx))
+	eventually(t, "the job to complete", func() bool { return state(t, pool, "k").Pending == 0 })
+	assert.Equal(t, uint64(1), w.Stats().LeaseExpired)
+	assert.Equal(t, uint64(0), w.Stats().LeaseLost)
+	assert.Equal(t, int32(2), calls.Load(), "the job ran again under the next lease")
+	got := logs.find("seqpg: lease expired locally; the key waits for its lease to expire in the database")
+	require.Len(t, got, 1)
+	assert.Equal(t, slog.LevelWarn, got[0].level)
+	assert.Equal(t, "k", got[0].attrs["key"])
+	assert.Equal(t, first, got[0].attrs["token"])
+	assert.Equal(t, "the lease expired unrenewed before the key's next step", got[0].attrs["why"])
+}
+
+// records is a slog handler that keeps every record.
+type records struct {
+	mu  sync.Mutex
+	all []record
+}
+
+type record struct {
+	level slog.Level
+	msg   string
+	attrs map[string]any
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	attrs := map[string]any{}
+	rec.Attrs(func(a slog.Attr) bool {
+		attrs[a.Key] = a.Value.Any()
+		return true
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, record{rec.Level, rec.Message, attrs})
+	return nil
+}
+
+// find returns the records with message msg.
+func (r *records) find(msg string) []record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []record
+	for _, rec := range r.all {
+		if rec.msg == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
 }

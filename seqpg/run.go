@@ -97,7 +97,7 @@ func (w *Worker) step(l *lease) func(context.Context) error {
 			return nil
 		}
 		if l.ctx.Err() != nil {
-			w.drop(l) // lost: the lease expired unrenewed
+			w.expired(l, "the lease expired unrenewed before the key's next step")
 			return nil
 		}
 		if w.cfg.batch > 0 {

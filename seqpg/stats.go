@@ -12,6 +12,12 @@ type Stats struct {
 	DeadLettered uint64 // jobs moved to seqpg_dead
 	Halted       uint64 // keys halted by WithHaltOnError
 	LeaseLost    uint64 // outcomes refused because the lease was lost (ErrLeaseLost)
+	// LeaseExpired counts keys the worker gave up, without giving them
+	// back, because their lease expired locally before it was renewed
+	// (the database refused or delayed the renewals, or the process was
+	// frozen). Each such key stalls until its lease runs out in the
+	// database, up to one WithLease, and each is logged at Warn.
+	LeaseExpired uint64
 	DBErrors     uint64 // database errors logged and retried
 
 	// Scheduler is the in-process scheduler's own Stats: sessions (keys),
@@ -33,6 +39,7 @@ func (w *Worker) Stats() Stats {
 		DeadLettered: w.n.deadLettered.Load(),
 		Halted:       w.n.halted.Load(),
 		LeaseLost:    w.n.leaseLost.Load(),
+		LeaseExpired: w.n.leaseExpired.Load(),
 		DBErrors:     w.n.errs.Load(),
 		Scheduler:    w.sched.Stats(),
 	}

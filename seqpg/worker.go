@@ -72,7 +72,7 @@ const (
 )
 
 type counters struct {
-	claimed, completed, retried, deadLettered, halted, leaseLost, errs atomic.Uint64
+	claimed, completed, retried, deadLettered, halted, leaseLost, leaseExpired, errs atomic.Uint64
 }
 
 // NewWorker returns a worker that runs handler on the jobs in pool's
