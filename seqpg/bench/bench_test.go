@@ -83,11 +83,31 @@ func must(b testing.TB, err error) {
 	}
 }
 
-// quiet keeps the workers' logs out of the benchmark output.
+// quiet keeps the workers' logs out of the benchmark output; what they
+// would have said about stalls is reported by failures instead.
 var quiet = seqpg.WithLogger(slog.New(slog.DiscardHandler))
 
+// failures adds up the Stats figures that name a stall's cause (a
+// database error, a lease lost, a lease expired locally: each leaves a
+// key waiting up to a lease), over the workers of one benchmark.
+type failures struct{ dbErrors, leaseLost, leaseExpired uint64 }
+
+func (f *failures) add(s seqpg.Stats) {
+	f.dbErrors += s.DBErrors
+	f.leaseLost += s.LeaseLost
+	f.leaseExpired += s.LeaseExpired
+}
+
+// report reports the figures as benchmark metrics (totals over the run),
+// so that a slow result says which path stalled.
+func (f *failures) report(b *testing.B) {
+	b.ReportMetric(float64(f.dbErrors), "db-errors")
+	b.ReportMetric(float64(f.leaseLost), "leases-lost")
+	b.ReportMetric(float64(f.leaseExpired), "leases-expired")
+}
+
 // seqpgWorker starts a seqpg worker whose handler calls done.
-func seqpgWorker(b testing.TB, pool *pgxpool.Pool, done func(*seqpg.Job), opts ...seqpg.Option) {
+func seqpgWorker(b testing.TB, pool *pgxpool.Pool, done func(*seqpg.Job), opts ...seqpg.Option) *seqpg.Worker {
 	w, err := seqpg.NewWorker(pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
 		done(job)
 		return nil
@@ -99,6 +119,7 @@ func seqpgWorker(b testing.TB, pool *pgxpool.Pool, done func(*seqpg.Job), opts .
 		must(b, w.Close(context.Background()))
 		<-ran
 	})
+	return w
 }
 
 type benchArgs struct {
@@ -183,7 +204,7 @@ func BenchmarkThroughput(b *testing.B) {
 		b.Run("system=seqpg/keys=1000/"+run.name, func(b *testing.B) {
 			pool := newDB(b)
 			var c counter
-			seqpgWorker(b, pool, func(*seqpg.Job) { c.add() }, append([]seqpg.Option{quiet}, run.opts...)...)
+			w := seqpgWorker(b, pool, func(*seqpg.Job) { c.add() }, append([]seqpg.Option{quiet}, run.opts...)...)
 			ctx := context.Background()
 			var total time.Duration
 			for b.Loop() {
@@ -200,6 +221,9 @@ func BenchmarkThroughput(b *testing.B) {
 				total += time.Since(start)
 			}
 			b.ReportMetric(float64(throughputJobs*b.N)/total.Seconds(), "jobs/s")
+			var f failures
+			f.add(w.Stats())
+			f.report(b)
 		})
 	}
 	for _, cooldown := range []time.Duration{0, time.Millisecond} {
@@ -250,7 +274,7 @@ func BenchmarkPickup(b *testing.B) {
 		b.Run(run.name, func(b *testing.B) {
 			pool := newDB(b)
 			started := make(chan time.Time, 1)
-			seqpgWorker(b, pool, func(*seqpg.Job) { started <- time.Now() }, quiet, run.opt)
+			w := seqpgWorker(b, pool, func(*seqpg.Job) { started <- time.Now() }, quiet, run.opt)
 			ctx := context.Background()
 			var lat []time.Duration
 			for b.Loop() {
@@ -265,6 +289,9 @@ func BenchmarkPickup(b *testing.B) {
 				}
 			}
 			report(b, lat)
+			var f failures
+			f.add(w.Stats())
+			f.report(b)
 		})
 	}
 	for _, cooldown := range []time.Duration{0, time.Millisecond} {
@@ -305,6 +332,7 @@ func BenchmarkDepth(b *testing.B) {
 		b.Run(fmt.Sprint("system=seqpg/depth=", depth), func(b *testing.B) {
 			ctx := context.Background()
 			var per time.Duration
+			var f failures
 			for b.Loop() {
 				b.StopTimer()
 				pool := newDB(b)
@@ -340,9 +368,11 @@ INSERT INTO seqpg_jobs (key, lane, seq) SELECT 'deep', 1, g FROM k, generate_ser
 				w.Close(cctx)
 				cancel()
 				<-ran
+				f.add(w.Stats())
 				pool.Close()
 			}
 			b.ReportMetric(float64(per.Microseconds())/float64(b.N), "µs/job")
+			f.report(b)
 		})
 	}
 }
