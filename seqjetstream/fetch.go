@@ -60,6 +60,7 @@ func (p *partition) fetch(ctx context.Context) {
 		p.batch, p.batchCancel = b, cancel
 		if got, err := p.drainBatch(ctx); p.group != "" && ctx.Err() == nil {
 			p.noteEnd(got < n && time.Since(start) < expiry*8/10, err)
+			p.watchSilence(ctx, got)
 		}
 	}
 }

@@ -253,8 +253,11 @@ func WithFetchExpiry(d time.Duration) Option {
 // headers, say) makes nats.go send that pin with its next pull, which the
 // server refuses. The owner then unpins the partition at once, so that
 // the next pull (its own or a standby's) is pinned anew and catches up;
-// without this option the partition waits up to its PinnedTTL. js must
-// not be nil.
+// without this option the partition waits up to its PinnedTTL. So too
+// for an owner whose pulls the server stops serving while it pins this
+// instance and holds messages for it: after a few pulls that bring
+// nothing, the owner unpins the partition (see the README for the bound).
+// js must not be nil.
 func WithHandover(js jetstream.JetStream) Option {
 	name := "WithHandover(js)"
 	if js == nil {

@@ -147,6 +147,17 @@ type partition struct {
 	assigned   bool
 	assignWake chan struct{}
 
+	// Silence (see silence.go); fetch goroutine only. lookAt is when a
+	// silent partition is next looked at, silenceWait the wait before
+	// that; suspect is set when the server held messages for this
+	// instance at the last look, and had delivered suspectDel by then;
+	// silenceLogged, once the silence that cannot be ended was logged.
+	lookAt        time.Time
+	silenceWait   time.Duration
+	suspect       bool
+	suspectDel    uint64
+	silenceLogged bool
+
 	unpinning atomic.Bool // an unpin of unpinToRepin is in flight
 	inflight  atomic.Int32
 	st        counters

@@ -465,3 +465,110 @@ func TestStatus423MessageWithoutAJetStreamToUnpinWithIsLoggedAtError(t *testing.
 		}
 	}
 }
+
+// forgetfulConsumer is a JetStream consumer whose pulls can be made to go
+// out through another handle of the same consumer, one that holds no pin:
+// as if nats.go forgot the pin without a status telling (a stored 423 is
+// the known way, and is recognised by that status; this one shows none).
+// The server, still pinning the instance, serves none of those pulls.
+type forgetfulConsumer struct {
+	jetstream.Consumer
+	fresh atomic.Pointer[jetstream.Consumer] // pulls go through it once set
+	pulls atomic.Int32                       // pulls through it
+}
+
+func (c *forgetfulConsumer) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
+	if f := c.fresh.Load(); f != nil {
+		c.pulls.Add(1)
+		return (*f).Fetch(n, opts...)
+	}
+	return c.Consumer.Fetch(n, opts...)
+}
+
+// An owner whose pulls the server stops serving while it holds messages
+// for it (PinnedTTL is a minute here: the server would not move the pin
+// for that long) sees nothing arrive, asks the server, and unpins the
+// partition through WithHandover after one more pull that brings nothing.
+// The server pins the next pull, this instance's or a standby's, and every
+// later message runs, in order, within the bound the README states. It
+// says at Warn what it saw.
+func TestPartitionThatStopsReceivingWhileMessagesArePendingRecovers(t *testing.T) {
+	for _, standby := range []bool{false, true} {
+		t.Run(fmt.Sprint("standby=", standby), func(t *testing.T) {
+			js, s, consumerFor := pinnedFixture(t) // AckWait 500ms, PinnedTTL 1m
+			l := newLedger()
+			handler := func(ctx context.Context, m jetstream.Msg) error {
+				l.apply(m.Subject(), seqOf(t, m))
+				return nil
+			}
+			rec := recordingHandler{records: make(chan slog.Record, 256)}
+			cons := &forgetfulConsumer{Consumer: consumerFor(t)}
+			a := pinnedConsumer(t, cons, handler, 300*time.Millisecond, seqjetstream.WithHandover(js), seqjetstream.WithLogger(slog.New(rec)))
+			start(t, a)
+			want := []uint64{publish(t, js, "k.b", "0")}
+			eventually(t, func() bool { return a.Stats().Acked == 1 }, "0 acked, the partition owned: %+v", statsOf(a))
+			probe, err := s.Consumer(context.Background(), "part")
+			require.NoError(t, err)
+			if standby {
+				b := pinnedConsumer(t, consumerFor(t), handler, 300*time.Millisecond, seqjetstream.WithHandover(js), seqjetstream.WithLogger(discard))
+				start(t, b)
+				eventually(t, func() bool { return info(t, probe).NumWaiting == 2 }, "both instances pulling")
+			}
+
+			fresh := consumerFor(t)
+			cons.fresh.Store(&fresh)
+			eventually(t, func() bool { return cons.pulls.Load() >= 1 }, "a pull with no pin")
+			begin := time.Now()
+			for i := range 20 {
+				want = append(want, publish(t, js, "k.b", fmt.Sprint(1+i)))
+			}
+			eventually(t, func() bool { return appliedAll(l.key("k.b"), want) }, "twenty more applied: %v %+v", lazy(func() any { return l.key("k.b") }), lazy(func() any { return info(t, probe) }))
+			took := time.Since(begin)
+			t.Logf("recovered in %v", took)
+			// The README's bound: (silenceFirst + 2) pull expiries (a third
+			// of AckWait each) and two looks at the server, under a second
+			// each, then the unpin and a catch-up; 5 s here, with room for
+			// a loaded machine.
+			assert.Less(t, took, 5*time.Second, "recovered within the README's bound")
+			assert.NoError(t, inOrder(l.key("k.b"), want))
+			for {
+				select {
+				case r := <-rec.records:
+					if r.Level == slog.LevelWarn && strings.Contains(r.Message, "received nothing") {
+						return
+					}
+				default:
+					t.Fatal("no Warn record of the silence")
+				}
+			}
+		})
+	}
+}
+
+// Without WithHandover or WithBalance the owner cannot unpin a partition
+// whose pulls the server stops serving: it says so at Error, once, naming
+// when the partition resumes (PinnedTTL).
+func TestPartitionThatStopsReceivingWithoutAJetStreamToUnpinWithIsLoggedAtError(t *testing.T) {
+	js, _, consumerFor := pinnedFixture(t)
+	rec := recordingHandler{records: make(chan slog.Record, 64)}
+	cons := &forgetfulConsumer{Consumer: consumerFor(t)}
+	c := pinnedConsumer(t, cons, func(context.Context, jetstream.Msg) error { return nil }, 300*time.Millisecond, seqjetstream.WithLogger(slog.New(rec)))
+	start(t, c)
+	publish(t, js, "k.b", "0")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "0 acked, the partition owned: %+v", statsOf(c))
+	fresh := consumerFor(t)
+	cons.fresh.Store(&fresh)
+	eventually(t, func() bool { return cons.pulls.Load() >= 1 }, "a pull with no pin")
+	publish(t, js, "k.b", "1")
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case r := <-rec.records:
+			if r.Level == slog.LevelError && strings.Contains(r.Message, "receives nothing") && strings.Contains(r.Message, "PinnedTTL") {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no Error record for the silence")
+		}
+	}
+}
