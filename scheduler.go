@@ -374,7 +374,7 @@ again:
 		return s.waitForRoom(ctx, sh, sess, t, tag, caller) // unlocks sh
 	}
 	if tag != "" {
-		s.tag(sess, t, tag) // before admit, which may take t to run at once
+		s.tag(sess, t, tag) // in the lock section that admits t: no worker sees it untagged
 	}
 	start := s.admit(sh, sess, t)
 	sh.mu.Unlock()
