@@ -56,41 +56,7 @@
 // returns, and before the next task of its key starts. So state that only
 // one key's tasks touch needs no lock, and a caller that awaited a task
 // may read what it wrote.
-//
-// # Where each guarantee is kept
-//
-// For a maintainer, each guarantee and the code that keeps it:
-//
-//   - Order per session, one task at a time: the session's state machine
-//     (session.go: admit, schedule, take, retire), driven by one goroutine
-//     per running session (worker.go: work, step, advance).
-//   - High before Normal, WithHighBurst: shard.pick in session.go.
-//   - No goroutine or polling while idle; bounded idle records: schedule
-//     starts a goroutine only for an idle session that gets work (or
-//     queues it in its shard's start queue: startNext, startFrom); retire
-//     and keepIdle (shard.go) end it and bound the records.
-//   - Fairness: turns in worker.go (beginTurn, turnOver, advance);
-//     WithMaxConcurrency's FIFO ready queue and slot hand-offs in slots.go
-//     (claimSlot, yieldSlot, passSlot).
-//   - Futures resolve exactly once, before the session can be seen idle:
-//     advance publishes under the shard lock (future.go: publish, wake).
-//   - The task's ctx and Cause: task.go.
-//   - Re-entry by ctx alone: callerOf (task.go), base.behind (session.go),
-//     used by Await (future.go) and wait (drain.go); slot loans while a
-//     task waits: lend, reclaim, settle (slots.go).
-//   - Remove, Discard, Close, Shutdown: drain.go (end, drop in session.go,
-//     abort); a successor held behind a closing session: open and release
-//     (session.go).
-//   - Containment: the one guard of every goroutine, work (with steps) and unwound
-//     (worker.go); reports and logs, report.go.
-//   - Shutdown waits for every goroutine: live tokens (scheduler.go:
-//     takeToken, releaseToken, seal).
-//   - Per-key control, each a state or event of the session's machine:
-//     Pause, Resume and halts (pause.go: park, unpark; statePaused), pacing
-//     (rate.go: pace, paced; statePaced), Replace (replace.go: replace,
-//     untag in pick), WaitForRoom (room.go: waitForRoom, makeRoom in take),
-//     interceptors (intercept.go, called from runTask).
-//   - Bad input: admissible (scheduler.go), taskSpec (task.go), keys.go,
-//     options.go.
-//   - Stats: stats.go, counted under each shard's lock.
 package seqsched
+
+// For maintainers: docs/maintainers.md maps the core (the session state
+// machine, live tokens, locks, files, and where each guarantee is kept).

@@ -122,11 +122,10 @@ func (s *Scheduler[K]) end(ctx context.Context, sh *shard[K], sess *session[K], 
 				if s.schedule(sh, p) {
 					starts = append(starts, p)
 				}
-				s.releaseToken() // the paused session's; schedule took its own
 			}
 		}
 	}
-	sh.mu.Unlock()
+	s.unlock(sh)
 	s.finish(resolved, starts)
 	for _, t := range cut {
 		t.end() // its ctx ends; Cause says ErrDiscarded
@@ -331,7 +330,7 @@ func (s *Scheduler[K]) abort() {
 					}
 				}
 			}
-			sh.mu.Unlock()
+			s.unlock(sh)
 			s.finish(resolved, starts)
 		}
 	})

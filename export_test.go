@@ -18,3 +18,43 @@ func init() { checkMoves = true }
 // BadMoves counts, over every scheduler of the test binary, the session
 // moves that are not edges of the state machine's diagram (session.go).
 func BadMoves() int64 { return badMoves.Load() }
+
+// Edge is one edge of the session state machine (session.go's edges),
+// by name: When is "", "paused" or "not paused".
+type Edge struct{ From, On, To, When string }
+
+// Edges returns the session state machine's table, in its order.
+func Edges() []Edge {
+	var es []Edge
+	for _, e := range edges {
+		when := ""
+		switch e.when {
+		case ifPaused:
+			when = "paused"
+		case unlessPaused:
+			when = "not paused"
+		}
+		es = append(es, Edge{e.from.String(), e.on.String(), e.to.String(), when})
+	}
+	return es
+}
+
+// Transition is the state machine's decision (session.go's transition),
+// by name; ok is false when no edge leaves from on that event.
+func Transition(from, on string, paused bool) (to string, ok bool) {
+	f, e := state(0), event(0)
+	for f < nStates && f.String() != from {
+		f++
+	}
+	for e < nEvents && e.String() != on {
+		e++
+	}
+	if f == nStates || e == nEvents {
+		return "", false
+	}
+	st, ok := transition(f, e, paused)
+	if !ok {
+		return "", false
+	}
+	return st.String(), true
+}

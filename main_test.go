@@ -30,14 +30,14 @@ func TestMain(m *testing.M) {
 }
 
 // movesChecked fails the run if any session, in any test (the model test's
-// plans included), made a move that is not an edge of the state machine's
-// diagram in session.go.
+// plans included), was sent an event for which the state machine's table
+// (session.go's edges) has no edge from its state.
 type movesChecked struct{ *testing.M }
 
 func (m movesChecked) Run() int {
 	code := m.M.Run()
 	if n := seqsched.BadMoves(); n > 0 {
-		fmt.Fprintf(os.Stderr, "FAIL: %d session moves off the state machine's diagram (session.go)\n", n)
+		fmt.Fprintf(os.Stderr, "FAIL: %d session events off the state machine's table (session.go)\n", n)
 		code = 1
 	}
 	return code

@@ -74,7 +74,7 @@ func (s *Scheduler[K]) Resume(key K) error {
 	sh := s.shard(key)
 	sh.mu.Lock()
 	starts := s.resume(sh, sh.sessions[key])
-	sh.mu.Unlock()
+	s.unlock(sh)
 	for _, sess := range starts {
 		go sess.start()
 	}
@@ -133,7 +133,7 @@ func (h *Session[K]) Resume() error {
 		return &SessionError{Key: h.key, Err: ErrSessionClosing}
 	}
 	starts := h.s.resume(sh, h.sess)
-	sh.mu.Unlock()
+	h.s.unlock(sh)
 	for _, sess := range starts {
 		go sess.start()
 	}
@@ -141,27 +141,26 @@ func (h *Session[K]) Resume() error {
 }
 
 // pause sets the pause of sess and the closing sessions it waits behind;
-// an idle one is parked at once, and so is a paced one (its timer
-// stopped, its token for the next task given back, its live token kept:
-// it has work), the others when their worker or release next looks.
-// Called with sh.mu held.
+// an idle one is paused at once, and so is a paced one (its timer stopped,
+// its token for the next task given back; it keeps its live token: it has
+// work), the others when their worker or release next looks. Called with
+// sh.mu held.
 func (s *Scheduler[K]) pause(sh *shard[K], sess *session[K]) {
 	for p := sess; p != nil; p = p.pred {
 		p.pause = true
 		switch p.state {
 		case stateIdle:
-			sh.unlistIdle(p)
-			sh.move(p, statePaused)
+			s.fire(sh, p, evPause)
 		case statePaced:
 			p.unpace()
 			p.w.pace.unreserve()
-			sh.move(p, statePaused)
+			s.fire(sh, p, evPause)
 		}
 	}
 }
 
 // resume clears the pause of sess and the closing sessions it waits
-// behind, unparks each parked one, and returns those whose goroutine the
+// behind, moves each paused one on, and returns those whose goroutine the
 // caller must start once the lock is released. Called with sh.mu held.
 func (s *Scheduler[K]) resume(sh *shard[K], sess *session[K]) (starts []*session[K]) {
 	for p := sess; p != nil; p = p.pred {
@@ -169,42 +168,23 @@ func (s *Scheduler[K]) resume(sh *shard[K], sess *session[K]) (starts []*session
 			continue
 		}
 		p.pause = false
-		if p.state == statePaused && s.unpark(sh, p) {
+		if p.state == statePaused && s.unpause(sh, p) {
 			starts = append(starts, p)
 		}
 	}
 	return starts
 }
 
-// park moves sess, whose worker found its pause set, to paused; with work
-// left it takes the live token a paused session with work holds. Called
-// with sh.mu held.
-func (s *Scheduler[K]) park(sh *shard[K], sess *session[K]) {
-	sess.highRun = 0
-	sh.move(sess, statePaused)
+// unpause moves paused sess on: scheduled if it has work, else idle. It
+// reports whether the caller must start a goroutine on it. Called with
+// sh.mu held.
+func (s *Scheduler[K]) unpause(sh *shard[K], sess *session[K]) (start bool) {
 	if sess.hasWork() {
-		s.takeToken()
+		return s.schedule(sh, sess)
 	}
-}
-
-// unpark moves paused sess on: scheduled if it has work (its paused token
-// given back once the new one is taken), else idle. It reports whether the
-// caller must start a goroutine on it. Called with sh.mu held.
-func (s *Scheduler[K]) unpark(sh *shard[K], sess *session[K]) (start bool) {
-	if sess.hasWork() {
-		start = s.schedule(sh, sess)
-		s.releaseToken()
-		return start
-	}
-	sh.move(sess, stateIdle)
-	if sess.handles == 0 {
-		s.keepIdle(sh, sess)
-	}
+	s.fire(sh, sess, evResume)
 	return false
 }
-
-// hasWork reports whether sess has tasks queued or failures to report.
-func (sess *session[K]) hasWork() bool { return sess.queued() > 0 || len(sess.reports) > 0 }
 
 // halts reports whether t, just run, halts its session: it was run with
 // HaltOnError, and fn failed.

@@ -126,9 +126,7 @@ func (s *Scheduler[K]) paceWait(sess *session[K]) time.Duration {
 // holds a live token (it has work, and Shutdown waits for it) and one
 // timer, which schedules it again. Called with sh.mu held.
 func (s *Scheduler[K]) pace(sh *shard[K], sess *session[K], d time.Duration) {
-	sess.highRun = 0
-	sh.move(sess, statePaced)
-	s.takeToken()
+	s.fire(sh, sess, evPace)
 	pt := new(paceTimer) // this wait's identity: a stale callback finds another
 	pt.t = time.AfterFunc(d, func() { s.paced(sess, pt) })
 	sess.w.timer = pt // the callback reads it under sh.mu: set before it can look
@@ -145,13 +143,12 @@ func (s *Scheduler[K]) paced(sess *session[K], pt *paceTimer) {
 	sh := sess.sh
 	sh.mu.Lock()
 	if sess.state != statePaced || sess.w.timer != pt {
-		sh.mu.Unlock() // dropped meanwhile (see dropParked)
+		sh.mu.Unlock() // dropped meanwhile (see dropWaiting)
 		return
 	}
 	sess.w.timer = nil
-	start := s.schedule(sh, sess)
-	sh.mu.Unlock()
-	s.releaseToken() // the paced session's; schedule took its own
+	start := s.schedule(sh, sess) // this goroutine runs it: its token passes to it
+	s.unlock(sh)
 	if start {
 		s.work(sess)
 	}

@@ -445,8 +445,12 @@ func (s *Scheduler[K]) tokens() int64 { return s.live.Load() &^ sealedBit }
 
 func (s *Scheduler[K]) takeToken() { s.live.Add(1) }
 
-func (s *Scheduler[K]) releaseToken() {
-	if s.live.Add(-1) == sealedBit {
+func (s *Scheduler[K]) releaseToken() { s.returnTokens(1) }
+
+// returnTokens gives back n live tokens; the scheduler is quiet when they
+// were the last after Shutdown's barrier.
+func (s *Scheduler[K]) returnTokens(n int64) {
+	if s.live.Add(-n) == sealedBit {
 		s.quietOnce.Do(func() { close(s.quiet) })
 	}
 }

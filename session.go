@@ -2,47 +2,38 @@ package seqsched
 
 import "sync/atomic"
 
-// The session's life, as one state machine. Every move is made by one of
-// the methods below, under the session's shard lock (shard.mu), and each is
-// named after the event that causes it. The slots' lock (slots.mu) is
-// taken inside a shard lock or alone: shard, then slots, is the lock
-// order. No user code and no method of a user's value runs under either.
+// The session's life, as one state machine: a session is in one state, and
+// an event moves it along one edge of the table edges below, in one place,
+// fire. fire asks transition, the table's lookup, where the event takes the
+// session, and applies the move's effects: the entry and exit effects of the
+// states (idle records, the shard's counts, a new turn, forgetting) and the
+// session's live token (see holds). Every move is made under the session's
+// shard lock (shard.mu); the live tokens a move gives back are given back
+// once that lock is released (Scheduler.unlock), and the goroutine a move
+// needs is started then by its caller. The slots' lock (slots.mu) is taken
+// inside a shard lock or alone: shard, then slots, is the lock order. No
+// user code and no method of a user's value runs under either.
 //
-//	         admit (first task)               pick (queues empty)
-//	 idle ─────────────────────▶ running ─────────────────────▶ idle
-//	  │  ▲                     ▲  │   ▲                           (kept as an idle record,
-//	  │  │  admit, no slot     │  │   │ slot                       or pinned by handles)
-//	  │  └──────────┐  ready ──┘  │   │
-//	  │             │    ▲  yield │   │
-//	  │             │    └────────┘   │
-//	  │ close       │ release (pred forgotten)
-//	  ▼             │
-//	gone ◀──── held (a successor, made by Open while its key's session
-//	  ▲              closes; it takes tasks, runs none until released)
-//	  └──── running/ready with drain set, queues empty: forget
+// docs/maintainers.md draws the table (every edge, named after its event);
+// a test fails when the drawing and the table disagree.
 //
 // The states:
 //
 //   - idle: no work and no goroutine; in its shard's map, either as an idle
 //     record (no handles: kept for reuse, bounded, oldest evicted; see
-//     shard.go) or pinned by its handles.
+//     keepIdle) or pinned by its handles.
 //   - ready: has work and waits for a goroutine: in the slots' ready queue
 //     under WithMaxConcurrency, otherwise in its shard's start queue while
-//     another goroutine is at work on the shard; it holds a live token.
-//   - running: a goroutine runs its turn (worker.go) and holds a live token.
+//     another goroutine is at work on the shard.
+//   - running: a goroutine runs its turn (worker.go).
 //   - held: a successor (see open) that waits until its predecessor is
 //     forgotten; it accepts tasks and runs none.
 //   - paused: Pause, or a halt (pause.go), found it with no task running:
 //     it accepts tasks and runs none until Resume, with no goroutine and no
-//     slot; with work it holds a live token, so Shutdown waits for it. It
-//     is reached from idle and paced (Pause), running (its worker parks
-//     it) and held (released while paused), and left for idle, ready or running
-//     (Resume), or gone (Discard, or Remove of one with no work).
+//     slot.
 //   - paced: WithRate's bucket had no token for its next task (rate.go):
-//     it waits on one timer, with no goroutine and no slot, holding a live
-//     token; the timer schedules it again (ready or running). Discard or a
-//     forced Shutdown stops the timer: gone, idle or paused; so does Pause:
-//     paused.
+//     it waits on one timer, with no goroutine and no slot; the timer
+//     schedules it again.
 //   - gone: forgotten, out of the map; its handles refuse tasks.
 //
 // Closing (Remove, Discard, the last handle's Close) is not a state of its
@@ -59,7 +50,243 @@ const (
 	statePaused
 	statePaced
 	stateGone
+	nStates
 )
+
+var stateNames = [...]string{"idle", "ready", "running", "held", "paused", "paced", "gone", "?"}
+
+func (st state) String() string { return stateNames[min(st, nStates)] }
+
+// event is what happens to a session. Every edge of the state machine is
+// named after the event that makes it.
+type event uint8
+
+const (
+	evNone     event = iota
+	evSpawn          // a goroutine is started to run it
+	evHandOver       // a goroutine of the scheduler already at work goes on with it
+	evQueue          // it has work, and waits for a goroutine or a slot
+	evYield          // its turn is over while others wait for a slot
+	evRetire         // its worker found nothing left to run or report
+	evHold           // Open made it behind a closing session of its key
+	evRelease        // its predecessor was forgotten, and it has no work
+	evPause          // Pause found it with no task running
+	evPark           // its worker found its pause set
+	evPace           // its next task waits for its rate's token
+	evResume         // Resume found it with no work
+	evAdmit          // a task for it while it is paused
+	evDrop           // Discard or the give-up emptied its queues while it waited
+	evForget         // it is taken out of its shard's map
+	nEvents
+)
+
+var eventNames = [...]string{"none", "spawn", "handOver", "queue", "yield", "retire", "hold", "release",
+	"pause", "park", "pace", "resume", "admit", "drop", "forget", "?"}
+
+func (on event) String() string { return eventNames[min(on, nEvents)] }
+
+// edge is one move of the state machine: event on takes a session in from
+// to to, when the session's pause is as when says.
+type edge struct {
+	from state
+	on   event
+	to   state
+	when when
+}
+
+// when is the condition of an edge on the session's pause.
+type when uint8
+
+const (
+	always       when = iota
+	ifPaused          // only when its pause is set
+	unlessPaused      // only when it is not
+)
+
+// edges is the state machine: every move a session can make.
+var edges = [...]edge{
+	{stateIdle, evSpawn, stateRunning, always},
+	{stateIdle, evQueue, stateReady, always},
+	{stateIdle, evHold, stateHeld, always},
+	{stateIdle, evPause, statePaused, always},
+	{stateIdle, evForget, stateGone, always},
+
+	{stateReady, evSpawn, stateRunning, always},
+	{stateReady, evHandOver, stateRunning, always},
+	{stateReady, evForget, stateGone, always},
+
+	{stateRunning, evRetire, stateIdle, always},
+	{stateRunning, evYield, stateReady, always},
+	{stateRunning, evPark, statePaused, always},
+	{stateRunning, evPace, statePaced, always},
+	{stateRunning, evForget, stateGone, always},
+
+	{stateHeld, evSpawn, stateRunning, always},
+	{stateHeld, evHandOver, stateRunning, always},
+	{stateHeld, evQueue, stateReady, always},
+	{stateHeld, evRelease, stateIdle, unlessPaused},
+	{stateHeld, evRelease, statePaused, ifPaused},
+	{stateHeld, evForget, stateGone, always},
+
+	{statePaused, evAdmit, statePaused, always},
+	{statePaused, evDrop, statePaused, always},
+	{statePaused, evSpawn, stateRunning, always},
+	{statePaused, evQueue, stateReady, always},
+	{statePaused, evResume, stateIdle, always},
+	{statePaused, evForget, stateGone, always},
+
+	{statePaced, evSpawn, stateRunning, always},
+	{statePaced, evQueue, stateReady, always},
+	{statePaced, evPause, statePaused, always},
+	{statePaced, evDrop, stateIdle, unlessPaused},
+	{statePaced, evDrop, statePaused, ifPaused},
+	{statePaced, evForget, stateGone, always},
+}
+
+// moves indexes edges for transition: moves[from][on][p] is where on takes
+// a session in from whose pause is p (1 when set), or nStates for no edge.
+var moves = func() (m [nStates][nEvents][2]state) {
+	for from := range m {
+		for on := range m[from] {
+			m[from][on] = [2]state{nStates, nStates}
+		}
+	}
+	for _, e := range edges {
+		if e.when != ifPaused {
+			m[e.from][e.on][0] = e.to
+		}
+		if e.when != unlessPaused {
+			m[e.from][e.on][1] = e.to
+		}
+	}
+	return m
+}()
+
+// transition is the state machine's decision: the state event on takes a
+// session in from to, given its pause, and false when no edge leaves from
+// on that event.
+func transition(from state, on event, paused bool) (state, bool) {
+	p := 0
+	if paused {
+		p = 1
+	}
+	to := moves[from][on][p]
+	return to, to != nStates
+}
+
+// holds reports whether a session in st, with work or not, holds a live
+// token of its own: one waiting for a goroutine (ready), for its rate's
+// token (paced), or paused with work, so that Shutdown waits for it. A
+// running session's token is its goroutine's, which that goroutine gives
+// back as its last act or when it goes on with a session that held one
+// (evHandOver); a goroutine started for a session (evSpawn) takes the
+// session's token, or a new one.
+func holds(st state, work bool) bool {
+	switch st {
+	case stateReady, statePaced:
+		return true
+	case statePaused:
+		return work
+	}
+	return false
+}
+
+// fire moves sess on event on, as transition says, and applies the move's
+// effects: the session leaves its state (off the idle list, out of the
+// shard's paused or paced count, its High burst reset when its worker lets
+// it go), enters the new one (an idle record kept, a paused or paced one
+// counted, a new turn for a goroutine that takes it, a forgotten one out
+// of the map with its drain ended), and its live token follows (see
+// holds): one to take is taken now, under the lock that publishes the
+// move, so that Shutdown's barrier sees it (see Scheduler.live); one to
+// give back is given back once the lock is released (Scheduler.unlock).
+// Called with sh.mu held. A move off the table changes nothing; tests
+// (checkMoves) count it.
+func (s *Scheduler[K]) fire(sh *shard[K], sess *session[K], on event) {
+	from := sess.state
+	to, ok := transition(from, on, sess.pause)
+	if !ok {
+		if checkMoves {
+			badMoves.Add(1)
+		}
+		return
+	}
+	was := sess.busy()
+	switch from {
+	case stateIdle:
+		sh.unlistIdle(sess)
+	case statePaused:
+		sh.paused--
+	case statePaced:
+		sh.paced--
+	case stateRunning:
+		if to != stateReady {
+			sess.highRun = 0
+		}
+	}
+	sess.state = to
+	switch to {
+	case stateIdle:
+		if sess.handles == 0 {
+			s.keepIdle(sh, sess)
+		}
+	case statePaused:
+		sh.paused++
+	case statePaced:
+		sh.paced++
+	case stateRunning:
+		if from != stateHeld { // a successor goes on with its predecessor's turn
+			sess.w.begin()
+		}
+	case stateGone:
+		if sh.sessions[sess.key] == sess { // a predecessor a successor replaced is not
+			delete(sh.sessions, sess.key)
+		}
+		if d := sess.drain; d != nil {
+			if sess.core.forced.Load() {
+				d.err = ErrClosed // Shutdown gave up: accepted tasks may have been dropped
+			}
+			close(d.done) // the waits of Remove, Discard and Close return
+		}
+	}
+	sh.recount(sess, was)
+	tok := holds(to, sess.hasWork())
+	n := 0
+	if tok {
+		n++
+	}
+	if sess.tok {
+		n--
+	}
+	if on == evSpawn {
+		n++
+	}
+	sess.tok = tok
+	if n > 0 {
+		s.live.Add(int64(n))
+	} else {
+		sh.owed -= n
+	}
+}
+
+// checkMoves is set by the tests (export_test.go) only; badMoves counts the
+// moves off the table that fire was asked for.
+var (
+	checkMoves bool
+	badMoves   atomic.Int64
+)
+
+// unlock releases sh.mu, then gives back the live tokens that the moves
+// made under it owe (see fire). Every lock section that fires an event
+// ends with it.
+func (s *Scheduler[K]) unlock(sh *shard[K]) {
+	n := sh.owed
+	sh.owed = 0
+	sh.mu.Unlock()
+	if n != 0 {
+		s.returnTokens(int64(n))
+	}
+}
 
 // base is the untyped part of a session: what its tasks and the waits need
 // of it without the key type.
@@ -108,6 +335,7 @@ type session[K comparable] struct {
 	key   K
 	sh    *shard[K]
 	state state
+	tok   bool   // it holds a live token of its own (see holds)
 	drain *drain // set once closing: refuse tasks, signal when forgotten
 
 	high, normal fifo
@@ -146,48 +374,8 @@ func (sess *session[K]) busy() bool {
 // queued is how many tasks wait in the session's lanes.
 func (sess *session[K]) queued() int { return sess.high.n + sess.normal.n }
 
-// moves are the edges of the diagram above: moves[from] has bit to set
-// when a session may go from one to the other.
-var moves = [...]uint8{
-	stateIdle:    1<<stateReady | 1<<stateRunning | 1<<stateHeld | 1<<statePaused | 1<<stateGone,
-	stateReady:   1<<stateRunning | 1<<stateGone,
-	stateRunning: 1<<stateIdle | 1<<stateReady | 1<<statePaused | 1<<statePaced | 1<<stateGone,
-	stateHeld:    1<<stateIdle | 1<<stateReady | 1<<stateRunning | 1<<statePaused | 1<<stateGone,
-	statePaused:  1<<stateIdle | 1<<stateReady | 1<<stateRunning | 1<<stateGone,
-	statePaced:   1<<stateIdle | 1<<stateReady | 1<<stateRunning | 1<<statePaused | 1<<stateGone,
-	stateGone:    0,
-}
-
-// move sets sess's state, keeping the shard's count of busy sessions. It
-// is the one place a state is written. Tests (checkMoves) count every move
-// that is not an edge of the diagram.
-func (sh *shard[K]) move(sess *session[K], to state) {
-	if checkMoves && moves[sess.state]&(1<<to) == 0 {
-		badMoves.Add(1)
-	}
-	was := sess.busy()
-	switch sess.state {
-	case statePaused:
-		sh.paused--
-	case statePaced:
-		sh.paced--
-	}
-	switch to {
-	case statePaused:
-		sh.paused++
-	case statePaced:
-		sh.paced++
-	}
-	sess.state = to
-	sh.recount(sess, was)
-}
-
-// checkMoves is set by the tests (export_test.go) only; badMoves counts the
-// moves off the diagram it found.
-var (
-	checkMoves bool
-	badMoves   atomic.Int64
-)
+// hasWork reports whether sess has tasks queued or failures to report.
+func (sess *session[K]) hasWork() bool { return sess.queued() > 0 || len(sess.reports) > 0 }
 
 // recount adjusts the busy count after sess's queues changed, given whether
 // it was busy before.
@@ -214,25 +402,21 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (start boo
 		sess.normal.push(t)
 	}
 	sh.recount(sess, was)
-	if sess.state != stateIdle {
-		if sess.state == statePaused && sess.queued() == 1 && len(sess.reports) == 0 {
-			s.takeToken() // its first work while paused (see pause.go)
-		}
-		return false // it runs, waits for a slot, is held or paused: its worker will find t
+	switch sess.state {
+	case stateIdle:
+		return s.schedule(sh, sess)
+	case statePaused:
+		s.fire(sh, sess, evAdmit) // its first work takes a live token
 	}
-	sh.unlistIdle(sess)
-	return s.schedule(sh, sess)
+	return false // it runs, waits for a slot, is held or paused: its worker will find t
 }
 
-// schedule makes idle (or just released) sess runnable: running with a
-// goroutine to start, or ready, waiting in the slots' queue (under a
-// limit) or in its shard's start queue (see shard.pending). Either way it
-// takes a live token, under the lock that publishes the move, so that
-// Shutdown's barrier sees it (see Scheduler.live).
+// schedule makes sess, with work and no goroutine, runnable: running with
+// a goroutine to start, or ready, waiting in the slots' queue (under a
+// limit) or in its shard's start queue (see shard.pending).
 func (s *Scheduler[K]) schedule(sh *shard[K], sess *session[K]) (start bool) {
-	s.takeToken()
 	if s.slots.max == 0 && sh.workers > 0 {
-		sh.move(sess, stateReady)
+		s.fire(sh, sess, evQueue)
 		sh.pending.pushBack(sess)
 		if !sh.starterOnWay {
 			sh.starterOnWay = true
@@ -242,11 +426,69 @@ func (s *Scheduler[K]) schedule(sh *shard[K], sess *session[K]) (start bool) {
 		return false
 	}
 	if !s.claimSlot(sess) {
-		sh.move(sess, stateReady)
+		s.fire(sh, sess, evQueue)
 		return false
 	}
-	s.run(sh, sess)
+	s.spawn(sh, sess)
 	return true
+}
+
+// spawn moves sess to running for a goroutine its caller starts once the
+// lock is released; without a limit, the goroutine counts as sh's worker.
+func (s *Scheduler[K]) spawn(sh *shard[K], sess *session[K]) {
+	if s.slots.max == 0 {
+		sh.workers++
+	}
+	s.fire(sh, sess, evSpawn)
+}
+
+// keepIdle lists sess, just idle with no handles, as an idle record, and
+// forgets the oldest record if the list is over its cap.
+func (s *Scheduler[K]) keepIdle(sh *shard[K], sess *session[K]) {
+	sh.idle.pushFront(sess)
+	if sh.idle.n > s.idleCap {
+		old := sh.idle.tail
+		s.fire(sh, old, evForget)
+		s.recycle(old)
+	}
+}
+
+// startNext is what a goroutine of sh does when its session retired,
+// without a limit: it goes on with the oldest session of the start queue,
+// if any, or it stops counting as sh's worker.
+func (s *Scheduler[K]) startNext(sh *shard[K]) *session[K] {
+	next := sh.pending.head
+	if next == nil {
+		sh.workers--
+		return nil
+	}
+	sh.pending.remove(next)
+	s.fire(sh, next, evHandOver)
+	return next
+}
+
+// startFrom is a starter's body (shard.starter): it takes the oldest
+// session of sh's start queue and runs it, after starting the next starter
+// if more wait, since the session it runs may block in a task for ever.
+// No user code runs before work's guard.
+func (s *Scheduler[K]) startFrom(sh *shard[K]) {
+	sh.mu.Lock()
+	sess := sh.pending.head
+	if sess == nil {
+		sh.starterOnWay = false
+		sh.mu.Unlock()
+		s.returnTokens(1) // the starter's
+		return
+	}
+	sh.pending.remove(sess)
+	sh.workers++
+	s.fire(sh, sess, evHandOver) // the starter's token serves it
+	if sh.starterOnWay = sh.pending.head != nil; sh.starterOnWay {
+		s.takeToken()
+		go sh.starter()
+	}
+	s.unlock(sh)
+	s.work(sess)
 }
 
 // pick takes sess's next task for its worker: the oldest High one, else
@@ -283,28 +525,25 @@ func (sh *shard[K]) pop(sess *session[K], burst int) *task {
 // release), which it returns for the calling goroutine to go on with; any
 // other becomes idle, an idle record unless handles pin it.
 func (s *Scheduler[K]) retire(sh *shard[K], sess *session[K]) (succ *session[K], start bool) {
-	sess.highRun = 0
 	if sess.drain == nil {
-		sh.move(sess, stateIdle)
-		if sess.handles == 0 {
-			s.keepIdle(sh, sess)
-		}
+		s.fire(sh, sess, evRetire)
 		return nil, false
 	}
-	sh.forget(sess)
-	return s.release(sh, sess)
+	s.fire(sh, sess, evForget)
+	return s.release(sh, sess, true)
 }
 
 // release lets pred's held successor, if any, go on once pred is
-// forgotten. One with work (or failures to report) is returned, made
-// running, for the goroutine that retired pred to run with its slot and its
-// turn: the key waited its turn already, and keeps its place. Under a limit,
-// a pred that ran without a slot (after a forced Shutdown lifted the limit)
-// has none to give: its successor is scheduled like any session, and start
-// says the caller must start its goroutine. One without
-// work becomes idle, pinned by its handles, or, if it closed meanwhile, is
-// forgotten in turn, releasing its own successor.
-func (s *Scheduler[K]) release(sh *shard[K], pred *session[K]) (succ *session[K], start bool) {
+// forgotten. When pred's goroutine is at hand (its worker retired it), a
+// successor with work (or failures to report) is returned, made running,
+// for that goroutine to go on with, with its slot and its turn: the key
+// waited its turn already, and keeps its place. Otherwise (no goroutine at
+// hand, or under a limit a pred that ran without a slot after a forced
+// Shutdown lifted it) the successor is scheduled like any session, and
+// start says the caller must start its goroutine. One without work is
+// released (idle, pinned by its handles, or paused), or, if it closed
+// meanwhile, is forgotten in turn, releasing its own successor.
+func (s *Scheduler[K]) release(sh *shard[K], pred *session[K], atHand bool) (succ *session[K], start bool) {
 	pw := &pred.w // the retiring goroutine's: its slot and turn, whichever successor gets them
 	for {
 		succ = pred.succ
@@ -314,25 +553,22 @@ func (s *Scheduler[K]) release(sh *shard[K], pred *session[K]) (succ *session[K]
 		pred.succ, succ.pred = nil, nil
 		succ.base.pred.Store(nil)
 		switch {
-		case (succ.queued() > 0 || len(succ.reports) > 0) && s.slots.max > 0 && !pw.slot:
+		case succ.hasWork() && atHand && (s.slots.max == 0 || pw.slot):
+			w := &succ.w
+			w.slot, pw.slot = pw.slot, false
+			w.n, w.limit, w.turnStart, w.newTurn = pw.n, pw.limit, pw.turnStart, pw.newTurn
+			s.fire(sh, succ, evHandOver)
+			return succ, false // its advance takes its first task, or yields if the turn is over
+		case succ.hasWork():
 			if s.schedule(sh, succ) {
 				return succ, true
 			}
 			return nil, false
-		case succ.queued() > 0 || len(succ.reports) > 0:
-			sh.move(succ, stateRunning)
-			w := &succ.w
-			w.slot, pw.slot = pw.slot, false
-			w.n, w.limit, w.turnStart, w.newTurn = pw.n, pw.limit, pw.turnStart, pw.newTurn
-			return succ, false // its advance takes its first task, or yields if the turn is over
-		case succ.drain == nil && succ.pause:
-			sh.move(succ, statePaused)
-			return nil, false
 		case succ.drain == nil:
-			sh.move(succ, stateIdle)
+			s.fire(sh, succ, evRelease)
 			return nil, false
 		}
-		sh.forget(succ)
+		s.fire(sh, succ, evForget)
 		pred = succ
 	}
 }
@@ -350,7 +586,7 @@ func (s *Scheduler[K]) open(sh *shard[K], key K) *session[K] {
 		succ.pred, sess.succ = sess, succ
 		succ.base.pred.Store(&sess.base)
 		succ.pause = sess.pause // Pause applies to the key: its next session too
-		sh.move(succ, stateHeld)
+		s.fire(sh, succ, evHold)
 		sess = succ
 	default:
 		sh.unlistIdle(sess)
@@ -361,8 +597,9 @@ func (s *Scheduler[K]) open(sh *shard[K], key K) *session[K] {
 }
 
 // close begins closing sess (Remove, Discard, the last Close), unless it is
-// closing already, and returns its drain. An idle session has nothing to
-// drain: it is forgotten at once and its drain is ended.
+// closing already, and returns its drain. A session with no goroutine and
+// no work (idle, or paused without work) has nothing to drain: it is
+// forgotten at once and its drain is ended.
 func (s *Scheduler[K]) close(sh *shard[K], sess *session[K]) *drain {
 	if sess.drain != nil {
 		return sess.drain
@@ -370,12 +607,8 @@ func (s *Scheduler[K]) close(sh *shard[K], sess *session[K]) *drain {
 	d := &drain{done: make(chan struct{})}
 	sess.drain = d
 	sh.refuseRoom(sess, nil)
-	switch {
-	case sess.state == stateIdle:
-		sh.unlistIdle(sess)
-		sh.forget(sess)
-	case sess.state == statePaused && !sess.hasWork():
-		sh.forget(sess)
+	if sess.state == stateIdle || sess.state == statePaused && !sess.hasWork() {
+		s.fire(sh, sess, evForget)
 	}
 	return d
 }
@@ -390,7 +623,6 @@ func (s *Scheduler[K]) close(sh *shard[K], sess *session[K]) *drain {
 // goroutine the caller must start, if any: sess, or a successor released.
 func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome, resolved []dropped) ([]dropped, *session[K]) {
 	was := sess.busy()
-	parkedWork := sess.state == statePaced || sess.state == statePaused && sess.hasWork() // it holds a live token
 	for {
 		t := sh.pick(sess, 0)
 		if t == nil {
@@ -406,21 +638,22 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		}
 	}
 	sh.recount(sess, was)
-	if sess.state == statePaused || sess.state == statePaced {
-		return resolved, s.dropParked(sh, sess, parkedWork)
-	}
-	if sess.state != stateReady {
+	switch sess.state {
+	case statePaused, statePaced:
+		return resolved, s.dropWaiting(sh, sess)
+	case stateReady:
+	default:
 		return resolved, nil // its goroutine, or its release, will report
 	}
 	if succ := sess.succ; succ != nil && sess.drain != nil && len(sess.reports) == 0 &&
 		succ.queued() > 0 && s.replaceReady(sh, sess, succ) {
 		// Nothing left to run or report: sess is forgotten now, and its
-		// successor takes its place in the ready queue, with its live
-		// token: the key waited its turn already.
+		// successor takes its place in the ready queue: the key waited its
+		// turn already.
 		sess.succ, succ.pred = nil, nil
 		succ.base.pred.Store(nil)
-		sh.forget(sess)
-		sh.move(succ, stateReady)
+		s.fire(sh, succ, evQueue)
+		s.fire(sh, sess, evForget)
 		return resolved, nil
 	}
 	if len(sess.reports) > 0 && !s.core.forced.Load() {
@@ -430,31 +663,29 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		return resolved, nil
 	}
 	if !s.unqueue(sh, sess) {
-		return resolved, nil // a goroutine took it off the queue and will claim it
+		return resolved, nil // a goroutine took it off the queue and will run it
 	}
 	if len(sess.reports) == 0 && sess.drain != nil {
 		// Nothing left to run or report: forgotten now, with no goroutine.
 		// Its successor, if any, has no work (else it took sess's place
 		// above), so release starts nothing.
-		s.releaseToken()
 		return resolved, s.forgetIdle(sh, sess)
 	}
 	// A forced Shutdown lifted the limit: what is left needs a goroutine,
-	// not a slot. The live token sess held in the queue passes to it.
+	// not a slot.
 	sess.w.slot = false
-	s.run(sh, sess)
+	s.spawn(sh, sess)
 	return resolved, sess
 }
 
-// dropParked moves on paused or paced sess, whose queues drop just
+// dropWaiting moves on paused or paced sess, whose queues drop just
 // emptied (a paced one's timer stopped), and returns the session whose
 // goroutine the caller must start, if any: one with failures to report
-// gets a goroutine to report them (a paused one stays paused, and parks
-// again once they are reported); a closing one without is forgotten,
-// releasing its successor; a paced one without is idle (or paused). tok
-// says sess held a parked session's live token, given back once a new one
-// is taken.
-func (s *Scheduler[K]) dropParked(sh *shard[K], sess *session[K], tok bool) (start *session[K]) {
+// is scheduled to report them (a paused one stays paused, and parks again
+// once they are reported); a closing one without is forgotten, releasing
+// its successor; a paced one without is idle (or paused), and a paused
+// one stays paused, with no work.
+func (s *Scheduler[K]) dropWaiting(sh *shard[K], sess *session[K]) (start *session[K]) {
 	if sess.state == statePaced {
 		sess.unpace()
 	}
@@ -465,56 +696,28 @@ func (s *Scheduler[K]) dropParked(sh *shard[K], sess *session[K], tok bool) (sta
 		}
 	case sess.drain != nil:
 		start = s.forgetIdle(sh, sess)
-	case sess.state == statePaced && sess.pause:
-		sh.move(sess, statePaused)
-	case sess.state == statePaced:
-		sh.move(sess, stateIdle)
-		if sess.handles == 0 {
-			s.keepIdle(sh, sess)
-		}
-	}
-	if tok {
-		s.releaseToken()
+	default:
+		s.fire(sh, sess, evDrop)
 	}
 	return start
 }
 
 // forgetIdle forgets closing sess, which has no goroutine and nothing left
 // to run or report, and releases its successor, if any; it returns the
-// successor whose goroutine the caller must start, if one was made running:
-// sess had no goroutine to lend it, so it gets one of its own.
+// successor whose goroutine the caller must start, if one was scheduled to
+// run at once: sess had no goroutine to hand it.
 func (s *Scheduler[K]) forgetIdle(sh *shard[K], sess *session[K]) *session[K] {
-	sh.forget(sess)
-	succ, start := s.release(sh, sess)
-	if succ != nil && !start {
-		s.takeToken()
-		if s.slots.max == 0 {
-			sh.workers++
-		}
+	s.fire(sh, sess, evForget)
+	if succ, start := s.release(sh, sess, false); start {
+		return succ
 	}
-	return succ
+	return nil
 }
 
 // dropped is a task drop resolved, and the waiter its wake-up is for.
 type dropped struct {
 	t *task
 	w *waiter
-}
-
-// forget takes sess out of its shard's map (if it is still there: a
-// predecessor that a successor replaced is not), moves it to gone, and ends
-// its drain: the waits of Remove, Discard and Close return.
-func (sh *shard[K]) forget(sess *session[K]) {
-	if sh.sessions[sess.key] == sess {
-		delete(sh.sessions, sess.key)
-	}
-	sh.move(sess, stateGone)
-	if d := sess.drain; d != nil {
-		if sess.core.forced.Load() {
-			d.err = ErrClosed // Shutdown gave up: accepted tasks may have been dropped
-		}
-		close(d.done)
-	}
 }
 
 // fifo is one lane of a session: a singly linked FIFO of tasks.

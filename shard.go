@@ -32,6 +32,8 @@ type shard[K comparable] struct {
 	starterOnWay bool
 	starter      func() // runs startFrom for this shard; made once
 
+	owed int // live tokens the moves of this lock section give back once it is released (see fire)
+
 	busy      int    // sessions with queued or running work (see session.busy)
 	paused    int    // sessions in statePaused
 	paced     int    // sessions in statePaced
@@ -86,18 +88,6 @@ func (s *Scheduler[K]) makeSession(sh *shard[K], key K) *session[K] {
 // count adds t, whose outcome is known, to the shard's figures.
 func (sh *shard[K]) count(t *task) { sh.counts[t.prio][t.outcome]++ }
 
-// keepIdle lists sess, just idle with no handles, as an idle record, and
-// forgets the oldest record if the list is over its cap.
-func (s *Scheduler[K]) keepIdle(sh *shard[K], sess *session[K]) {
-	sh.idle.pushFront(sess)
-	if sh.idle.n > s.idleCap {
-		old := sh.idle.tail
-		sh.idle.remove(old)
-		sh.forget(old)
-		s.recycle(old)
-	}
-}
-
 // recycle keeps an evicted idle record for makeSession. Only a record that
 // no handle ever held is recycled, so that a handle never reaches another
 // key's session; an idle record has no goroutine, no task in a queue and
@@ -123,56 +113,4 @@ func (sh *shard[K]) unlistIdle(sess *session[K]) {
 	if sh.idle.contains(sess) {
 		sh.idle.remove(sess)
 	}
-}
-
-// run moves sess to running, for the goroutine about to run it. It puts
-// no task in hand: a task starts only when its session's goroutine runs
-// it, and that goroutine's advance takes it, under the lock, seeing a
-// Pause or a Replace that came meanwhile.
-func (s *Scheduler[K]) run(sh *shard[K], sess *session[K]) {
-	if s.slots.max == 0 {
-		sh.workers++
-	}
-	sh.move(sess, stateRunning)
-	sess.w.begin()
-}
-
-// startNext is what a goroutine of sh does when its session retired,
-// without a limit: it takes the oldest session of the start queue, if any
-// (whose live token the caller then gives back: the goroutine's serves),
-// or it stops counting as sh's worker.
-func (s *Scheduler[K]) startNext(sh *shard[K]) *session[K] {
-	next := sh.pending.head
-	if next == nil {
-		sh.workers--
-		return nil
-	}
-	sh.pending.remove(next)
-	sh.workers-- // run counts it again
-	s.run(sh, next)
-	return next
-}
-
-// startFrom is a starter's body (shard.starter): it takes the oldest
-// session of sh's start queue and runs it, after starting the next starter
-// if more wait, since the session it runs may block in a task for ever.
-// No user code runs before work's guard.
-func (s *Scheduler[K]) startFrom(sh *shard[K]) {
-	sh.mu.Lock()
-	sess := sh.pending.head
-	if sess == nil {
-		sh.starterOnWay = false
-		sh.mu.Unlock()
-		s.releaseToken()
-		return
-	}
-	sh.pending.remove(sess)
-	s.run(sh, sess)
-	if sh.starterOnWay = sh.pending.head != nil; sh.starterOnWay {
-		s.takeToken()
-		go sh.starter()
-	}
-	sh.mu.Unlock()
-	s.releaseToken() // sess's token merges into this goroutine's
-	s.work(sess)
 }

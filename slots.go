@@ -121,7 +121,7 @@ func (s *Scheduler[K]) handOn() *session[K] {
 	}
 	if head := q.ready.head; head != nil {
 		q.ready.remove(head)
-		head.w.slot, head.w.claim = true, true
+		head.w.slot, head.w.handed = true, evHandOver
 		return head
 	}
 	q.used--
@@ -129,15 +129,11 @@ func (s *Scheduler[K]) handOn() *session[K] {
 }
 
 // passSlot hands the slot of a goroutine whose session retired on, and
-// returns the session it is to run next, if any (see handOn). The
-// caller's live token is then the next session's, whose own is released.
+// returns the session it is to run next, if any (see handOn).
 func (s *Scheduler[K]) passSlot() *session[K] {
 	s.slots.mu.Lock()
 	next := s.handOn()
 	s.slots.mu.Unlock()
-	if next != nil {
-		s.releaseToken() // next's token merges into the goroutine's
-	}
 	return next
 }
 
@@ -154,13 +150,9 @@ func (s *Scheduler[K]) yieldSlot(sh *shard[K], sess *session[K]) *session[K] {
 		return sess
 	}
 	sess.w.slot = false
-	sh.move(sess, stateReady)
+	s.fire(sh, sess, evYield)
 	q.ready.pushBack(sess)
-	s.takeToken() // sess's, in the queue; the goroutine keeps its own
 	next := s.handOn()
-	if next != nil {
-		s.releaseToken() // next's token merges into the goroutine's
-	}
 	s.yields.Add(1)
 	return next
 }
@@ -188,7 +180,8 @@ func (s *Scheduler[K]) lend(sess *session[K]) (uint64, bool) {
 	case !l.lent:
 		l.lent, sess.w.slot = true, false
 		if head := s.handOn(); head != nil {
-			go head.start() // head's live token passes to its goroutine
+			head.w.handed = evSpawn // head's live token passes to its goroutine
+			go head.start()
 		}
 	}
 	return l.epoch, true

@@ -29,11 +29,11 @@ import (
 // panic raised while one unwinds) on a new one. Nothing is lost: no task,
 // slot, live token or goroutine.
 type worker[K comparable] struct {
-	slot  bool  // it holds a slot (WithMaxConcurrency); guarded by slots.mu while a loan may be out
-	claim bool  // popped from the ready queue: move it to running first (see claim)
-	t     *task // the task in hand
-	stage stage
-	user  user // the user code running now, for the guard
+	slot   bool  // it holds a slot (WithMaxConcurrency); guarded by slots.mu while a loan may be out
+	handed event // handed a slot from the ready queue: the move to make before all else (see enter)
+	t      *task // the task in hand
+	stage  stage
+	user   user // the user code running now, for the guard
 
 	newTurn   bool // begin a turn before the next task
 	n, limit  int  // tasks run in this turn, and how many it may run
@@ -199,8 +199,8 @@ func (s *Scheduler[K]) unwound(sess *session[K], r any, stack []byte) {
 func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 	w := &sess.w
 	switch {
-	case w.claim:
-		s.claim(sess)
+	case w.handed != evNone:
+		s.enter(sess)
 	case len(w.replaced) > 0:
 		d := w.replaced[0]
 		w.replaced[0] = dropped{}
@@ -228,15 +228,17 @@ func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 	return sess
 }
 
-// claim moves a session popped from the ready queue to running, with a
-// new turn.
-func (s *Scheduler[K]) claim(sess *session[K]) {
+// enter moves a session handed a slot from the ready queue to running,
+// with a new turn: on a goroutine started for it (evSpawn), which takes
+// its live token, or on one that goes on with it (evHandOver), whose own
+// token serves it.
+func (s *Scheduler[K]) enter(sess *session[K]) {
 	sh := sess.sh
-	sess.w.claim = false
+	on := sess.w.handed
+	sess.w.handed = evNone
 	sh.mu.Lock()
-	sh.move(sess, stateRunning)
-	sh.mu.Unlock()
-	sess.w.begin()
+	s.fire(sh, sess, on)
+	s.unlock(sh)
 }
 
 // beginTurn starts a turn: yieldAfter tasks, times the WithWeight
@@ -384,9 +386,8 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	var (
 		waiter *waiter
 		yield  bool
-		passOn bool // retired holding a slot: pass it on
-		merge  bool // next came with a live token of its own
-		start  *session[K]
+		passOn bool        // let go holding a slot: pass it on
+		start  *session[K] // a successor released with a goroutine of its own
 		next   = sess
 	)
 	sh.mu.Lock()
@@ -400,12 +401,12 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	if w.pace != nil && !sess.pause && len(sess.reports) == 0 && sess.queued() > 0 {
 		wait = s.paceWait(sess)
 	}
-	leave := false // the goroutine leaves sess: retired, parked or paced
+	leave := false // the goroutine lets go of sess: parked, paced or retired
 	switch {
 	case len(sess.reports) > 0:
 		w.dropped, sess.reports = sess.reports, w.dropped[:0]
 	case sess.pause && (sess.drain == nil || sess.queued() > 0):
-		s.park(sh, sess)
+		s.fire(sh, sess, evPark)
 		leave = true
 	case wait > 0:
 		s.pace(sh, sess, wait)
@@ -417,28 +418,26 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 			next = s.yieldSlot(sh, sess)
 		}
 	case s.take(sh, sess) == nil:
-		succ, startSucc := s.retire(sh, sess)
-		if succ != nil && !startSucc {
+		succ, spawned := s.retire(sh, sess)
+		if succ != nil && !spawned {
 			next = succ // the key goes on in its successor, on this goroutine (see release)
 			break
 		}
-		if startSucc {
+		if spawned {
 			start = succ
 		}
 		leave = true
 	}
 	if leave {
 		next = nil
-		// w.slot is read and cleared under the lock: once retired or
-		// parked, the session may be scheduled again, and its slot flag
-		// set, by others.
+		// w.slot is read and cleared under the lock: once let go, the
+		// session may be scheduled again, and its slot flag set, by others.
 		passOn, w.slot = w.slot, false
 		if !limited {
 			next = s.startNext(sh)
-			merge = next != nil
 		}
 	}
-	sh.mu.Unlock()
+	s.unlock(sh)
 	if done != nil {
 		done.end() // before the waiters wake: they find its ctx done
 		done.job.wake(waiter)
@@ -452,8 +451,6 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		runtime.Gosched()
 	case passOn:
 		next = s.passSlot()
-	case merge:
-		s.releaseToken() // next's token merges into the goroutine's
 	}
 	return next
 }
