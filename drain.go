@@ -119,7 +119,7 @@ func (s *Scheduler[K]) end(ctx context.Context, sh *shard[K], sess *session[K], 
 			if p.state == statePaused && p.hasWork() && !held {
 				held = true
 				s.log(p, slog.LevelWarn, "seqsched: Remove waits for a paused key with work; Resume or Discard it, or pass a ctx with a deadline")
-				if s.schedule(sh, p) {
+				if s.rq.schedule(sh, p) {
 					starts = append(starts, p)
 				}
 			}
@@ -214,7 +214,7 @@ func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 			// the wait is for, and how to end it. The record names no
 			// session: its callback ctx names a record of none.
 			none := new(session[K])
-			none.base.core, none.base.owner = &s.core, none
+			none.base.core = &s.core
 			s.warn(none, "seqsched: Shutdown waits for paused or halted keys with work; Resume or Discard them, or pass Shutdown a ctx with a deadline",
 				slog.Int("keys", n))
 		}
@@ -314,9 +314,7 @@ func (s *Scheduler[K]) abort() {
 	s.forceOnce.Do(func() {
 		s.core.forced.Store(true)
 		s.core.cancel()
-		if s.slots.max > 0 {
-			s.unlimit()
-		}
+		s.rq.giveUp()
 		for i := range s.shards {
 			sh := &s.shards[i]
 			var resolved []dropped

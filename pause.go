@@ -180,7 +180,7 @@ func (s *Scheduler[K]) resume(sh *shard[K], sess *session[K]) (starts []*session
 // sh.mu held.
 func (s *Scheduler[K]) unpause(sh *shard[K], sess *session[K]) (start bool) {
 	if sess.hasWork() {
-		return s.schedule(sh, sess)
+		return s.rq.schedule(sh, sess)
 	}
 	s.fire(sh, sess, evResume)
 	return false

@@ -147,7 +147,7 @@ func (s *Scheduler[K]) paced(sess *session[K], pt *paceTimer) {
 		return
 	}
 	sess.w.timer = nil
-	start := s.schedule(sh, sess) // this goroutine runs it: its token passes to it
+	start := s.rq.schedule(sh, sess) // this goroutine runs it: its token passes to it
 	s.unlock(sh)
 	if start {
 		s.work(sess)

@@ -138,5 +138,5 @@ func (s *Scheduler[K]) endCallback(sess *session[K]) {
 		w.cb = nil
 	}
 	w.user = userNone
-	s.userDone(sess)
+	s.rq.userDone(&sess.base)
 }

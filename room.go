@@ -120,7 +120,7 @@ func (s *Scheduler[K]) makeRoom(sh *shard[K], sess *session[K], prio Priority) {
 		if w.tag != "" {
 			s.tag(sess, w.t, w.tag)
 		}
-		s.admit(sh, sess, w.t) // sess runs: nothing to start
+		s.admit(sh, sess, w.t) // sess runs: nothing to schedule
 		w.leave(nil)
 	}
 }

@@ -44,8 +44,8 @@ type Scheduler[K comparable] struct {
 	seed    maphash.Seed
 	shards  []shard[K]
 	mask    uint64
-	idleCap int // idle records kept per shard
-	slots   slots[K]
+	idleCap int         // idle records kept per shard
+	rq      runQueue[K] // startQueues, or slots under WithMaxConcurrency
 	core    core
 	records sync.Pool // of *session[K], evicted idle records for reuse (see recycle)
 
@@ -86,7 +86,7 @@ type core struct {
 	cancel context.CancelFunc
 	closed atomic.Bool // Shutdown began: Submit fails
 	forced atomic.Bool // Shutdown gave up: no task starts
-	lender lender      // the scheduler, for loans of slots; nil without a limit
+	loans  loans       // the run queue's loans of slots
 	// stamped says each task records when it was queued (task.at, in ns
 	// since epoch): with WithWaitHistogram, or for Enqueued with an
 	// interceptor. Without either the hot path reads no clock.
@@ -94,24 +94,14 @@ type core struct {
 	epoch   time.Time
 }
 
-// lender is the part of a Scheduler that a wait needs to lend its caller's
-// slot (see slots.go).
-type lender interface {
-	lendBase(*base) (uint64, bool)
-	reclaimBase(*base, uint64)
-}
-
 // lend lends the slot of the session whose task or callback waits; it
 // returns a func to call when the wait ends, or nil.
 func (c *core) lend(caller *base) (reclaim func()) {
-	if c.lender == nil {
-		return nil
-	}
-	epoch, ok := c.lender.lendBase(caller)
+	epoch, ok := c.loans.lend(caller)
 	if !ok {
 		return nil
 	}
-	return func() { c.lender.reclaimBase(caller, epoch) }
+	return func() { c.loans.reclaim(caller, epoch) }
 }
 
 // New returns a scheduler configured by opts. It starts no goroutine. An
@@ -135,15 +125,17 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 		quiet:   make(chan struct{}),
 	}
 	s.core.force, s.core.cancel = context.WithCancel(context.Background())
-	s.slots.max = o.maxConcurrency
-	s.slots.ready.which = listReady
+	s.rq = startQueues[K]{s}
+	if o.maxConcurrency > 0 {
+		q := &slots[K]{s: s, max: o.maxConcurrency}
+		q.ready.which = listReady
+		s.rq = q
+	}
+	s.core.loans = s.rq
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.pending.which = listReady
-		sh.starter = func() { s.startFrom(sh) }
-	}
-	if o.maxConcurrency > 0 {
-		s.core.lender = s
+		sh.starter = func() { startQueues[K]{s}.startFrom(sh) }
 	}
 	s.weight, _ = o.weight.(func(K) int)
 	s.errHandler, _ = o.errHandler.(func(context.Context, K, error))
@@ -164,13 +156,6 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	}
 	return s, nil
 }
-
-func (s *Scheduler[K]) lendBase(b *base) (uint64, bool)   { return s.lend(s.sessionOf(b)) }
-func (s *Scheduler[K]) reclaimBase(b *base, epoch uint64) { s.reclaim(s.sessionOf(b), epoch) }
-
-// sessionOf returns the session whose base b is. A session's base is its
-// first field, and every base of this scheduler belongs to a session[K].
-func (s *Scheduler[K]) sessionOf(b *base) *session[K] { return b.owner.(*session[K]) }
 
 // usable reports whether s was made by New.
 func (s *Scheduler[K]) usable() bool { return s != nil && s.shards != nil }
@@ -312,7 +297,8 @@ func (s *Scheduler[K]) admissible(ctx context.Context, h *Session[K], key K, opt
 // acceptControlled instead.
 //
 // accept is on the stack of every wake-up: a task that submits to an idle
-// key runs accept, admit, schedule, run and take on its own goroutine,
+// key runs accept, admit, the run queue's schedule and fire (and take, in
+// the woken session's advance) on its own goroutine,
 // whose stack starts small and is copied to grow (bench's wake-up stack
 // target). So what only Replace and WaitForRoom need, and their wide
 // calls, stay out of accept's frame.
@@ -329,7 +315,7 @@ func (s *Scheduler[K]) accept(h *Session[K], key K, t *task) error {
 		sh.mu.Unlock()
 		return ErrQueueFull
 	}
-	start := s.admit(sh, sess, t)
+	start := s.admit(sh, sess, t) && s.rq.schedule(sh, sess)
 	sh.mu.Unlock()
 	if start {
 		go sess.start()
@@ -376,7 +362,7 @@ again:
 	if tag != "" {
 		s.tag(sess, t, tag) // in the lock section that admits t: no worker sees it untagged
 	}
-	start := s.admit(sh, sess, t)
+	start := s.admit(sh, sess, t) && s.rq.schedule(sh, sess)
 	sh.mu.Unlock()
 	if start {
 		go sess.start()

@@ -214,7 +214,9 @@ func (s *Scheduler[K]) fire(sh *shard[K], sess *session[K], on event) {
 	was := sess.busy()
 	switch from {
 	case stateIdle:
-		sh.unlistIdle(sess)
+		if sess.links[listIdle].in {
+			sh.idle.remove(sess)
+		}
 	case statePaused:
 		sh.paused--
 	case statePaced:
@@ -291,8 +293,10 @@ func (s *Scheduler[K]) unlock(sh *shard[K]) {
 // base is the untyped part of a session: what its tasks and the waits need
 // of it without the key type.
 type base struct {
-	core  *core
-	owner any // the *session[K] this is the base of
+	core *core
+	// slot says its worker holds a slot (WithMaxConcurrency); guarded by
+	// the shard lock, and by slots.mu too while a loan of it may be out.
+	slot bool
 	// pred is the closing session this one waits behind (a held
 	// successor), or nil. Read without the lock by the re-entry check.
 	pred atomic.Pointer[base]
@@ -326,10 +330,10 @@ func (b *base) discarded(t *task) bool { return b.cut.Load() == t }
 // sh.mu, except w: the goroutine running the session reads and writes it
 // without a lock. While the session has no goroutine (idle, ready, held,
 // paused, paced) w is written only under sh.mu: release hands a retiring
-// goroutine's turn and slot to a successor, Pause gives back a paced
+// goroutine's turn to a successor, Pause gives back a paced
 // session's token, Remove stages a record for the worker it schedules,
-// drop clears the slot flag; and w.slot, while a loan of it may be out,
-// under slots.mu (see loan).
+// drop clears the slot flag (base.slot, which while a loan of it may be
+// out is also guarded by slots.mu: see loan).
 type session[K comparable] struct {
 	base
 	key   K
@@ -388,10 +392,11 @@ func (sh *shard[K]) recount(sess *session[K], was bool) {
 	}
 }
 
-// admit queues t on sess and, when sess has no goroutine, schedules it. It
-// reports whether the caller must start a goroutine on sess once the lock
-// is released.
-func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (start bool) {
+// admit queues t on sess. It reports whether sess was idle: the caller
+// then schedules it in the same lock section (runQueue.schedule), from its
+// own frame, since a wake-up's stack is deepest there (see
+// Scheduler.accept).
+func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (idle bool) {
 	was := sess.busy()
 	t.sess = &sess.base
 	sh.submitted++
@@ -404,42 +409,12 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (start boo
 	sh.recount(sess, was)
 	switch sess.state {
 	case stateIdle:
-		return s.schedule(sh, sess)
+		sh.unlistIdle(sess) // here, not in fire, for the same reason
+		return true
 	case statePaused:
 		s.fire(sh, sess, evAdmit) // its first work takes a live token
 	}
 	return false // it runs, waits for a slot, is held or paused: its worker will find t
-}
-
-// schedule makes sess, with work and no goroutine, runnable: running with
-// a goroutine to start, or ready, waiting in the slots' queue (under a
-// limit) or in its shard's start queue (see shard.pending).
-func (s *Scheduler[K]) schedule(sh *shard[K], sess *session[K]) (start bool) {
-	if s.slots.max == 0 && sh.workers > 0 {
-		s.fire(sh, sess, evQueue)
-		sh.pending.pushBack(sess)
-		if !sh.starterOnWay {
-			sh.starterOnWay = true
-			s.takeToken() // the starter's
-			go sh.starter()
-		}
-		return false
-	}
-	if !s.claimSlot(sess) {
-		s.fire(sh, sess, evQueue)
-		return false
-	}
-	s.spawn(sh, sess)
-	return true
-}
-
-// spawn moves sess to running for a goroutine its caller starts once the
-// lock is released; without a limit, the goroutine counts as sh's worker.
-func (s *Scheduler[K]) spawn(sh *shard[K], sess *session[K]) {
-	if s.slots.max == 0 {
-		sh.workers++
-	}
-	s.fire(sh, sess, evSpawn)
 }
 
 // keepIdle lists sess, just idle with no handles, as an idle record, and
@@ -451,44 +426,6 @@ func (s *Scheduler[K]) keepIdle(sh *shard[K], sess *session[K]) {
 		s.fire(sh, old, evForget)
 		s.recycle(old)
 	}
-}
-
-// startNext is what a goroutine of sh does when its session retired,
-// without a limit: it goes on with the oldest session of the start queue,
-// if any, or it stops counting as sh's worker.
-func (s *Scheduler[K]) startNext(sh *shard[K]) *session[K] {
-	next := sh.pending.head
-	if next == nil {
-		sh.workers--
-		return nil
-	}
-	sh.pending.remove(next)
-	s.fire(sh, next, evHandOver)
-	return next
-}
-
-// startFrom is a starter's body (shard.starter): it takes the oldest
-// session of sh's start queue and runs it, after starting the next starter
-// if more wait, since the session it runs may block in a task for ever.
-// No user code runs before work's guard.
-func (s *Scheduler[K]) startFrom(sh *shard[K]) {
-	sh.mu.Lock()
-	sess := sh.pending.head
-	if sess == nil {
-		sh.starterOnWay = false
-		sh.mu.Unlock()
-		s.returnTokens(1) // the starter's
-		return
-	}
-	sh.pending.remove(sess)
-	sh.workers++
-	s.fire(sh, sess, evHandOver) // the starter's token serves it
-	if sh.starterOnWay = sh.pending.head != nil; sh.starterOnWay {
-		s.takeToken()
-		go sh.starter()
-	}
-	s.unlock(sh)
-	s.work(sess)
 }
 
 // pick takes sess's next task for its worker: the oldest High one, else
@@ -544,7 +481,8 @@ func (s *Scheduler[K]) retire(sh *shard[K], sess *session[K]) (succ *session[K],
 // released (idle, pinned by its handles, or paused), or, if it closed
 // meanwhile, is forgotten in turn, releasing its own successor.
 func (s *Scheduler[K]) release(sh *shard[K], pred *session[K], atHand bool) (succ *session[K], start bool) {
-	pw := &pred.w // the retiring goroutine's: its slot and turn, whichever successor gets them
+	first := pred // the retiring goroutine's session: its slot and turn, whichever successor gets them
+	pw := &first.w
 	for {
 		succ = pred.succ
 		if succ == nil {
@@ -553,14 +491,14 @@ func (s *Scheduler[K]) release(sh *shard[K], pred *session[K], atHand bool) (suc
 		pred.succ, succ.pred = nil, nil
 		succ.base.pred.Store(nil)
 		switch {
-		case succ.hasWork() && atHand && (s.slots.max == 0 || pw.slot):
+		case succ.hasWork() && atHand && s.rq.handsOver(first):
 			w := &succ.w
-			w.slot, pw.slot = pw.slot, false
+			succ.slot, first.slot = first.slot, false
 			w.n, w.limit, w.turnStart, w.newTurn = pw.n, pw.limit, pw.turnStart, pw.newTurn
 			s.fire(sh, succ, evHandOver)
 			return succ, false // its advance takes its first task, or yields if the turn is over
 		case succ.hasWork():
-			if s.schedule(sh, succ) {
+			if s.rq.schedule(sh, succ) {
 				return succ, true
 			}
 			return nil, false
@@ -646,7 +584,7 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		return resolved, nil // its goroutine, or its release, will report
 	}
 	if succ := sess.succ; succ != nil && sess.drain != nil && len(sess.reports) == 0 &&
-		succ.queued() > 0 && s.replaceReady(sh, sess, succ) {
+		succ.queued() > 0 && s.rq.replace(sh, sess, succ) {
 		// Nothing left to run or report: sess is forgotten now, and its
 		// successor takes its place in the ready queue: the key waited its
 		// turn already.
@@ -662,7 +600,7 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		// place for the successor, if any.
 		return resolved, nil
 	}
-	if !s.unqueue(sh, sess) {
+	if !s.rq.unqueue(sh, sess) {
 		return resolved, nil // a goroutine took it off the queue and will run it
 	}
 	if len(sess.reports) == 0 && sess.drain != nil {
@@ -673,8 +611,8 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 	}
 	// A forced Shutdown lifted the limit: what is left needs a goroutine,
 	// not a slot.
-	sess.w.slot = false
-	s.spawn(sh, sess)
+	sess.slot = false
+	s.rq.spawn(sh, sess)
 	return resolved, sess
 }
 
@@ -691,7 +629,7 @@ func (s *Scheduler[K]) dropWaiting(sh *shard[K], sess *session[K]) (start *sessi
 	}
 	switch {
 	case len(sess.reports) > 0:
-		if s.schedule(sh, sess) {
+		if s.rq.schedule(sh, sess) {
 			start = sess
 		}
 	case sess.drain != nil:

@@ -77,7 +77,7 @@ func (s *Scheduler[K]) makeSession(sh *shard[K], key K) *session[K] {
 		sess.start = func() { s.work(sess) }
 	}
 	sess.key, sess.sh = key, sh
-	sess.base.core, sess.base.owner = &s.core, sess
+	sess.base.core = &s.core
 	if sh.sessions == nil {
 		sh.sessions = make(map[K]*session[K])
 	}

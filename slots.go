@@ -2,19 +2,21 @@ package seqsched
 
 import "sync"
 
-// slots is the concurrency limit (WithMaxConcurrency): how many slots are
-// held, the FIFO ready queue of sessions waiting for one, and the resumers,
-// waits that lent their slot and now want one back. A freed slot goes
-// first to the oldest resumer, then to the ready queue's head; only then
-// is it counted free. Without a limit, slots is unused: every session that
-// gets work gets a goroutine at once.
+// slots is the run queue under a concurrency limit (WithMaxConcurrency):
+// how many slots are held, the FIFO ready queue of sessions waiting for
+// one, and the resumers, waits that lent their slot and now want one back.
+// A freed slot goes first to the oldest resumer, then to the ready queue's
+// head; only then is it counted free. Its methods are runQueue's (see
+// there); the loans of a waiting task's slot are over the untyped base
+// alone: only the ready queue knows the key type.
 type slots[K comparable] struct {
-	mu        sync.Mutex
-	max       int
-	used      int
-	ready     sessionList[K] // sessions waiting for a slot, oldest first
-	resumers  []*resumer[K]
-	unlimited bool // a forced Shutdown lifted the limit: nothing waits for a slot
+	s        *Scheduler[K]
+	mu       sync.Mutex
+	max      int
+	used     int
+	ready    sessionList[K] // sessions waiting for a slot, oldest first
+	resumers []*resumer
+	gaveUp   bool // the scheduler gave up: the limit is lifted, nothing waits for a slot
 }
 
 // loan is the state of the slot a session's task (or callback) lends while
@@ -24,79 +26,65 @@ type slots[K comparable] struct {
 // (settle) as soon as the user code that lent it returns; waits still in
 // progress then take nothing back.
 type loan struct {
-	waits int    // waits in progress
-	lent  bool   // the slot is lent
-	epoch uint64 // bumped by settle: a wait of an older epoch reclaims nothing
-	back  any    // the last wait's queued take-back (a *resumer[K]), if any
+	waits int      // waits in progress
+	lent  bool     // the slot is lent
+	epoch uint64   // bumped by settle: a wait of an older epoch reclaims nothing
+	back  *resumer // the last wait's queued take-back, if any
 }
 
-// resumer is a wait of sess's that wants its slot back; granted is closed
-// when it has one (ok, with the loan ended and the slot sess's worker's
+// resumer is a wait of b's that wants its slot back; granted is closed
+// when it has one (ok, with the loan ended and the slot b's worker's
 // again), or when a new wait keeps the slot lent instead (ok false).
-type resumer[K comparable] struct {
+type resumer struct {
 	granted chan struct{}
 	ok      bool
-	sess    *session[K]
+	b       *base
 }
 
 // grant gives r the slot being passed on: the loan ends here, under
 // slots.mu, so that a wait that begins before r's goroutine wakes finds
 // the slot its worker's and lends it anew. Called with slots.mu held.
-func (r *resumer[K]) grant() {
-	l := &r.sess.base.loan
+func (r *resumer) grant() {
+	l := &r.b.loan
 	if l.back == r {
 		l.back = nil
 	}
-	l.lent, r.sess.w.slot = false, true
+	l.lent, r.b.slot = false, true
 	r.ok = true
 	close(r.granted)
 }
 
-// claimSlot gives sess a slot, or queues it in the ready queue; it reports
-// whether sess got one. Called under sess's shard lock (shard, then
-// slots), so sessions queue in the order their first task was accepted.
-func (s *Scheduler[K]) claimSlot(sess *session[K]) bool {
-	q := &s.slots
-	if q.max == 0 {
-		return true
-	}
+// schedule gives sess a slot, or queues it in the ready queue. Called
+// under sess's shard lock (shard, then slots), so sessions queue in the
+// order their first task was accepted.
+func (q *slots[K]) schedule(sh *shard[K], sess *session[K]) (start bool) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.used < q.max || q.unlimited {
+	if q.used < q.max || q.gaveUp {
 		q.used++
-		sess.w.slot = true
+		sess.slot = true
+		q.mu.Unlock()
+		q.spawn(sh, sess)
 		return true
 	}
 	q.ready.pushBack(sess)
+	q.mu.Unlock()
+	q.s.fire(sh, sess, evQueue)
 	return false
 }
 
-// unqueue takes sess out of the ready queue, or without a limit out of its
-// shard's start queue (Discard, a forced Shutdown), and reports whether it
-// was there: a session just popped by a goroutine that is about to claim
-// it is not. Called with sh.mu held.
-func (s *Scheduler[K]) unqueue(sh *shard[K], sess *session[K]) bool {
-	if s.slots.max == 0 {
-		sh.pending.remove(sess) // taken off only under sh.mu, by startNext and startFrom
-		return true
-	}
-	s.slots.mu.Lock()
-	defer s.slots.mu.Unlock()
-	if !s.slots.ready.contains(sess) {
+func (q *slots[K]) spawn(sh *shard[K], sess *session[K]) { q.s.fire(sh, sess, evSpawn) }
+
+func (q *slots[K]) unqueue(_ *shard[K], sess *session[K]) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.ready.contains(sess) {
 		return false
 	}
-	s.slots.ready.remove(sess)
+	q.ready.remove(sess)
 	return true
 }
 
-// replaceReady puts succ in old's place in the ready queue (or its shard's
-// start queue) and reports whether old was there. Called with sh.mu held.
-func (s *Scheduler[K]) replaceReady(sh *shard[K], old, succ *session[K]) bool {
-	if s.slots.max == 0 {
-		sh.pending.replace(old, succ)
-		return true
-	}
-	q := &s.slots
+func (q *slots[K]) replace(_ *shard[K], old, succ *session[K]) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.ready.contains(old) {
@@ -106,12 +94,15 @@ func (s *Scheduler[K]) replaceReady(sh *shard[K], old, succ *session[K]) bool {
 	return true
 }
 
+// handsOver: a pred that ran without a slot (after the give-up lifted the
+// limit) has none to give its successor.
+func (q *slots[K]) handsOver(pred *session[K]) bool { return pred.slot }
+
 // handOn passes on a slot its holder gives up: to the oldest resumer, else
-// to the ready queue's head, which it returns for the caller to run (its
-// live token and the slot pass to the caller's goroutine); with neither
-// the slot is freed. Called with slots.mu held.
-func (s *Scheduler[K]) handOn() *session[K] {
-	q := &s.slots
+// to the ready queue's head, which it returns for the caller to run (the
+// caller's goroutine, or one it starts); with neither the slot is freed.
+// Called with slots.mu held.
+func (q *slots[K]) handOn() *session[K] {
 	if len(q.resumers) > 0 {
 		r := q.resumers[0]
 		q.resumers[0] = nil
@@ -121,53 +112,71 @@ func (s *Scheduler[K]) handOn() *session[K] {
 	}
 	if head := q.ready.head; head != nil {
 		q.ready.remove(head)
-		head.w.slot, head.w.handed = true, evHandOver
+		head.slot, head.w.handed = true, evHandOver
 		return head
 	}
 	q.used--
 	return nil
 }
 
-// passSlot hands the slot of a goroutine whose session retired on, and
-// returns the session it is to run next, if any (see handOn).
-func (s *Scheduler[K]) passSlot() *session[K] {
-	s.slots.mu.Lock()
-	next := s.handOn()
-	s.slots.mu.Unlock()
-	return next
-}
-
-// yieldSlot ends sess's turn under a limit: if a resumer or a session
-// waits, sess goes to the back of the ready queue and the slot passes on;
-// it returns the session the calling goroutine runs next (sess itself
-// when nobody waits; nil when a resumer took the slot and the goroutine
-// must exit). Called with sess's shard lock held, as the state moves.
-func (s *Scheduler[K]) yieldSlot(sh *shard[K], sess *session[K]) *session[K] {
-	q := &s.slots
+// yield: if a resumer or a session waits, sess goes to the back of the
+// ready queue and the slot passes on (nil: a resumer took it, and the
+// goroutine exits); else sess goes on.
+func (q *slots[K]) yield(sh *shard[K], sess *session[K]) *session[K] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.unlimited || (len(q.resumers) == 0 && q.ready.head == nil) {
+	if q.gaveUp || (len(q.resumers) == 0 && q.ready.head == nil) {
 		return sess
 	}
-	sess.w.slot = false
-	s.fire(sh, sess, evYield)
+	sess.slot = false
+	q.s.fire(sh, sess, evYield)
 	q.ready.pushBack(sess)
-	next := s.handOn()
-	s.yields.Add(1)
+	next := q.handOn()
+	q.s.yields.Add(1)
 	return next
 }
 
-// lend gives away the slot of sess's worker while a task or callback of
-// sess waits (see loan): to a resumer, else to the ready queue's head on a
-// new goroutine, else back to the pool. It returns the epoch to pass to
-// reclaim, and false when there is nothing to take back.
-func (s *Scheduler[K]) lend(sess *session[K]) (uint64, bool) {
-	q := &s.slots
+// leave reads and clears sess's slot under the shard lock: once let go,
+// the session may be scheduled again, and its slot set, by others.
+func (q *slots[K]) leave(_ *shard[K], sess *session[K]) (*session[K], bool) {
+	slot := sess.slot
+	sess.slot = false
+	return nil, slot
+}
+
+// moveOn passes on the slot of a goroutine that let go of its session,
+// and goes on with the session it went to, if any (see handOn).
+func (q *slots[K]) moveOn(next *session[K], _, slot bool) *session[K] {
+	if !slot {
+		return next
+	}
+	q.mu.Lock()
+	next = q.handOn()
+	q.mu.Unlock()
+	return next
+}
+
+// giveUp lifts the limit: resumers get their slot at once, and nothing
+// waits for one from now on.
+func (q *slots[K]) giveUp() {
+	q.mu.Lock()
+	q.gaveUp = true
+	for _, r := range q.resumers {
+		r.grant()
+	}
+	q.resumers = nil
+	q.mu.Unlock()
+}
+
+// lend gives away the slot of b's worker while a task or callback of b
+// waits (see loan): to a resumer, else to the ready queue's head on a new
+// goroutine, else back to the pool.
+func (q *slots[K]) lend(b *base) (uint64, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	l := &sess.base.loan
-	sess.base.lending.Store(true) // before open is read: see worker.userDone
-	if !sess.base.open.Load() || (!sess.w.slot && !l.lent) {
+	l := &b.loan
+	b.lending.Store(true) // before open is read: see userDone
+	if !b.open.Load() || (!b.slot && !l.lent) {
 		return 0, false
 	}
 	l.waits++
@@ -176,10 +185,10 @@ func (s *Scheduler[K]) lend(sess *session[K]) (uint64, bool) {
 		// Another wait lent it already.
 	case l.back != nil:
 		// The last wait waits to take the slot back: keep it lent for this one.
-		s.cancelBack(l)
+		q.cancelBack(l)
 	case !l.lent:
-		l.lent, sess.w.slot = true, false
-		if head := s.handOn(); head != nil {
+		l.lent, b.slot = true, false
+		if head := q.handOn(); head != nil {
 			head.w.handed = evSpawn // head's live token passes to its goroutine
 			go head.start()
 		}
@@ -190,10 +199,9 @@ func (s *Scheduler[K]) lend(sess *session[K]) (uint64, bool) {
 // reclaim takes the slot back when the last wait of a loan ends, ahead of
 // sessions that have not started: at once if one is free, else as a
 // resumer, waiting until a slot is passed to it.
-func (s *Scheduler[K]) reclaim(sess *session[K], epoch uint64) {
-	q := &s.slots
+func (q *slots[K]) reclaim(b *base, epoch uint64) {
 	q.mu.Lock()
-	l := &sess.base.loan
+	l := &b.loan
 	if l.epoch != epoch {
 		q.mu.Unlock()
 		return
@@ -202,17 +210,30 @@ func (s *Scheduler[K]) reclaim(sess *session[K], epoch uint64) {
 		q.mu.Unlock()
 		return
 	}
-	s.regainLocked(sess)
+	q.regainLocked(b)
 }
 
-// settle ends sess's loan when the user code that lent the slot returned:
+// userBegin marks user code that may lend b's slot as running.
+func (q *slots[K]) userBegin(b *base) { b.open.Store(true) }
+
+// userDone ends what userBegin began: a loan that a wait made meanwhile
+// ends, and the worker takes its slot back before it goes on. A wait that
+// set lending before it read open is seen here, and one that read open
+// after it was cleared lends nothing (see lend).
+func (q *slots[K]) userDone(b *base) {
+	b.open.Store(false)
+	if b.lending.Load() {
+		q.settle(b)
+	}
+}
+
+// settle ends b's loan when the user code that lent the slot returned:
 // the worker takes a slot back itself before it runs anything else, and
 // waits still in progress take nothing back.
-func (s *Scheduler[K]) settle(sess *session[K]) {
-	q := &s.slots
+func (q *slots[K]) settle(b *base) {
 	q.mu.Lock()
-	l := &sess.base.loan
-	sess.base.lending.Store(false)
+	l := &b.loan
+	b.lending.Store(false)
 	l.epoch++
 	l.waits = 0
 	if !l.lent {
@@ -220,24 +241,23 @@ func (s *Scheduler[K]) settle(sess *session[K]) {
 		return
 	}
 	if l.back != nil {
-		s.cancelBack(l)
+		q.cancelBack(l)
 	}
-	s.regainLocked(sess)
+	q.regainLocked(b)
 }
 
-// regainLocked gives sess's worker a slot back: at once if one is free,
-// else as the newest resumer. Called with slots.mu held; returns with it
+// regainLocked gives b's worker a slot back: at once if one is free, else
+// as the newest resumer. Called with slots.mu held; returns with it
 // released.
-func (s *Scheduler[K]) regainLocked(sess *session[K]) {
-	q := &s.slots
-	l := &sess.base.loan
-	if (q.used < q.max && len(q.resumers) == 0) || q.unlimited {
+func (q *slots[K]) regainLocked(b *base) {
+	l := &b.loan
+	if (q.used < q.max && len(q.resumers) == 0) || q.gaveUp {
 		q.used++
-		l.lent, sess.w.slot = false, true
+		l.lent, b.slot = false, true
 		q.mu.Unlock()
 		return
 	}
-	r := &resumer[K]{granted: make(chan struct{}), sess: sess}
+	r := &resumer{granted: make(chan struct{}), b: b}
 	l.back = r
 	q.resumers = append(q.resumers, r)
 	q.mu.Unlock()
@@ -246,9 +266,8 @@ func (s *Scheduler[K]) regainLocked(sess *session[K]) {
 
 // cancelBack withdraws l's queued take-back: the wait in it returns
 // without a slot, which stays lent. Called with slots.mu held.
-func (s *Scheduler[K]) cancelBack(l *loan) {
-	q := &s.slots
-	back := l.back.(*resumer[K])
+func (q *slots[K]) cancelBack(l *loan) {
+	back := l.back
 	for i, r := range q.resumers {
 		if r == back {
 			q.resumers = append(q.resumers[:i], q.resumers[i+1:]...)
@@ -257,17 +276,4 @@ func (s *Scheduler[K]) cancelBack(l *loan) {
 	}
 	close(back.granted)
 	l.back = nil
-}
-
-// unlimit lifts the limit for a forced Shutdown: resumers get their slot
-// at once, and nothing waits for one from now on.
-func (s *Scheduler[K]) unlimit() {
-	q := &s.slots
-	q.mu.Lock()
-	q.unlimited = true
-	for _, r := range q.resumers {
-		r.grant()
-	}
-	q.resumers = nil
-	q.mu.Unlock()
 }

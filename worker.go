@@ -2,7 +2,6 @@ package seqsched
 
 import (
 	"context"
-	"runtime"
 	"runtime/debug"
 	"time"
 )
@@ -29,7 +28,6 @@ import (
 // panic raised while one unwinds) on a new one. Nothing is lost: no task,
 // slot, live token or goroutine.
 type worker[K comparable] struct {
-	slot   bool  // it holds a slot (WithMaxConcurrency); guarded by slots.mu while a loan may be out
 	handed event // handed a slot from the ready queue: the move to make before all else (see enter)
 	t      *task // the task in hand
 	stage  stage
@@ -335,30 +333,14 @@ func (s *Scheduler[K]) stamp(sess *session[K], t *task) {
 // userBegin marks user code that may lend sess's slot as running.
 func (s *Scheduler[K]) userBegin(sess *session[K], u user) {
 	sess.w.user = u
-	if s.slots.max > 0 {
-		sess.open.Store(true)
-	}
-}
-
-// userDone ends what userBegin began: a loan that a wait made meanwhile
-// ends, and the worker takes its slot back before it goes on. A wait that
-// set lending before it read open is seen here, and one that read open
-// after it was cleared lends nothing (see Scheduler.lend).
-func (s *Scheduler[K]) userDone(sess *session[K]) {
-	if s.slots.max == 0 {
-		return
-	}
-	sess.open.Store(false)
-	if sess.lending.Load() {
-		s.settle(sess)
-	}
+	s.rq.userBegin(&sess.base)
 }
 
 // afterFn is the bookkeeping once fn returned, panicked or called Goexit:
 // the slot, if an Await lent it, and the run time.
 func (s *Scheduler[K]) afterFn(sess *session[K], t *task) {
 	w := &sess.w
-	s.userDone(sess)
+	s.rq.userDone(&sess.base)
 	if w.began.IsZero() {
 		return
 	}
@@ -376,19 +358,17 @@ func (s *Scheduler[K]) afterFn(sess *session[K], t *task) {
 // advance resolves the task in hand and takes the next, in one lock
 // section: it also picks up failures to report that Discard or a forced
 // Shutdown left, ends the turn when it is over and work remains, and
-// retires the session when nothing is left. It returns the session the
-// goroutine goes on with.
+// lets go of the session when it parks, waits for its rate, or has nothing
+// left (retire). It returns the session the goroutine goes on with.
 func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	w, sh := &sess.w, sess.sh
 	done := w.t
 	turnOver := w.turnOver(s.opts.yieldInterval)
-	limited := s.slots.max > 0
 	var (
-		waiter *waiter
-		yield  bool
-		passOn bool        // let go holding a slot: pass it on
-		start  *session[K] // a successor released with a goroutine of its own
-		next   = sess
+		waiter        *waiter
+		yield, passOn bool
+		start         *session[K] // a successor released with a goroutine of its own
+		next          = sess
 	)
 	sh.mu.Lock()
 	var wait time.Duration // a paced session's wait for its next task's token
@@ -414,9 +394,7 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	case turnOver && sess.queued() > 0:
 		w.begin() // the next advance takes the next task, after beginTurn
 		yield = true
-		if limited {
-			next = s.yieldSlot(sh, sess)
-		}
+		next = s.rq.yield(sh, sess)
 	case s.take(sh, sess) == nil:
 		succ, spawned := s.retire(sh, sess)
 		if succ != nil && !spawned {
@@ -429,13 +407,7 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		leave = true
 	}
 	if leave {
-		next = nil
-		// w.slot is read and cleared under the lock: once let go, the
-		// session may be scheduled again, and its slot flag set, by others.
-		passOn, w.slot = w.slot, false
-		if !limited {
-			next = s.startNext(sh)
-		}
+		next, passOn = s.rq.leave(sh, sess)
 	}
 	s.unlock(sh)
 	if done != nil {
@@ -445,12 +417,8 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	if start != nil {
 		go start.start()
 	}
-	switch {
-	case yield && !limited && s.tokens() > 1:
-		s.yields.Add(1)
-		runtime.Gosched()
-	case passOn:
-		next = s.passSlot()
+	if yield || passOn {
+		next = s.rq.moveOn(next, yield, passOn)
 	}
 	return next
 }
