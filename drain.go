@@ -40,7 +40,7 @@ type drain struct {
 // Removing an unknown or idle key returns nil. A key a map cannot hold
 // returns a [*KeyError]. Any number of callers may remove the same key.
 func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
-	return s.endKey(ctx, key, false)
+	return s.closeKey(ctx, key, false)
 }
 
 // Discard ends session key without running its backlog: at once, new tasks
@@ -59,11 +59,11 @@ func (s *Scheduler[K]) Remove(ctx context.Context, key K) error {
 // is how a server kicks a client, freezes an account or drops a slow
 // consumer.
 func (s *Scheduler[K]) Discard(ctx context.Context, key K) error {
-	return s.endKey(ctx, key, true)
+	return s.closeKey(ctx, key, true)
 }
 
-// endKey is Remove (discard false) and Discard by key.
-func (s *Scheduler[K]) endKey(ctx context.Context, key K, discard bool) error {
+// closeKey is Remove (discard false) and Discard by key.
+func (s *Scheduler[K]) closeKey(ctx context.Context, key K, discard bool) error {
 	if !s.usable() {
 		return ErrNotNew
 	}
@@ -78,20 +78,20 @@ func (s *Scheduler[K]) endKey(ctx context.Context, key K, discard bool) error {
 	sess := sh.sessions[key]
 	if sess == nil {
 		sh.mu.Unlock()
-		if s.core.forced.Load() {
+		if s.core.gaveUp.Load() {
 			return ErrClosed
 		}
 		return nil
 	}
-	return s.end(ctx, sh, sess, discard)
+	return s.closeSession(ctx, sh, sess, discard)
 }
 
 // end closes sess, discarding the key's backlog if asked, unlocks sh, and
 // waits for the drain. Called with sh.mu held.
-func (s *Scheduler[K]) end(ctx context.Context, sh *shard[K], sess *session[K], discard bool) error {
-	d := s.close(sh, sess)
+func (s *Scheduler[K]) closeSession(ctx context.Context, sh *shard[K], sess *session[K], discard bool) error {
+	d := s.startClosing(sh, sess)
 	held := false // a session of the key is parked with work: the drain waits for Resume
-	var resolved []dropped
+	var resolved []wakeUp
 	var cut []*task
 	var starts []*session[K]
 	if discard {
@@ -99,7 +99,7 @@ func (s *Scheduler[K]) end(ctx context.Context, sh *shard[K], sess *session[K], 
 		// sessions it waits behind (see open).
 		for p := sess; p != nil; p = p.pred {
 			if p != sess {
-				s.close(sh, p)
+				s.startClosing(sh, p)
 			}
 			var start *session[K]
 			if resolved, start = s.drop(sh, p, ErrDiscarded, outcomeDiscarded, resolved); start != nil {
@@ -136,10 +136,9 @@ func (s *Scheduler[K]) end(ctx context.Context, sh *shard[K], sess *session[K], 
 // finish wakes the waiters of tasks that were dropped under a lock, ends
 // their ctxs, and starts the goroutines of sessions that were made running
 // for their reports.
-func (s *Scheduler[K]) finish(resolved []dropped, starts []*session[K]) {
-	for _, d := range resolved {
-		d.t.end()
-		d.t.job.wake(d.w)
+func (s *Scheduler[K]) finish(resolved []wakeUp, starts []*session[K]) {
+	for _, u := range resolved {
+		u.wake()
 	}
 	for _, sess := range starts {
 		go sess.start()
@@ -223,7 +222,7 @@ func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 	case <-s.quiet:
 		return nil
 	case <-ctx.Done():
-		s.abort()
+		s.giveUp()
 		return ctx.Err()
 	}
 }
@@ -237,11 +236,11 @@ func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 // runtime.Goexit) gives it back.
 func (s *Scheduler[K]) warn(sess *session[K], msg string, attrs ...slog.Attr) {
 	if s.live.Add(1) == sealedBit+1 { // it was quiet: nothing waits
-		s.releaseToken()
+		s.returnToken()
 		return
 	}
 	go func() {
-		defer s.releaseToken()
+		defer s.returnToken()
 		c := &callbackCtx{Context: context.Background(), sess: &sess.base}
 		c.active.Store(true)
 		defer c.active.Store(false)
@@ -273,7 +272,9 @@ func (s *Scheduler[K]) pausedWithWork() int {
 	return n
 }
 
-// Close gives up at once, as a Shutdown whose ctx has ended does: Submit
+// Close gives up at once: it drains nothing (to drain, call
+// [Scheduler.Shutdown]; a handle's [Session.Close], by contrast, drains its
+// session). It does what a Shutdown whose ctx has ended does: Submit
 // fails with [ErrClosed], no further task starts (one that a worker was
 // starting at that instant may still begin), running tasks' ctxs are
 // canceled, under [WithMaxConcurrency] a task coming back from an Await no
@@ -289,7 +290,7 @@ func (s *Scheduler[K]) Close() error {
 		return ErrNotNew
 	}
 	s.closeAdmission()
-	s.abort()
+	s.giveUp()
 	return nil
 }
 
@@ -307,17 +308,17 @@ func (s *Scheduler[K]) closeAdmission() {
 	s.seal()
 }
 
-// abort is the give-up, once: no task starts from now on, running tasks'
+// giveUp is the give-up, once: no task starts from now on, running tasks'
 // ctxs end, the slot limit is lifted, and every queued task resolves with
 // ErrClosed (posted ones are reported by their session's goroutine).
-func (s *Scheduler[K]) abort() {
-	s.forceOnce.Do(func() {
-		s.core.forced.Store(true)
+func (s *Scheduler[K]) giveUp() {
+	s.giveUpOnce.Do(func() {
+		s.core.gaveUp.Store(true)
 		s.core.cancel()
 		s.rq.giveUp()
 		for i := range s.shards {
 			sh := &s.shards[i]
-			var resolved []dropped
+			var resolved []wakeUp
 			var starts []*session[K]
 			sh.mu.Lock()
 			for _, sess := range sh.sessions {

@@ -121,14 +121,15 @@ func (h *Session[K]) Queued() (high, normal int) {
 	return high, normal
 }
 
-// Close releases the handle. If it was the session's last open handle,
+// Close releases the handle, and drains: unlike [Scheduler.Close], which
+// gives up, it drops no task. If it was the session's last open handle,
 // Close drains the session and forgets it, as [Scheduler.Remove] does for
 // the key, with the same rules and errors: new tasks are refused at once,
 // accepted ones run, then the session is forgotten and the key is fresh.
 // Close of a handle that is not the last returns nil at once, and so does
 // Close of a closed handle or of one whose session Remove or Discard ended.
 func (h *Session[K]) Close(ctx context.Context) error {
-	return h.end(ctx, false)
+	return h.closeHandle(ctx, false)
 }
 
 // Discard ends the handle's session without running its backlog, as
@@ -137,11 +138,11 @@ func (h *Session[K]) Close(ctx context.Context) error {
 // through a closed handle returns a [*SessionError] wrapping
 // [ErrSessionClosing].
 func (h *Session[K]) Discard(ctx context.Context) error {
-	return h.end(ctx, true)
+	return h.closeHandle(ctx, true)
 }
 
 // end is Close (discard false) and Discard.
-func (h *Session[K]) end(ctx context.Context, discard bool) error {
+func (h *Session[K]) closeHandle(ctx context.Context, discard bool) error {
 	if !h.usable() {
 		return ErrNotNew
 	}
@@ -173,5 +174,5 @@ func (h *Session[K]) end(ctx context.Context, discard bool) error {
 			return nil
 		}
 	}
-	return h.s.end(ctx, sh, sess, discard)
+	return h.s.closeSession(ctx, sh, sess, discard)
 }

@@ -20,8 +20,8 @@ import (
 // return) or call it more than once (a retry policy), on its own
 // goroutine, before it returns. A panic or runtime.Goexit in f is the
 // task's, as in fn: the task resolves with a [*PanicError] or [ErrGoexit].
-// Tasks that never run (their ctx ended first, Discard or a forced
-// Shutdown dropped them, a newer one replaced them) are not intercepted.
+// Tasks that never run (their ctx ended first, Discard dropped them or the
+// scheduler gave up, a newer one replaced them) are not intercepted.
 //
 // A ctx that f derives from the task's ctx (a span's, a value's) ends with
 // the task, like any ctx derived from it: work that fn queues with it and

@@ -150,7 +150,7 @@ func WithYieldAfter(n int) Option { return yieldAfterOption(n) }
 // other complete even with n = 1. A task may await on several goroutines
 // at once: its slot stays lent while any of those Awaits waits and is taken
 // back once, by the last to return. A wait on [Future.Done], or an Await with
-// an unrelated ctx, keeps the slot. After a forced Shutdown (see
+// an unrelated ctx, keeps the slot. After a Shutdown that gave up (see
 // [Scheduler.Shutdown]) a task coming back from such an Await does not
 // wait for a slot: it runs on beyond n, its ctx canceled.
 func WithMaxConcurrency(n int) Option { return maxConcurrencyOption(n) }
@@ -175,10 +175,10 @@ func WithMaxQueue(n int) Option { return maxQueueOption(n) }
 //     on paused keys with work (see [Scheduler.Shutdown]).
 //   - Without [WithErrorHandler], a posted task's failure, at a level
 //     chosen by where it came from: Error for fn's own error (whatever it
-//     wraps), Warn for a task a forced Shutdown dropped, and Debug for one
-//     that never ran because the ctx its submitter passed ended, Discard
-//     dropped it or Replace replaced it, which is what a server sees when a
-//     client goes away.
+//     wraps), Warn for a task dropped when the scheduler gave up (Close,
+//     or Shutdown's ctx ended), and Debug for one that never ran because
+//     the ctx its submitter passed ended, Discard dropped it or Replace
+//     replaced it, which is what a server sees when a client goes away.
 //
 // l must not be nil; to discard logs, pass slog.New(slog.DiscardHandler).
 //
@@ -211,11 +211,12 @@ func WithWeight[K comparable](weight func(key K) int) Option { return &weightOpt
 // its submit ctx's error, [ErrDiscarded] or [ErrClosed]. f is called once
 // per failed task, with its key, on the goroutine of the task's session,
 // with no lock held, before the session's next task starts; for tasks that
-// Discard or a forced Shutdown dropped, as soon as the session's running
-// task (if any) returns (under [WithMaxConcurrency], a session waiting for
-// a slot reports when its turn comes), and always before the key's next
-// session starts and before Discard, Remove and Shutdown return nil. So a Remove or Shutdown that returns nil finds every failure
-// reported. Without it failures go to the log (see [WithLogger]). Its key
+// Discard dropped, or that were dropped when the scheduler gave up, as soon
+// as the session's running task (if any) returns (under
+// [WithMaxConcurrency], a session waiting for a slot reports when its turn
+// comes), and always before the key's next session starts and before
+// Discard, Remove and Shutdown return nil. So a Remove or Shutdown that
+// returns nil finds every failure reported. Without it failures go to the log (see [WithLogger]). Its key
 // type must be the scheduler's: New returns an [*OptionError] otherwise.
 //
 // The callback rules, for f and for the logger's handler alike:

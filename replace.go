@@ -34,9 +34,9 @@ func (sess *session[K]) controls() *control {
 
 // replace puts t in the place of the task of sess queued under tag with
 // t's priority, if there is one, and returns that task, failed with
-// ErrReplaced and counted, for the caller to finish (replaced) once the
+// ErrReplaced and counted, for the caller to wake (wakeUp.wake) once the
 // lock is released; ok says whether there was one. Called with sh.mu held.
-func (s *Scheduler[K]) replace(sh *shard[K], sess *session[K], t *task, tag string) (d dropped, ok bool) {
+func (s *Scheduler[K]) replace(sh *shard[K], sess *session[K], t *task, tag string) (d wakeUp, ok bool) {
 	if sess.ctl == nil {
 		return d, false
 	}
@@ -51,21 +51,13 @@ func (s *Scheduler[K]) replace(sh *shard[K], sess *session[K], t *task, tag stri
 		sh.submitted++
 		old.job.fail(ErrReplaced, outcomeReplaced)
 		sh.count(old)
-		d = dropped{old, old.job.publish()}
+		d = wakeUp{old, old.job.publish()}
 		if old.job.failure() != nil {
 			s.reportLater(sess, old)
 		}
 		return d, true
 	}
 	return d, false
-}
-
-// replaced finishes a replaced task once the lock is released: its ctx
-// ends (which stops its watch on the submit ctx: a method of the caller's
-// value) and its waiters wake.
-func (s *Scheduler[K]) replaced(d dropped) {
-	d.t.end()
-	d.t.job.wake(d.w)
 }
 
 // tag remembers t, just queued on sess, under tag. Called with sh.mu held.

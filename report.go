@@ -55,7 +55,7 @@ func (s *Scheduler[K]) report(sess *session[K], t *task) {
 		level = slog.LevelError
 	case outcomeSkipped:
 		level = slog.LevelDebug
-		if err == ErrClosed { // the scheduler's own sentinel: a forced Shutdown dropped it
+		if err == ErrClosed { // the scheduler's own sentinel: the give-up dropped it
 			level = slog.LevelWarn
 		}
 	default: // outcomeDiscarded, outcomeReplaced

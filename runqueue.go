@@ -49,12 +49,12 @@ type runQueue[K comparable] interface {
 // the slot of its caller's session, lent while it waits (see slots.go), and
 // the user code that may lend it. Without a limit there is nothing to lend.
 type loans interface {
-	// lend lends b's slot for a wait of b's task or callback; it returns
-	// the epoch to pass to reclaim, and false when there is nothing to
+	// lendSlot lends b's slot for a wait of b's task or callback; it returns
+	// the epoch to pass to reclaimSlot, and false when there is nothing to
 	// take back.
-	lend(b *base) (epoch uint64, ok bool)
-	// reclaim takes the slot back when the wait ends.
-	reclaim(b *base, epoch uint64)
+	lendSlot(b *base) (epoch uint64, ok bool)
+	// reclaimSlot takes the slot back when the wait ends.
+	reclaimSlot(b *base, epoch uint64)
 	// userBegin and userDone bracket the user code of b's worker that may
 	// lend its slot; userDone ends a loan it made.
 	userBegin(b *base)
@@ -117,11 +117,11 @@ func (q startQueues[K]) moveOn(next *session[K], yielded, _ bool) *session[K] {
 	return next
 }
 
-func (startQueues[K]) giveUp()                   {}
-func (startQueues[K]) lend(*base) (uint64, bool) { return 0, false }
-func (startQueues[K]) reclaim(*base, uint64)     {}
-func (startQueues[K]) userBegin(*base)           {}
-func (startQueues[K]) userDone(*base)            {}
+func (startQueues[K]) giveUp()                       {}
+func (startQueues[K]) lendSlot(*base) (uint64, bool) { return 0, false }
+func (startQueues[K]) reclaimSlot(*base, uint64)     {}
+func (startQueues[K]) userBegin(*base)               {}
+func (startQueues[K]) userDone(*base)                {}
 
 // startNext is what a goroutine of sh does when it lets go of its
 // session: it goes on with the oldest session of the start queue, if any,

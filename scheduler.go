@@ -57,11 +57,11 @@ type Scheduler[K comparable] struct {
 	// closed unset takes; the barrier then adds sealedBit, and the
 	// scheduler is quiet when one atomic operation leaves live at exactly
 	// sealedBit. A goroutine gives its token back as its last act.
-	live      atomic.Int64
-	quiet     chan struct{}
-	quietOnce sync.Once
-	sealOnce  sync.Once
-	forceOnce sync.Once
+	live       atomic.Int64
+	quiet      chan struct{}
+	quietOnce  sync.Once
+	sealOnce   sync.Once
+	giveUpOnce sync.Once
 
 	yields    atomic.Uint64
 	slowTasks atomic.Uint64
@@ -82,11 +82,11 @@ type Scheduler[K comparable] struct {
 // core is what a task and the waits need of their scheduler, without the
 // key type.
 type core struct {
-	force  context.Context // canceled when Shutdown gives up
-	cancel context.CancelFunc
-	closed atomic.Bool // Shutdown began: Submit fails
-	forced atomic.Bool // Shutdown gave up: no task starts
-	loans  loans       // the run queue's loans of slots
+	givenUp context.Context // canceled when the scheduler gives up (Close, or Shutdown's ctx ended)
+	cancel  context.CancelFunc
+	closed  atomic.Bool // Shutdown or Close began: Submit fails
+	gaveUp  atomic.Bool // the scheduler gave up: no task starts
+	loans   loans       // the run queue's loans of slots
 	// stamped says each task records when it was queued (task.at, in ns
 	// since epoch): with WithWaitHistogram, or for Enqueued with an
 	// interceptor. Without either the hot path reads no clock.
@@ -97,11 +97,11 @@ type core struct {
 // lend lends the slot of the session whose task or callback waits; it
 // returns a func to call when the wait ends, or nil.
 func (c *core) lend(caller *base) (reclaim func()) {
-	epoch, ok := c.loans.lend(caller)
+	epoch, ok := c.loans.lendSlot(caller)
 	if !ok {
 		return nil
 	}
-	return func() { c.loans.reclaim(caller, epoch) }
+	return func() { c.loans.reclaimSlot(caller, epoch) }
 }
 
 // New returns a scheduler configured by opts. It starts no goroutine. An
@@ -124,7 +124,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 		idleCap: max(idleRecords/n, 1),
 		quiet:   make(chan struct{}),
 	}
-	s.core.force, s.core.cancel = context.WithCancel(context.Background())
+	s.core.givenUp, s.core.cancel = context.WithCancel(context.Background())
 	s.rq = startQueues[K]{s}
 	if o.maxConcurrency > 0 {
 		q := &slots[K]{s: s, max: o.maxConcurrency}
@@ -225,7 +225,7 @@ func (s *Scheduler[K]) Go(ctx context.Context, key K, fn func(context.Context) e
 //	h.Post(conn.Context(), func(ctx context.Context) error { return conn.Write(ctx, msg) })
 //
 // With context.Background(), the task runs whatever happens to its
-// submitter (until Discard or a forced Shutdown).
+// submitter (until Discard or a Shutdown that gave up).
 func (s *Scheduler[K]) Post(ctx context.Context, key K, fn func(context.Context) error, opts ...TaskOption) error {
 	return post(ctx, s, nil, key, fn, opts)
 }
@@ -337,7 +337,7 @@ again:
 	if tag != "" {
 		if old, ok := s.replace(sh, sess, t, tag); ok {
 			sh.mu.Unlock()
-			s.replaced(old)
+			old.wake()
 			return nil
 		}
 	}
@@ -431,7 +431,7 @@ func (s *Scheduler[K]) tokens() int64 { return s.live.Load() &^ sealedBit }
 
 func (s *Scheduler[K]) takeToken() { s.live.Add(1) }
 
-func (s *Scheduler[K]) releaseToken() { s.returnTokens(1) }
+func (s *Scheduler[K]) returnToken() { s.returnTokens(1) }
 
 // returnTokens gives back n live tokens; the scheduler is quiet when they
 // were the last after Shutdown's barrier.

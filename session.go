@@ -245,7 +245,7 @@ func (s *Scheduler[K]) fire(sh *shard[K], sess *session[K], on event) {
 			delete(sh.sessions, sess.key)
 		}
 		if d := sess.drain; d != nil {
-			if sess.core.forced.Load() {
+			if sess.core.gaveUp.Load() {
 				d.err = ErrClosed // Shutdown gave up: accepted tasks may have been dropped
 			}
 			close(d.done) // the waits of Remove, Discard and Close return
@@ -345,7 +345,7 @@ type session[K comparable] struct {
 	high, normal fifo
 	highRun      int     // consecutive High tasks picked (WithHighBurst)
 	cur          *task   // the task its worker has in hand
-	reports      []*task // posted tasks dropped by Discard or a forced Shutdown, still to report
+	reports      []*task // posted tasks dropped by Discard or the give-up, still to report
 
 	handles int  // open handles; a session with handles is never an idle record
 	handled bool // a handle ever held it
@@ -441,7 +441,7 @@ func (sh *shard[K]) pick(sess *session[K], burst int) *task {
 
 // pop is pick without Replace's tags: it returns the node it took off a
 // queue, and a tagged node stands for the task that last replaced it (see
-// untag). It calls nothing, so that take, on a wake-up's stack (see
+// untag). It calls nothing, so that nextTask, on a wake-up's stack (see
 // Scheduler.accept), needs no frame for it.
 func (sh *shard[K]) pop(sess *session[K], burst int) *task {
 	var t *task
@@ -475,8 +475,8 @@ func (s *Scheduler[K]) retire(sh *shard[K], sess *session[K]) (succ *session[K],
 // successor with work (or failures to report) is returned, made running,
 // for that goroutine to go on with, with its slot and its turn: the key
 // waited its turn already, and keeps its place. Otherwise (no goroutine at
-// hand, or under a limit a pred that ran without a slot after a forced
-// Shutdown lifted it) the successor is scheduled like any session, and
+// hand, or under a limit a pred that ran without a slot after the
+// give-up lifted it) the successor is scheduled like any session, and
 // start says the caller must start its goroutine. One without work is
 // released (idle, pinned by its handles, or paused), or, if it closed
 // meanwhile, is forgotten in turn, releasing its own successor.
@@ -538,7 +538,7 @@ func (s *Scheduler[K]) open(sh *shard[K], key K) *session[K] {
 // closing already, and returns its drain. A session with no goroutine and
 // no work (idle, or paused without work) has nothing to drain: it is
 // forgotten at once and its drain is ended.
-func (s *Scheduler[K]) close(sh *shard[K], sess *session[K]) *drain {
+func (s *Scheduler[K]) startClosing(sh *shard[K], sess *session[K]) *drain {
 	if sess.drain != nil {
 		return sess.drain
 	}
@@ -552,14 +552,14 @@ func (s *Scheduler[K]) close(sh *shard[K], sess *session[K]) *drain {
 }
 
 // drop empties sess's queues, failing each task with err (ErrDiscarded, or
-// ErrClosed for a forced Shutdown) and publishing its outcome; the caller
+// ErrClosed for the give-up) and publishing its outcome; the caller
 // wakes their waiters once the lock is released (they are appended to
 // resolved); posted ones join sess.reports for its worker to report. A
 // session waiting for a goroutine with nothing left to report is forgotten
-// at once (or replaced in the queue by its successor); after a forced
-// Shutdown one with reports is made running. drop returns the session whose
+// at once (or replaced in the queue by its successor); after the
+// give-up one with reports is made running. drop returns the session whose
 // goroutine the caller must start, if any: sess, or a successor released.
-func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome, resolved []dropped) ([]dropped, *session[K]) {
+func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome, resolved []wakeUp) ([]wakeUp, *session[K]) {
 	was := sess.busy()
 	for {
 		t := sh.pick(sess, 0)
@@ -570,7 +570,7 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		sh.count(t)
 		// Published under the lock, as advance does: once the session can
 		// be seen gone, every accepted future is resolved.
-		resolved = append(resolved, dropped{t, t.job.publish()})
+		resolved = append(resolved, wakeUp{t, t.job.publish()})
 		if t.job.failure() != nil {
 			sess.reports = append(sess.reports, t)
 		}
@@ -594,7 +594,7 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		s.fire(sh, sess, evForget)
 		return resolved, nil
 	}
-	if len(sess.reports) > 0 && !s.core.forced.Load() {
+	if len(sess.reports) > 0 && !s.core.gaveUp.Load() {
 		// Its failures are reported on its own goroutine when its turn in
 		// the ready queue comes, before it is forgotten: its key keeps its
 		// place for the successor, if any.
@@ -609,7 +609,7 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		// above), so release starts nothing.
 		return resolved, s.forgetIdle(sh, sess)
 	}
-	// A forced Shutdown lifted the limit: what is left needs a goroutine,
+	// The give-up lifted the limit: what is left needs a goroutine,
 	// not a slot.
 	sess.slot = false
 	s.rq.spawn(sh, sess)
@@ -652,10 +652,19 @@ func (s *Scheduler[K]) forgetIdle(sh *shard[K], sess *session[K]) *session[K] {
 	return nil
 }
 
-// dropped is a task drop resolved, and the waiter its wake-up is for.
-type dropped struct {
+// wakeUp is a task resolved under a lock (dropped, or replaced), and the
+// waiter its wake-up is for.
+type wakeUp struct {
 	t *task
 	w *waiter
+}
+
+// wake finishes u's task once the lock is released: its ctx ends (which
+// stops its watch on the submit ctx, a method of the caller's value), and
+// its waiter wakes.
+func (u wakeUp) wake() {
+	u.t.end()
+	u.t.job.wake(u.w)
 }
 
 // fifo is one lane of a session: a singly linked FIFO of tasks.
@@ -689,11 +698,11 @@ func (q *fifo) pop() *task {
 	return t
 }
 
-// take puts sess's next task (see pick) in its worker's hand, to run;
+// nextTask puts sess's next task (see pick) in its worker's hand, to run;
 // the room it leaves in its lane goes to a caller waiting for it, if any.
-// What only per-key control needs is in took: take is on a wake-up's
-// stack (see Scheduler.accept).
-func (s *Scheduler[K]) take(sh *shard[K], sess *session[K]) *task {
+// What only per-key control needs is in nextTaskControlled: nextTask is on
+// a wake-up's stack (see Scheduler.accept).
+func (s *Scheduler[K]) nextTask(sh *shard[K], sess *session[K]) *task {
 	t := sh.pop(sess, s.opts.highBurst)
 	sess.w.t, sess.cur = t, t
 	if t == nil {
@@ -702,15 +711,15 @@ func (s *Scheduler[K]) take(sh *shard[K], sess *session[K]) *task {
 	sess.w.stage = stageRun
 	sh.running++
 	if t.flags&flagTagged != 0 || sess.w.pace != nil || sess.ctl != nil && sh.waiters > 0 {
-		t = s.took(sh, sess)
+		t = s.nextTaskControlled(sh, sess)
 	}
 	return t
 }
 
-// took is take's part for per-key control, with the node just popped in
+// nextTaskControlled is nextTask's part for per-key control, with the node just popped in
 // hand: a tagged node gives way to the task it stands for, a paced key's
 // token is spent, and a caller waiting for room gets it.
-func (s *Scheduler[K]) took(sh *shard[K], sess *session[K]) *task {
+func (s *Scheduler[K]) nextTaskControlled(sh *shard[K], sess *session[K]) *task {
 	t := sess.w.t
 	if t.flags&flagTagged != 0 {
 		t = sess.untag(t)

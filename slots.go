@@ -168,10 +168,10 @@ func (q *slots[K]) giveUp() {
 	q.mu.Unlock()
 }
 
-// lend gives away the slot of b's worker while a task or callback of b
+// lendSlot gives away the slot of b's worker while a task or callback of b
 // waits (see loan): to a resumer, else to the ready queue's head on a new
 // goroutine, else back to the pool.
-func (q *slots[K]) lend(b *base) (uint64, bool) {
+func (q *slots[K]) lendSlot(b *base) (uint64, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	l := &b.loan
@@ -196,10 +196,10 @@ func (q *slots[K]) lend(b *base) (uint64, bool) {
 	return l.epoch, true
 }
 
-// reclaim takes the slot back when the last wait of a loan ends, ahead of
+// reclaimSlot takes the slot back when the last wait of a loan ends, ahead of
 // sessions that have not started: at once if one is free, else as a
 // resumer, waiting until a slot is passed to it.
-func (q *slots[K]) reclaim(b *base, epoch uint64) {
+func (q *slots[K]) reclaimSlot(b *base, epoch uint64) {
 	q.mu.Lock()
 	l := &b.loan
 	if l.epoch != epoch {
@@ -219,7 +219,7 @@ func (q *slots[K]) userBegin(b *base) { b.open.Store(true) }
 // userDone ends what userBegin began: a loan that a wait made meanwhile
 // ends, and the worker takes its slot back before it goes on. A wait that
 // set lending before it read open is seen here, and one that read open
-// after it was cleared lends nothing (see lend).
+// after it was cleared lends nothing (see lendSlot).
 func (q *slots[K]) userDone(b *base) {
 	b.open.Store(false)
 	if b.lending.Load() {

@@ -310,7 +310,7 @@ func (t *task) reason() (err, cause error) {
 	if t.sess.discarded(t) {
 		return context.Canceled, ErrDiscarded
 	}
-	if t.job.resolved() || t.sess.core.forced.Load() {
+	if t.job.resolved() || t.sess.core.gaveUp.Load() {
 		return context.Canceled, context.Canceled
 	}
 	return nil, nil
@@ -333,7 +333,7 @@ func (t *task) state() *doneState {
 	if t.parent.Done() != nil {
 		stops = append(stops, context.AfterFunc(t.parent, func() { d.latch(t.parent.Err(), context.Cause(t.parent)) }))
 	}
-	stops = append(stops, context.AfterFunc(t.sess.core.force, func() { d.latch(context.Canceled, context.Canceled) }))
+	stops = append(stops, context.AfterFunc(t.sess.core.givenUp, func() { d.latch(context.Canceled, context.Canceled) }))
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()

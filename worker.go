@@ -14,7 +14,7 @@ import (
 // it.
 //
 // One task's path, in order: admit (session.go) queues it and schedules
-// an idle session; the goroutine (work) takes it (take), runs or skips it
+// an idle session; the goroutine (work) takes it (nextTask), runs or skips it
 // (runTask), reports a posted task's failure (report), then advance
 // resolves it under the shard lock and takes the next task, yields the
 // turn, or retires the session.
@@ -43,11 +43,11 @@ type worker[K comparable] struct {
 	timer    *paceTimer   // the timer a paced session waits on; guarded by the shard lock
 
 	nexts    []func(context.Context) error // the interceptors' nexts (intercept.go), made once
-	replaced []dropped                     // tasks makeRoom replaced under the lock, to finish without it
+	replaced []wakeUp                      // tasks makeRoom replaced under the lock, to finish without it
 
-	logs    []record     // records to write, each taken off before it is written
-	dropped []*task      // failures of dropped posted tasks, to report (see Scheduler.drop)
-	cb      *callbackCtx // the running callback's ctx
+	logs      []record     // records to write, each taken off before it is written
+	reporting []*task      // failures of dropped posted tasks, to report (see Scheduler.drop)
+	cb        *callbackCtx // the running callback's ctx
 }
 
 // stage is where the task in hand is.
@@ -111,7 +111,7 @@ func (s *Scheduler[K]) work(sess *session[K]) {
 		s.steps(&g)
 	}
 	g.normal = true
-	s.releaseToken()
+	s.returnToken()
 }
 
 // guardState is what work and steps know of the user code a goroutine
@@ -201,9 +201,9 @@ func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 		s.enter(sess)
 	case len(w.replaced) > 0:
 		d := w.replaced[0]
-		w.replaced[0] = dropped{}
+		w.replaced[0] = wakeUp{}
 		w.replaced = w.replaced[1:]
-		s.replaced(d)
+		d.wake()
 	case len(w.logs) > 0:
 		s.writeLog(sess)
 	case s.rate != nil && !w.rateRead:
@@ -215,10 +215,10 @@ func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 	case w.t != nil && w.stage == stageReport:
 		w.stage = stageDone
 		s.report(sess, w.t)
-	case len(w.dropped) > 0:
-		t := w.dropped[0]
-		w.dropped[0] = nil
-		w.dropped = w.dropped[1:]
+	case len(w.reporting) > 0:
+		t := w.reporting[0]
+		w.reporting[0] = nil
+		w.reporting = w.reporting[1:]
 		s.report(sess, t)
 	default:
 		return s.advance(sess)
@@ -301,7 +301,7 @@ func (s *Scheduler[K]) runTask(sess *session[K]) {
 func (s *Scheduler[K]) skipped(sess *session[K], t *task) bool {
 	w := &sess.w
 	switch {
-	case s.core.forced.Load():
+	case s.core.gaveUp.Load():
 		t.job.fail(ErrClosed, outcomeSkipped)
 		return true
 	case sess.cut.Load() == t:
@@ -356,8 +356,8 @@ func (s *Scheduler[K]) afterFn(sess *session[K], t *task) {
 }
 
 // advance resolves the task in hand and takes the next, in one lock
-// section: it also picks up failures to report that Discard or a forced
-// Shutdown left, ends the turn when it is over and work remains, and
+// section: it also picks up failures to report that Discard or the
+// give-up left, ends the turn when it is over and work remains, and
 // lets go of the session when it parks, waits for its rate, or has nothing
 // left (retire). It returns the session the goroutine goes on with.
 func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
@@ -384,7 +384,7 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	leave := false // the goroutine lets go of sess: parked, paced or retired
 	switch {
 	case len(sess.reports) > 0:
-		w.dropped, sess.reports = sess.reports, w.dropped[:0]
+		w.reporting, sess.reports = sess.reports, w.reporting[:0]
 	case sess.pause && (sess.drain == nil || sess.queued() > 0):
 		s.fire(sh, sess, evPark)
 		leave = true
@@ -395,7 +395,7 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		w.begin() // the next advance takes the next task, after beginTurn
 		yield = true
 		next = s.rq.yield(sh, sess)
-	case s.take(sh, sess) == nil:
+	case s.nextTask(sh, sess) == nil:
 		succ, spawned := s.retire(sh, sess)
 		if succ != nil && !spawned {
 			next = succ // the key goes on in its successor, on this goroutine (see release)
