@@ -84,6 +84,30 @@ func TestWithErrorHandlerOfAnotherKeyTypeIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, seqsched.ErrInvalidOption)
 }
 
+func TestKeyedOptionsRefuseAnotherKeyTypeAndNil(t *testing.T) {
+	for _, tc := range []struct {
+		opt  seqsched.Option
+		want string
+	}{
+		{seqsched.WithWeight(func(string) int { return 1 }),
+			"seqsched: WithWeight(func(string) int): must take the scheduler's key type int: invalid option"},
+		{seqsched.WithWeight[int](nil), "seqsched: WithWeight(nil): must not be nil: invalid option"},
+		{seqsched.WithErrorHandler(func(context.Context, string, error) {}),
+			"seqsched: WithErrorHandler(func(context.Context, string, error)): must take the scheduler's key type int: invalid option"},
+		{seqsched.WithErrorHandler[int](nil), "seqsched: WithErrorHandler(nil): must not be nil: invalid option"},
+		{seqsched.WithRate(func(string) (float64, int) { return 1, 1 }),
+			"seqsched: WithRate(func(string) (float64, int)): must take the scheduler's key type int: invalid option"},
+		{seqsched.WithRate[int](nil), "seqsched: WithRate(nil): must not be nil: invalid option"},
+		{seqsched.WithInterceptor(func(context.Context, string, func(context.Context) error) error { return nil }),
+			"seqsched: WithInterceptor(func(context.Context, string, func(context.Context) error) error): must take the scheduler's key type int: invalid option"},
+		{seqsched.WithInterceptor[int](nil), "seqsched: WithInterceptor(nil): must not be nil: invalid option"},
+	} {
+		_, err := seqsched.New[int](tc.opt)
+		require.ErrorIs(t, err, seqsched.ErrInvalidOption)
+		require.EqualError(t, err, tc.want)
+	}
+}
+
 func TestSubmitRejectsBadInput(t *testing.T) {
 	s := newScheduler[string](t)
 	_, err := seqsched.Submit[string, int](context.Background(), s, "k", nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 )
 
@@ -86,43 +87,39 @@ func newOptions[K comparable](opts []Option) (options, error) {
 		return o, &OptionError{Option: slowTaskOption(o.slowTask).String(),
 			Reason: "must be >= 0 (0 means off)"}
 	}
-	if o.weight != nil {
-		w, ok := o.weight.(func(K) int)
-		switch {
-		case !ok:
-			var key K
-			return o, &OptionError{Option: fmt.Sprintf("WithWeight(%T)", o.weight),
-				Reason: fmt.Sprintf("must take the scheduler's key type %T", key)}
-		case w == nil:
-			return o, &OptionError{Option: "WithWeight(nil)", Reason: "must not be nil"}
-		}
+	if err := checkFunc[K, func(K) int]("WithWeight", o.weight); err != nil {
+		return o, err
 	}
-	if o.errHandler != nil {
-		h, ok := o.errHandler.(func(context.Context, K, error))
-		switch {
-		case !ok:
-			var key K
-			return o, &OptionError{Option: fmt.Sprintf("WithErrorHandler(%T)", o.errHandler),
-				Reason: fmt.Sprintf("must take the scheduler's key type %T", key)}
-		case h == nil:
-			return o, &OptionError{Option: "WithErrorHandler(nil)", Reason: "must not be nil"}
-		}
+	if err := checkFunc[K, func(context.Context, K, error)]("WithErrorHandler", o.errHandler); err != nil {
+		return o, err
 	}
-	if err := checkRate[K](&o); err != nil {
+	if err := checkFunc[K, func(K) (float64, int)]("WithRate", o.rate); err != nil {
 		return o, err
 	}
 	for _, f := range o.interceptors {
-		i, ok := f.(func(context.Context, K, func(context.Context) error) error)
-		switch {
-		case !ok:
-			var key K
-			return o, &OptionError{Option: fmt.Sprintf("WithInterceptor(%T)", f),
-				Reason: fmt.Sprintf("must take the scheduler's key type %T", key)}
-		case i == nil:
-			return o, &OptionError{Option: "WithInterceptor(nil)", Reason: "must not be nil"}
+		if err := checkFunc[K, func(context.Context, K, func(context.Context) error) error]("WithInterceptor", f); err != nil {
+			return o, err
 		}
 	}
 	return o, nil
+}
+
+// checkFunc checks the function f that option name was given (nil: the
+// option was not used): it must be an F, which takes the scheduler's key
+// type K, and not a nil one.
+func checkFunc[K comparable, F any](name string, f any) error {
+	if f == nil {
+		return nil
+	}
+	if _, ok := f.(F); !ok {
+		var key K
+		return &OptionError{Option: fmt.Sprintf("%s(%T)", name, f),
+			Reason: fmt.Sprintf("must take the scheduler's key type %T", key)}
+	}
+	if reflect.ValueOf(f).IsNil() {
+		return &OptionError{Option: name + "(nil)", Reason: "must not be nil"}
+	}
+	return nil
 }
 
 // WithHaltOnError runs every task as if submitted with [HaltOnError]: a

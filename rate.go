@@ -162,20 +162,3 @@ func (sess *session[K]) unpace() {
 		sess.w.timer = nil
 	}
 }
-
-// checkRate is newOptions' check of WithRate's function.
-func checkRate[K comparable](o *options) error {
-	if o.rate == nil {
-		return nil
-	}
-	f, ok := o.rate.(func(K) (float64, int))
-	switch {
-	case !ok:
-		var key K
-		return &OptionError{Option: fmt.Sprintf("WithRate(%T)", o.rate),
-			Reason: fmt.Sprintf("must take the scheduler's key type %T", key)}
-	case f == nil:
-		return &OptionError{Option: "WithRate(nil)", Reason: "must not be nil"}
-	}
-	return nil
-}
