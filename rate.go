@@ -111,25 +111,24 @@ func (s *Scheduler[K]) readRate(sess *session[K]) {
 	w.pace = &tokenBucket{perSecond: perSecond, burst: float64(burst), tokens: float64(burst)}
 }
 
-// paceWait takes a token for sess's next task, unless one is taken
-// already, and returns how long the task must wait for it. Called with
-// sh.mu held, only for a paced session with tasks queued.
-func (s *Scheduler[K]) paceWait(sess *session[K]) time.Duration {
+// paceNext takes a token for the next task of paced sess, unless one is
+// taken already; if the task must wait for it, sess moves to paced, where
+// it waits on one timer, which schedules it again, and paceNext reports
+// true. Called with sh.mu held, by sess's worker, with tasks queued.
+func (s *Scheduler[K]) paceNext(sh *shard[K], sess *session[K]) bool {
 	b := sess.w.pace
 	if b.reserved {
-		return 0
+		return false
 	}
-	return b.reserve(time.Now())
-}
-
-// pace moves sess, whose next task must wait d for its token, to paced: it
-// holds a live token (it has work, and Shutdown waits for it) and one
-// timer, which schedules it again. Called with sh.mu held.
-func (s *Scheduler[K]) pace(sh *shard[K], sess *session[K], d time.Duration) {
+	d := b.reserve(time.Now())
+	if d <= 0 {
+		return false
+	}
 	s.fire(sh, sess, evPace)
 	pt := new(paceTimer) // this wait's identity: a stale callback finds another
 	pt.t = time.AfterFunc(d, func() { s.paced(sess, pt) })
 	sess.w.timer = pt // the callback reads it under sh.mu: set before it can look
+	return true
 }
 
 // paceTimer is one wait of a paced session; its callback acts only while

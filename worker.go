@@ -371,15 +371,11 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		next          = sess
 	)
 	sh.mu.Lock()
-	var wait time.Duration // a paced session's wait for its next task's token
 	if done != nil {
 		w.t, sess.cur = nil, nil
 		sh.running--
 		sh.count(done)
 		waiter = done.job.publish() // before the session can be seen idle or gone
-	}
-	if w.pace != nil && !sess.pause && len(sess.reports) == 0 && sess.queued() > 0 {
-		wait = s.paceWait(sess)
 	}
 	leave := false // the goroutine lets go of sess: parked, paced or retired
 	switch {
@@ -388,8 +384,7 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	case sess.pause && (sess.drain == nil || sess.queued() > 0):
 		s.fire(sh, sess, evPark)
 		leave = true
-	case wait > 0:
-		s.pace(sh, sess, wait)
+	case w.pace != nil && sess.queued() > 0 && s.paceNext(sh, sess):
 		leave = true
 	case turnOver && sess.queued() > 0:
 		w.begin() // the next advance takes the next task, after beginTurn
