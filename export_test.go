@@ -1,5 +1,7 @@
 package seqsched
 
+import "unsafe"
+
 // WithShards sets how many shards a scheduler has (a power of two). With 1,
 // every key shares one shard, so tests exercise what shard-mates do to each
 // other whatever the keys hash to.
@@ -18,3 +20,10 @@ func init() { checkMoves = true }
 // BadMoves counts, over every scheduler of the test binary, the session
 // moves that are not edges of the state machine's diagram (session.go).
 func BadMoves() int64 { return badMoves.Load() }
+
+// TaskSizes returns the sizes of a task's one allocation: a Go future
+// (Future[struct{}]), a Submit future of an int (Future[int]) and a posted
+// task.
+func TaskSizes() (goFuture, intFuture, post uintptr) {
+	return unsafe.Sizeof(Future[struct{}]{}), unsafe.Sizeof(Future[int]{}), unsafe.Sizeof(posted{})
+}

@@ -92,6 +92,7 @@ type core struct {
 	// interceptor. Without either the hot path reads no clock.
 	stamped bool
 	epoch   time.Time
+	parkers parkers // the Awaits' (future.go)
 }
 
 // lender is the part of a Scheduler that a wait needs to lend its caller's
@@ -256,7 +257,6 @@ func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], h *Sessio
 	}
 	f := &Future[T]{fn: fn, fn0: fn0}
 	f.t.parent, f.t.prio, f.t.flags, f.t.job = submitCtx(ctx), sp.prio, sp.flags, f
-	f.wg.Add(1)
 	if sp.tag != "" || sp.flags&flagWait != 0 {
 		err = s.acceptControlled(ctx, h, key, &f.t, sp.tag)
 	} else {
@@ -278,7 +278,7 @@ func post[K comparable](ctx context.Context, s *Scheduler[K], h *Session[K], key
 	if err != nil {
 		return err
 	}
-	p := &posted[K]{fn: fn, key: key}
+	p := &posted{fn: fn}
 	p.t.parent, p.t.prio, p.t.flags, p.t.job = submitCtx(ctx), sp.prio, sp.flags, p
 	if sp.tag != "" || sp.flags&flagWait != 0 {
 		return s.acceptControlled(ctx, h, key, &p.t, sp.tag)
