@@ -74,8 +74,7 @@ type Scheduler[K comparable] struct {
 	weightFailLogged atomic.Bool                     // a weight function's panic or Goexit was logged
 	rate             func(K) (float64, int)          // WithRate, or nil
 	rateLogged       atomic.Bool                     // a rate out of range, or the function's panic or Goexit, was logged
-	waitQ            *[2]quantiles                   // queue waits by priority, for WaitStats; nil without WithWaitHistogram
-	waitHist         *[2]histogram.Recorder          // queue waits by priority; nil without WithWaitHistogram
+	waitHist         *[2]*histogram.Fine             // queue waits by priority, for Wait and WaitHistogram; nil without WithWaitHistogram
 	runHist          *[2]histogram.Recorder          // run times by priority; nil without WithRunHistogram
 }
 
@@ -154,7 +153,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	}
 	s.checkKeys = keyCheckNeeded(reflect.TypeFor[K]())
 	if o.waitHistogram {
-		s.waitQ, s.waitHist = new([2]quantiles), new([2]histogram.Recorder)
+		s.waitHist = &[2]*histogram.Fine{histogram.NewFine(), histogram.NewFine()}
 	}
 	if o.runHistogram {
 		s.runHist = new([2]histogram.Recorder)
