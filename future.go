@@ -139,23 +139,32 @@ func (f *Future[T]) wait(ctx context.Context) bool {
 	} else {
 		done = ctx.Done()
 	}
-	ended := false
-	for !ended && !f.resolved() {
-		// A reason latched before the parker was in t's slot left no
-		// wake-up: read the sources after parking, as state does.
-		if light {
+	switch {
+	case light:
+		for !f.resolved() {
+			// A reason latched before the parker was in t's slot left
+			// no wake-up: read the sources after parking, as state does.
 			if reason, _ := t.reason(); reason != nil {
 				break
 			}
+			select {
+			case <-p.ch: // f resolved, or t's ctx ended (end, or a state made since): look again
+			case <-parent:
+			case <-force:
+			}
 		}
-		select {
-		case <-p.ch: // f resolved, or t's ctx ended (end, or a state made since): look again
-		case <-done:
-			ended = true
-		case <-parent:
-			ended = true
-		case <-force:
-			ended = true
+	case done == nil: // a ctx that never ends: the common wait from outside a task
+		for !f.resolved() {
+			<-p.ch
+		}
+	default:
+		for !f.resolved() {
+			select {
+			case <-p.ch:
+				continue
+			case <-done:
+			}
+			break
 		}
 	}
 	// Unpark. The future's resolution may still wake p after this (it
