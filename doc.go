@@ -29,10 +29,10 @@
 // Each costs nothing when it is not used.
 //
 // Costs: one allocation per task (the task and its future together), no
-// goroutine per task, no channel unless a future is awaited with a ctx that
-// can end or its Done is called, and no goroutine for a session once its
-// queues are empty. BENCHMARKS.md in the repository has the measured
-// numbers.
+// goroutine per task, no channel unless a future's Done is called (Await,
+// from a task with its ctx too, allocates nothing), and no goroutine for a
+// session once its queues are empty. BENCHMARKS.md in the repository has
+// the measured numbers.
 //
 // # The contract with your code
 //

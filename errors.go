@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/seqsched/seqsched/internal/opterr"
 )
 
 // Sentinel errors. Every error the package itself returns wraps one of these
@@ -86,18 +88,18 @@ var (
 
 // OptionError reports an option whose value is out of range. It wraps
 // [ErrInvalidOption].
-type OptionError struct {
-	Option string // the option as written, e.g. "WithYieldAfter(5)"
-	Reason string // what the value must be, e.g. "must be 10..50"
-}
-
+//
+// Option is the option as written, e.g. "WithYieldAfter(5)"; Reason, what
+// the value must be, e.g. "must be 10..50".
 // Error returns "seqsched: <Option>: <Reason>: invalid option".
-func (e *OptionError) Error() string {
-	return "seqsched: " + e.Option + ": " + e.Reason + ": invalid option"
-}
+type OptionError = opterr.Error[optionModule]
 
-// Unwrap returns [ErrInvalidOption].
-func (e *OptionError) Unwrap() error { return ErrInvalidOption }
+// optionModule makes OptionError this package's: its name opens the
+// message, and it wraps ErrInvalidOption.
+type optionModule struct{}
+
+func (optionModule) Name() string    { return "seqsched" }
+func (optionModule) Sentinel() error { return ErrInvalidOption }
 
 // KeyError reports a key that cannot name a session. It wraps
 // [ErrInvalidKey].

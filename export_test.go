@@ -1,5 +1,7 @@
 package seqsched
 
+import "unsafe"
+
 // WithShards sets how many shards a scheduler has (a power of two). With 1,
 // every key shares one shard, so tests exercise what shard-mates do to each
 // other whatever the keys hash to.
@@ -57,4 +59,11 @@ func Transition(from, on string, paused bool) (to string, ok bool) {
 		return "", false
 	}
 	return st.String(), true
+}
+
+// TaskSizes returns the sizes of a task's one allocation: a Go future
+// (Future[struct{}]), a Submit future of an int (Future[int]) and a posted
+// task.
+func TaskSizes() (goFuture, intFuture, post uintptr) {
+	return unsafe.Sizeof(Future[struct{}]{}), unsafe.Sizeof(Future[int]{}), unsafe.Sizeof(posted{})
 }

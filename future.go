@@ -17,17 +17,18 @@ type Future[T any] struct {
 	fn0 func(context.Context) error // Scheduler.Go's fn, kept apart to avoid a wrapper closure
 	val T
 	err error
-	// signal is nil while nobody waits on Done, a waiter once Done was
-	// called, and resolvedWaiter once resolved (the waiter's channel is
-	// then closed).
+	// signal is nil while nobody waits, the waiter of an Await or of Done
+	// while someone does, and resolvedWaiter once resolved.
 	signal atomic.Pointer[waiter]
-	// wg is done at resolution: an Await whose ctx cannot end blocks on it
-	// instead of making a channel.
-	wg sync.WaitGroup
 }
 
-// waiter holds the channel Done returns.
-type waiter struct{ ch chan struct{} }
+// waiter is who is to be woken when a future resolves: Done's channel, to
+// close, and an Await's parker, to wake (see parker). Each field is set
+// before the waiter is published and never changes.
+type waiter struct {
+	ch   chan struct{}
+	park *parker
+}
 
 // resolvedWaiter is stored in every resolved future's signal.
 var resolvedWaiter = func() *waiter {
@@ -44,14 +45,21 @@ func (f *Future[T]) Done() <-chan struct{} {
 	if f == nil || f.t.sess == nil {
 		return resolvedWaiter.ch
 	}
-	w := f.signal.Load()
-	if w == nil {
-		w = &waiter{ch: make(chan struct{})}
-		if !f.signal.CompareAndSwap(nil, w) {
-			w = f.signal.Load()
+	for {
+		w := f.signal.Load()
+		if w != nil && w.ch != nil {
+			return w.ch
+		}
+		// Nobody waits, or an Await's parker does: it is kept, to be
+		// woken with the channel's close.
+		nw := &waiter{ch: make(chan struct{})}
+		if w != nil {
+			nw.park = w.park
+		}
+		if f.signal.CompareAndSwap(w, nw) {
+			return nw.ch
 		}
 	}
-	return w.ch
 }
 
 // Await waits until the task has run and returns its result. ctx bounds
@@ -71,6 +79,9 @@ func (f *Future[T]) Done() <-chan struct{} {
 // the caller's slot while it waits and takes one back, ahead of sessions
 // that have not started, before it returns; the awaiting session still runs
 // none of its other tasks meanwhile.
+//
+// Await allocates nothing, given a task's own ctx as well: the future is
+// the task's only allocation.
 func (f *Future[T]) Await(ctx context.Context) (T, error) {
 	var zero T
 	if f == nil || f.t.sess == nil {
@@ -90,22 +101,131 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 			defer reclaim()
 		}
 	}
-	done := ctx.Done()
-	if done == nil {
-		f.wg.Wait()
-		return f.val, f.err
-	}
-	select {
-	case <-f.Done():
-		return f.val, f.err
-	case <-done:
-		if f.resolved() {
-			return f.val, f.err
-		}
+	if !f.wait(ctx) {
 		return zero, ctx.Err()
+	}
+	return f.val, f.err
+}
+
+// wait waits until f resolves, and reports true, or until ctx ends first,
+// and reports false. A single waiter parks on a pooled parker; one that
+// comes while another waits shares Done's channel.
+//
+// Given a task's own ctx (what a task passes to Await), wait does not make
+// that ctx's done state (a context.WithCancel and watches on the submit ctx
+// and the force, made for Done): it parks on the task's done slot instead,
+// where end and a later state find it, and watches the submit ctx's and
+// the force's channels itself.
+func (f *Future[T]) wait(ctx context.Context) bool {
+	ps := &f.t.sess.core.parkers
+	p := ps.get()
+	if !f.signal.CompareAndSwap(nil, &p.w) {
+		ps.put(p)
+		if f.resolved() {
+			return true
+		}
+		select {
+		case <-f.Done():
+			return true
+		case <-ctx.Done():
+			return f.resolved()
+		}
+	}
+	var done, parent, force <-chan struct{}
+	t, _ := ctx.(*task)
+	light := t != nil && t.done.CompareAndSwap(nil, &p.light)
+	if light {
+		parent, force = t.parent.Done(), t.sess.core.givenUp.Done()
+	} else {
+		done = ctx.Done()
+	}
+	switch {
+	case light:
+		for !f.resolved() {
+			// A reason latched before the parker was in t's slot left
+			// no wake-up: read the sources after parking, as state does.
+			if reason, _ := t.reason(); reason != nil {
+				break
+			}
+			select {
+			case <-p.ch: // f resolved, or t's ctx ended (end, or a state made since): look again
+			case <-parent:
+			case <-force:
+			}
+		}
+	case done == nil: // a ctx that never ends: the common wait from outside a task
+		for !f.resolved() {
+			<-p.ch
+		}
+	default:
+		for !f.resolved() {
+			select {
+			case <-p.ch:
+				continue
+			case <-done:
+			}
+			break
+		}
+	}
+	// Unpark. The future's resolution may still wake p after this (it
+	// took p before the swap below failed), as may an end that read t's
+	// slot before it was cleared: a parker's user looks again after every
+	// wake-up, so a stale one costs a look. A state made since took over
+	// t's slot and wakes p when its ctx ends: that parker is left to it.
+	f.signal.CompareAndSwap(&p.w, nil)
+	if !light || t.done.CompareAndSwap(&p.light, nil) {
+		select {
+		case <-p.ch:
+		default:
+		}
+		ps.put(p)
+	}
+	return f.resolved()
+}
+
+// parker is what an Await waits on without making a channel: ch holds one
+// wake-up, sent without blocking once what it announces is visible (a
+// future resolved, a task's ctx ended); its waiter receives, then looks at
+// every condition again. So a wake-up is never lost (a full ch already
+// holds one that the waiter has yet to take), and a stale one, sent to a
+// parker that went back to the pool and came out again, costs its new
+// user one look. w is the parker as a future's waiter, light as a task's
+// done state (see task.state); both are fixed when the parker is made.
+type parker struct {
+	ch    chan struct{}
+	w     waiter
+	light doneState
+}
+
+// parkers holds a scheduler's parkers between waits. A parker is made by
+// the first wait that finds none, and only that scheduler's waits use it
+// again: a scheduler started in a testing/synctest bubble is used in it,
+// and so its parkers' channels belong to it, and a wait on them is one the
+// bubble knows is blocked.
+type parkers struct{ pool sync.Pool }
+
+func (ps *parkers) get() *parker {
+	if p, ok := ps.pool.Get().(*parker); ok {
+		return p
+	}
+	p := &parker{ch: make(chan struct{}, 1)}
+	p.w.park, p.light.park = p, p
+	return p
+}
+
+func (ps *parkers) put(p *parker) { ps.pool.Put(p) }
+
+// wake gives p a wake-up, unless it holds one.
+func (p *parker) wake() {
+	select {
+	case p.ch <- struct{}{}:
+	default:
 	}
 }
 
+// resolved reports whether f's outcome is published: its signal, not its
+// task's flag (set just before), so that Done returns a closed channel
+// once resolved says so.
 func (f *Future[T]) resolved() bool { return f.signal.Load() == resolvedWaiter }
 
 func (f *Future[T]) exec(t *task, ctx context.Context) {
@@ -131,30 +251,34 @@ func (f *Future[T]) fail(err error, o outcome) { f.err, f.t.outcome = err, o }
 
 func (f *Future[T]) publish() *waiter {
 	f.fn, f.fn0 = nil, nil // let go of what fn captured
+	f.t.resolved.Store(true)
 	return f.signal.Swap(resolvedWaiter)
 }
 
 func (f *Future[T]) wake(w *waiter) {
-	if w != nil {
+	if w == nil {
+		return
+	}
+	if w.ch != nil {
 		close(w.ch)
 	}
-	f.wg.Done()
+	if w.park != nil {
+		w.park.wake()
+	}
 }
 
 func (f *Future[T]) failure() error { return nil }
 func (f *Future[T]) result() error  { return f.err }
 
 // posted is a task with no future (Post): its failure goes to the error
-// handler or the log (see report.go).
-type posted[K comparable] struct {
-	t    task
-	fn   func(context.Context) error
-	err  error
-	key  K
-	done atomic.Bool
+// handler or the log (see report.go), with the key its session knows.
+type posted struct {
+	t   task
+	fn  func(context.Context) error
+	err error
 }
 
-func (p *posted[K]) exec(t *task, ctx context.Context) {
+func (p *posted) exec(t *task, ctx context.Context) {
 	p.err = p.fn(ctx)
 	t.outcome = outcomeSucceeded
 	if p.err != nil {
@@ -162,16 +286,15 @@ func (p *posted[K]) exec(t *task, ctx context.Context) {
 	}
 }
 
-func (p *posted[K]) conclude(err error) {
+func (p *posted) conclude(err error) {
 	p.err, p.t.outcome = err, outcomeSucceeded
 	if err != nil {
 		p.t.outcome = outcomeFailed
 	}
 }
 
-func (p *posted[K]) fail(err error, o outcome) { p.err, p.t.outcome = err, o }
-func (p *posted[K]) publish() *waiter          { p.fn = nil; p.done.Store(true); return nil }
-func (p *posted[K]) wake(*waiter)              {}
-func (p *posted[K]) resolved() bool            { return p.done.Load() }
-func (p *posted[K]) failure() error            { return p.err }
-func (p *posted[K]) result() error             { return p.err }
+func (p *posted) fail(err error, o outcome) { p.err, p.t.outcome = err, o }
+func (p *posted) publish() *waiter          { p.fn = nil; p.t.resolved.Store(true); return nil }
+func (p *posted) wake(*waiter)              {}
+func (p *posted) failure() error            { return p.err }
+func (p *posted) result() error             { return p.err }

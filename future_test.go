@@ -9,9 +9,12 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/seqsched/seqsched"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -80,6 +83,83 @@ func TestAwaitContextBoundsOnlyTheWait(t *testing.T) {
 	_, err = f.Await(ctx)
 	require.NoError(t, err, "a resolved future answers whatever the ctx")
 	awaitAll(t, g)
+}
+
+// Every waiter of one future gets its result, however many wait and
+// however: Awaits with a ctx that never ends and with one that can, and
+// Done, begun in every order, and some Awaits that give up on the way
+// (their ctx ends) without taking the others' wake-up.
+func TestEveryWaiterOfAFutureGetsItsResult(t *testing.T) {
+	for _, order := range [][]string{
+		{"await", "await", "done"},
+		{"done", "await", "await-cancelable"},
+		{"await-cancelable", "gives-up", "await", "done"},
+		{"gives-up", "await", "gives-up", "await-cancelable"},
+	} {
+		t.Run(strings.Join(order, ","), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScheduler[string](t)
+				open := make(chan struct{})
+				f, err := seqsched.Submit(context.Background(), s, "k", func(context.Context) (int, error) {
+					<-open
+					return 42, nil
+				})
+				require.NoError(t, err)
+				var got []int
+				var mu sync.Mutex
+				for _, how := range order {
+					switch how {
+					case "done":
+						go func() {
+							<-f.Done()
+							v, err := f.Await(context.Background())
+							assert.NoError(t, err)
+							mu.Lock()
+							got = append(got, v)
+							mu.Unlock()
+						}()
+					case "gives-up":
+						ctx, cancel := context.WithCancel(context.Background())
+						go func() {
+							_, err := f.Await(ctx)
+							assert.ErrorIs(t, err, context.Canceled)
+						}()
+						synctest.Wait()
+						cancel()
+					default:
+						ctx := context.Background()
+						if how == "await-cancelable" {
+							var cancel context.CancelFunc
+							ctx, cancel = context.WithCancel(ctx)
+							defer cancel()
+						}
+						go func() {
+							v, err := f.Await(ctx)
+							assert.NoError(t, err)
+							mu.Lock()
+							got = append(got, v)
+							mu.Unlock()
+						}()
+					}
+					synctest.Wait()
+				}
+				close(open)
+				synctest.Wait()
+				mu.Lock()
+				defer mu.Unlock()
+				want := 0
+				for _, how := range order {
+					if how != "gives-up" {
+						want++
+					}
+				}
+				require.Len(t, got, want, "waiters that got the result")
+				for _, v := range got {
+					require.Equal(t, 42, v)
+				}
+			})
+		})
+	}
 }
 
 func TestAwaitOnANilOrZeroFutureIsAnError(t *testing.T) {

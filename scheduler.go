@@ -74,8 +74,7 @@ type Scheduler[K comparable] struct {
 	weightFailLogged atomic.Bool                     // a weight function's panic or Goexit was logged
 	rate             func(K) (float64, int)          // WithRate, or nil
 	rateLogged       atomic.Bool                     // a rate out of range, or the function's panic or Goexit, was logged
-	waitQ            *[2]quantiles                   // queue waits by priority, for WaitStats; nil without WithWaitHistogram
-	waitHist         *[2]histogram.Recorder          // queue waits by priority; nil without WithWaitHistogram
+	waitHist         *[2]*histogram.Fine             // queue waits by priority, for Wait and WaitHistogram; nil without WithWaitHistogram
 	runHist          *[2]histogram.Recorder          // run times by priority; nil without WithRunHistogram
 }
 
@@ -92,6 +91,7 @@ type core struct {
 	// interceptor. Without either the hot path reads no clock.
 	stamped bool
 	epoch   time.Time
+	parkers parkers // the Awaits' (future.go)
 }
 
 // lend lends the slot of the session whose task or callback waits; it
@@ -145,7 +145,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	}
 	s.checkKeys = keyCheckNeeded(reflect.TypeFor[K]())
 	if o.waitHistogram {
-		s.waitQ, s.waitHist = new([2]quantiles), new([2]histogram.Recorder)
+		s.waitHist = &[2]*histogram.Fine{histogram.NewFine(), histogram.NewFine()}
 	}
 	if o.runHistogram {
 		s.runHist = new([2]histogram.Recorder)
@@ -241,7 +241,6 @@ func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], h *Sessio
 	}
 	f := &Future[T]{fn: fn, fn0: fn0}
 	f.t.parent, f.t.prio, f.t.flags, f.t.job = submitCtx(ctx), sp.prio, sp.flags, f
-	f.wg.Add(1)
 	if sp.tag != "" || sp.flags&flagWait != 0 {
 		err = s.acceptControlled(ctx, h, key, &f.t, sp.tag)
 	} else {
@@ -263,7 +262,7 @@ func post[K comparable](ctx context.Context, s *Scheduler[K], h *Session[K], key
 	if err != nil {
 		return err
 	}
-	p := &posted[K]{fn: fn, key: key}
+	p := &posted{fn: fn}
 	p.t.parent, p.t.prio, p.t.flags, p.t.job = submitCtx(ctx), sp.prio, sp.flags, p
 	if sp.tag != "" || sp.flags&flagWait != 0 {
 		return s.acceptControlled(ctx, h, key, &p.t, sp.tag)

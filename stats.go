@@ -1,9 +1,9 @@
 package seqsched
 
 import (
-	"math/bits"
-	"sync/atomic"
 	"time"
+
+	"github.com/seqsched/seqsched/internal/histogram"
 )
 
 // Stats is a snapshot of a scheduler's state. When the scheduler is quiet
@@ -106,8 +106,7 @@ func (s *Scheduler[K]) Stats() Stats {
 		st.Replaced += c[outcomeReplaced]
 		st.Panics += c[outcomePanicked]
 		if s.waitHist != nil {
-			ps.Wait = s.waitQ[p].snapshot()
-			ps.WaitHistogram = histogramOf(&s.waitHist[p])
+			ps.Wait, ps.WaitHistogram = waitsOf(s.waitHist[p])
 		}
 		if s.runHist != nil {
 			ps.RunHistogram = histogramOf(&s.runHist[p])
@@ -118,57 +117,6 @@ func (s *Scheduler[K]) Stats() Stats {
 	st.Yields = s.yields.Load()
 	st.SlowTasks = s.slowTasks.Load()
 	return st
-}
-
-// quantiles counts durations in fixed log-linear buckets: each power of two
-// is split into histSub equal buckets, so a reported quantile is within
-// 1/histSub (12.5%) above the true value. Updates are lock-free atomic adds;
-// a snapshot taken while updates run may be off by the updates in flight.
-type quantiles struct {
-	count   atomic.Uint64
-	max     atomic.Int64
-	buckets [64 * histSub]atomic.Uint64
-}
-
-const (
-	histSubBits = 3
-	histSub     = 1 << histSubBits
-)
-
-// bucket maps a duration in ns to its bucket: values below histSub have a
-// bucket each; above, the top histSubBits bits after the leading one pick
-// the sub-bucket of the value's power of two.
-func bucket(ns int64) int {
-	if ns < histSub {
-		return int(max(ns, 0))
-	}
-	u := uint64(ns)
-	exp := bits.Len64(u) - 1 // >= histSubBits
-	sub := (u >> (exp - histSubBits)) & (histSub - 1)
-	return (exp-histSubBits+1)*histSub + int(sub)
-}
-
-// upper is the largest duration in ns that falls in bucket b.
-func upper(b int) int64 {
-	if b < histSub {
-		return int64(b)
-	}
-	exp := b/histSub + histSubBits - 1
-	sub := uint64(b % histSub)
-	lo := (uint64(1) << exp) | sub<<(exp-histSubBits)
-	return int64(lo + (uint64(1) << (exp - histSubBits)) - 1)
-}
-
-func (h *quantiles) record(d time.Duration) {
-	ns := int64(d)
-	h.buckets[bucket(ns)].Add(1)
-	h.count.Add(1)
-	for {
-		m := h.max.Load()
-		if ns <= m || h.max.CompareAndSwap(m, ns) {
-			return
-		}
-	}
 }
 
 // WaitStats summarises queue waits (submit to start) of one priority. It is
@@ -182,29 +130,10 @@ type WaitStats struct {
 	Max   time.Duration // longest wait
 }
 
-func (h *quantiles) snapshot() WaitStats {
-	var counts [len(h.buckets)]uint64
-	var total uint64
-	for i := range h.buckets {
-		counts[i] = h.buckets[i].Load()
-		total += counts[i]
-	}
-	w := WaitStats{Count: total, Max: time.Duration(h.max.Load())}
-	if total == 0 {
-		return w
-	}
-	quantile := func(q float64) time.Duration {
-		rank := uint64(q*float64(total) + 0.5)
-		rank = max(rank, 1)
-		var seen uint64
-		for i, c := range counts {
-			seen += c
-			if seen >= rank {
-				return min(time.Duration(upper(i)), w.Max)
-			}
-		}
-		return w.Max
-	}
-	w.P50, w.P99 = quantile(0.50), quantile(0.99)
-	return w
+// waitsOf returns the queue waits f counted as WaitStats and as a
+// Histogram, from one snapshot: their counts agree.
+func waitsOf(f *histogram.Fine) (WaitStats, Histogram) {
+	snap := f.Snapshot()
+	w := WaitStats{Count: snap.Count, Max: snap.Max, P50: snap.Quantile(0.50), P99: snap.Quantile(0.99)}
+	return w, Histogram{Count: snap.Count, Sum: snap.Sum, Buckets: snap.Buckets()}
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -177,6 +178,13 @@ func TestWaitHistogramReportsQueueWaitsByPriority(t *testing.T) {
 		require.GreaterOrEqual(t, st.Normal.Wait.P50, 50*time.Millisecond)
 		require.LessOrEqual(t, st.Normal.Wait.P50, 50*time.Millisecond*9/8)
 		require.Equal(t, 100*time.Millisecond, st.Normal.Wait.P99)
+
+		// One record of the waits: the histogram exporters read says the same.
+		for _, ps := range []seqsched.PriorityStats{st.High, st.Normal} {
+			require.Equal(t, ps.Wait.Count, ps.WaitHistogram.Count)
+		}
+		require.Equal(t, 10*time.Millisecond, st.High.WaitHistogram.Sum)
+		require.Equal(t, uint64(1), st.High.WaitHistogram.Buckets[slices.Index(seqsched.HistogramBounds(), 10*time.Millisecond)])
 		require.NoError(t, s.Shutdown(context.Background()))
 	})
 }

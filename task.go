@@ -201,15 +201,18 @@ type task struct {
 	next    *task           // next in its session's FIFO
 	parent  context.Context // the submit ctx: values, deadline, cancellation
 	sess    *base           // the session it was queued on: the scheduler, and identity for re-entry
-	job     job             // the *Future[T] or *posted[K] this task belongs to
+	job     job             // the *Future[T] or *posted this task belongs to
 	done    atomic.Pointer[doneState]
 	at      int64 // when queued, in ns since New; only with WithWaitHistogram
 	prio    Priority
 	outcome outcome  // set with the job's error, before the task is counted
 	flags   taskFlag // HaltOnError, WaitForRoom, tagged
+	// resolved is set as the job publishes its outcome, before its
+	// waiters are woken.
+	resolved atomic.Bool
 }
 
-// job is the typed half of a task, implemented by *Future[T] and *posted[K].
+// job is the typed half of a task, implemented by *Future[T] and *posted.
 type job interface {
 	// exec runs fn on the calling goroutine with ctx (t, or what an
 	// interceptor made of it) and records its result and outcome.
@@ -225,8 +228,7 @@ type job interface {
 	// publishes under its shard lock and wakes after it.
 	publish() *waiter
 	wake(*waiter)
-	resolved() bool
-	// failure is a posted task's error, with its key, for the report; nil
+	// failure is a posted task's error, for the report; nil
 	// for a future or a posted task that succeeded.
 	failure() error
 	// result is the task's error, nil if it succeeded.
@@ -249,15 +251,24 @@ type job interface {
 // doneState is the done state of a task's ctx: ctx, a context of package
 // context's own, is canceled when the reason is latched, so that contexts
 // derived from the task's register with it and start no goroutine.
+//
+// An Await given the task's own ctx does not make one: it parks a light
+// state, a parker's (ctx nil, park set, nothing else), in the task's done
+// slot while it waits, so that end wakes it; a state made meanwhile takes
+// the slot over, and the parker with it, and wakes it when latched.
 type doneState struct {
 	ctx    context.Context
 	cancel context.CancelFunc
+	park   *parker // an Await's, to wake when latched; or nil
 	mu     sync.Mutex
 	err    error // the latched reason; set, under mu, as ctx is canceled
 	cause  error // and its cause, for Cause: ErrDiscarded, or the submit ctx's
 	closed bool
 	stops  []func() bool // the watches on the submit ctx and the force
 }
+
+// light reports whether d is a parker's light state.
+func (d *doneState) light() bool { return d.ctx == nil }
 
 // Deadline returns the submit ctx's deadline.
 func (t *task) Deadline() (time.Time, bool) { return t.parent.Deadline() }
@@ -310,7 +321,7 @@ func (t *task) reason() (err, cause error) {
 	if t.sess.discarded(t) {
 		return context.Canceled, ErrDiscarded
 	}
-	if t.job.resolved() || t.sess.core.gaveUp.Load() {
+	if t.resolved.Load() || t.sess.core.gaveUp.Load() {
 		return context.Canceled, context.Canceled
 	}
 	return nil, nil
@@ -320,14 +331,24 @@ func (t *task) reason() (err, cause error) {
 // submit ctx and the force, then reads the sources once, so that a source
 // that ended before the watches began is latched before state returns.
 func (t *task) state() *doneState {
-	if d := t.done.Load(); d != nil {
-		return d
+	old := t.done.Load()
+	if old != nil && !old.light() {
+		return old
 	}
 	d := new(doneState)
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	if !t.done.CompareAndSwap(nil, d) {
-		d.cancel()
-		return t.done.Load()
+	for {
+		d.park = nil
+		if old != nil {
+			d.park = old.park // take the waiting Await's parker over
+		}
+		if t.done.CompareAndSwap(old, d) {
+			break
+		}
+		if old = t.done.Load(); old != nil && !old.light() {
+			d.cancel()
+			return old
+		}
 	}
 	var stops []func() bool
 	if t.parent.Done() != nil {
@@ -365,6 +386,9 @@ func (d *doneState) latch(err, cause error) {
 	d.stops = nil
 	d.mu.Unlock()
 	stopAll(stops) // a finished task leaves nothing registered on long-lived contexts
+	if d.park != nil {
+		d.park.wake()
+	}
 }
 
 // latched returns the latched reason, or nil.
@@ -388,9 +412,14 @@ func stopAll(stops []func() bool) {
 }
 
 // end marks t's ctx done once its future is resolved, if fn made its done
-// state; a state made later finds the resolution itself.
+// state, or wakes the Await parked in its slot; a state made later finds
+// the resolution itself.
 func (t *task) end() {
 	if d := t.done.Load(); d != nil {
+		if d.light() {
+			d.park.wake()
+			return
+		}
 		cause := context.Canceled
 		if t.sess.discarded(t) {
 			cause = ErrDiscarded
@@ -426,7 +455,7 @@ func (c *callbackCtx) Value(key any) any {
 func callerOf(ctx context.Context) *base {
 	switch r := ctx.Value(runningKey{}).(type) {
 	case *task:
-		if !r.job.resolved() {
+		if !r.resolved.Load() {
 			return r.sess
 		}
 	case *callbackCtx:

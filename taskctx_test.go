@@ -310,3 +310,95 @@ func TestCauseOfADiscardedTaskStaysErrDiscardedAfterItsSubmitCtxEnds(t *testing.
 		require.ErrorIs(t, after, seqsched.ErrDiscarded, "Cause keeps its first reason")
 	})
 }
+
+// An Await given a task's own ctx ends when that ctx does, whichever of
+// its reasons comes, with the ctx's error: the submit ctx ends, Discard
+// ends the task's session, Shutdown gives up, or the task is over (the
+// Await runs on a goroutine of the task's). It does so whether or not the
+// ctx's done state was made before (ctx.Done called) or while it waits
+// (another goroutine calls ctx.Done then). The future awaited never
+// resolves meanwhile: its task waits for a gate opened at the end.
+func TestAwaitGivenTheTasksCtxEndsWithIt(t *testing.T) {
+	type end int
+	const (
+		submitCtxEnds end = iota
+		discard
+		forcedShutdown
+		taskOver
+	)
+	for _, v := range []struct {
+		name      string
+		end       end
+		wantCause error
+	}{
+		{"submit ctx ends", submitCtxEnds, errBecause},
+		{"Discard", discard, seqsched.ErrDiscarded},
+		{"forced Shutdown", forcedShutdown, context.Canceled},
+		{"task over", taskOver, context.Canceled},
+	} {
+		for _, state := range []string{"no done state", "done state made before", "done state made while waiting"} {
+			t.Run(v.name+"/"+state, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					s, err := seqsched.New[string]()
+					require.NoError(t, err)
+					open := make(chan struct{})
+					answer, err := s.Go(context.Background(), "B", func(context.Context) error { <-open; return nil })
+					require.NoError(t, err)
+					submitCtx, cancel := context.WithCancelCause(context.Background())
+					defer cancel(nil)
+					var taskCtx context.Context
+					awaited := make(chan error, 1)
+					finish := make(chan struct{}) // the task returns then (taskOver)
+					asker, err := s.Go(submitCtx, "A", func(ctx context.Context) error {
+						taskCtx = ctx
+						if state == "done state made before" {
+							_ = ctx.Done()
+						}
+						if v.end != taskOver {
+							_, err := answer.Await(ctx)
+							awaited <- err
+							return nil
+						}
+						go func() { _, err := answer.Await(ctx); awaited <- err }()
+						<-finish
+						return nil
+					})
+					require.NoError(t, err)
+					synctest.Wait() // the Await waits
+					if state == "done state made while waiting" {
+						_ = taskCtx.Done()
+						synctest.Wait()
+					}
+					select {
+					case err := <-awaited:
+						t.Fatalf("Await returned %v before the task's ctx ended", err)
+					default:
+					}
+					switch v.end {
+					case submitCtxEnds:
+						cancel(errBecause)
+					case discard:
+						go func() { assert.NoError(t, s.Discard(context.Background(), "A")) }()
+					case forcedShutdown:
+						ended, stop := context.WithCancel(context.Background())
+						stop()
+						go func() { assert.ErrorIs(t, s.Shutdown(ended), context.Canceled) }()
+					case taskOver:
+						close(finish)
+					}
+					err = <-awaited
+					require.ErrorIs(t, err, context.Canceled)
+					require.ErrorIs(t, taskCtx.Err(), context.Canceled)
+					require.ErrorIs(t, seqsched.Cause(taskCtx), v.wantCause)
+					close(open)
+					_, err = answer.Await(context.Background())
+					require.NoError(t, err)
+					_, _ = asker.Await(context.Background())
+					require.NoError(t, s.Shutdown(context.Background()))
+				})
+			})
+		}
+	}
+}
+
+var errBecause = errors.New("because")

@@ -325,7 +325,6 @@ func (s *Scheduler[K]) stamp(sess *session[K], t *task) {
 	w.began = time.Now()
 	if s.waitHist != nil {
 		wait := time.Duration(w.began.Sub(s.core.epoch).Nanoseconds() - t.at)
-		s.waitQ[t.prio].record(wait)
 		s.waitHist[t.prio].Observe(wait)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/seqsched/seqsched"
+	"github.com/seqsched/seqsched/internal/opterr"
 )
 
 // Sentinel errors. Every error the package returns wraps one of these or
@@ -47,18 +48,18 @@ var (
 
 // OptionError reports an option whose value is out of range. It wraps
 // ErrInvalidOption.
-type OptionError struct {
-	Option string // the option as written, e.g. "WithMaxConcurrency(-1)"
-	Reason string // what the value must be, e.g. "must be >= 1"
-}
-
+//
+// Option is the option as written, e.g. "WithMaxConcurrency(-1)"; Reason,
+// what the value must be, e.g. "must be >= 1".
 // Error returns "seqjetstream: <Option>: <Reason>: invalid option".
-func (e *OptionError) Error() string {
-	return "seqjetstream: " + e.Option + ": " + e.Reason + ": invalid option"
-}
+type OptionError = opterr.Error[optionModule]
 
-// Unwrap returns ErrInvalidOption.
-func (e *OptionError) Unwrap() error { return ErrInvalidOption }
+// optionModule makes OptionError this package's: its name opens the
+// message, and it wraps ErrInvalidOption.
+type optionModule struct{}
+
+func (optionModule) Name() string    { return "seqjetstream" }
+func (optionModule) Sentinel() error { return ErrInvalidOption }
 
 // ConsumerError reports a JetStream consumer whose configuration the
 // Consumer cannot work with, e.g. a MaxAckPending above WithMaxBuffered.

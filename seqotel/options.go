@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/seqsched/seqsched/internal/opterr"
 	"go.opentelemetry.io/otel/attribute"
 )
 
@@ -28,18 +29,17 @@ var ErrInvalidOption = errors.New("seqotel: invalid option")
 
 // OptionError reports an option with an invalid value. It wraps
 // ErrInvalidOption.
-type OptionError struct {
-	Option string // the option as written
-	Reason string // what the value must be
-}
-
+//
+// Option is the option as written; Reason, what the value must be.
 // Error returns "seqotel: <Option>: <Reason>: invalid option".
-func (e *OptionError) Error() string {
-	return "seqotel: " + e.Option + ": " + e.Reason + ": invalid option"
-}
+type OptionError = opterr.Error[optionModule]
 
-// Unwrap returns ErrInvalidOption.
-func (e *OptionError) Unwrap() error { return ErrInvalidOption }
+// optionModule makes OptionError this package's: its name opens the
+// message, and it wraps ErrInvalidOption.
+type optionModule struct{}
+
+func (optionModule) Name() string    { return "seqotel" }
+func (optionModule) Sentinel() error { return ErrInvalidOption }
 
 // Attributes checks opts as New does, with the same errors, and returns
 // the attributes that WithAttributes gave, in order: those every data

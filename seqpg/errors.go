@@ -3,6 +3,8 @@ package seqpg
 import (
 	"errors"
 	"fmt"
+
+	"github.com/seqsched/seqsched/internal/opterr"
 )
 
 // Sentinel errors. Every error the package returns wraps one of these, a
@@ -50,18 +52,18 @@ var (
 
 // OptionError reports an option whose value is out of range. It wraps
 // ErrInvalidOption.
-type OptionError struct {
-	Option string // the option as written, e.g. "WithMaxConcurrency(0)"
-	Reason string // what the value must be, e.g. "must be >= 1"
-}
-
+//
+// Option is the option as written, e.g. "WithMaxConcurrency(0)"; Reason,
+// what the value must be, e.g. "must be >= 1".
 // Error returns "seqpg: <Option>: <Reason>: invalid option".
-func (e *OptionError) Error() string {
-	return "seqpg: " + e.Option + ": " + e.Reason + ": invalid option"
-}
+type OptionError = opterr.Error[optionModule]
 
-// Unwrap returns ErrInvalidOption.
-func (e *OptionError) Unwrap() error { return ErrInvalidOption }
+// optionModule makes OptionError this package's: its name opens the
+// message, and it wraps ErrInvalidOption.
+type optionModule struct{}
+
+func (optionModule) Name() string    { return "seqpg" }
+func (optionModule) Sentinel() error { return ErrInvalidOption }
 
 // Terminal returns err marked as not worth retrying: a job whose handler
 // returns it is dead-lettered (or halts its key, under WithHaltOnError) at

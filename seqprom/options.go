@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/seqsched/seqsched/internal/opterr"
 )
 
 // An Option configures a Collector at NewCollector. It prints as the call
@@ -41,18 +42,18 @@ var ErrInvalidOption = errors.New("seqprom: invalid option")
 
 // OptionError reports an option with an invalid value. It wraps
 // ErrInvalidOption.
-type OptionError struct {
-	Option string // the option as written, e.g. `WithNamespace("1st")`
-	Reason string // what the value must be
-}
-
+//
+// Option is the option as written, e.g. `WithNamespace("1st")`; Reason,
+// what the value must be.
 // Error returns "seqprom: <Option>: <Reason>: invalid option".
-func (e *OptionError) Error() string {
-	return "seqprom: " + e.Option + ": " + e.Reason + ": invalid option"
-}
+type OptionError = opterr.Error[optionModule]
 
-// Unwrap returns ErrInvalidOption.
-func (e *OptionError) Unwrap() error { return ErrInvalidOption }
+// optionModule makes OptionError this package's: its name opens the
+// message, and it wraps ErrInvalidOption.
+type optionModule struct{}
+
+func (optionModule) Name() string    { return "seqprom" }
+func (optionModule) Sentinel() error { return ErrInvalidOption }
 
 type options struct {
 	namespace string              // from the last WithNamespace

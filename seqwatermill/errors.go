@@ -1,6 +1,10 @@
 package seqwatermill
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/seqsched/seqsched/internal/opterr"
+)
 
 var (
 	// ErrClosed is returned by Subscribe after [Subscriber.Close] began.
@@ -32,15 +36,15 @@ var ErrNoKey = errors.New("seqwatermill: message without the key metadata")
 // option, or options that do not fit together. NewSubscriber (and so the
 // Router's Run with the Decorator) returns one per bad option, joined
 // (errors.Join) when there are several. It wraps ErrInvalidOption.
-type OptionError struct {
-	Option string // the option as written, e.g. "WithMaxBuffered(0)"
-	Reason string // what the value must be, e.g. "must be >= 1"
-}
-
+//
+// Option is the option as written, e.g. "WithMaxBuffered(0)"; Reason, what
+// the value must be, e.g. "must be >= 1".
 // Error returns "seqwatermill: <Option>: <Reason>: invalid option".
-func (e *OptionError) Error() string {
-	return "seqwatermill: " + e.Option + ": " + e.Reason + ": invalid option"
-}
+type OptionError = opterr.Error[optionModule]
 
-// Unwrap returns ErrInvalidOption.
-func (e *OptionError) Unwrap() error { return ErrInvalidOption }
+// optionModule makes OptionError this package's: its name opens the
+// message, and it wraps ErrInvalidOption.
+type optionModule struct{}
+
+func (optionModule) Name() string    { return "seqwatermill" }
+func (optionModule) Sentinel() error { return ErrInvalidOption }
