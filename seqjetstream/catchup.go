@@ -246,6 +246,19 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 	p.cuNeed, p.cuD, p.cuMine = need, info.Delivered.Stream, mine
 	short, waited := 0, r.asked.Sub(p.cuSince)
 	if need > mine {
+		if p.repin && !p.repinDrain.IsZero() && !r.asked.Before(p.repinSince) {
+			// A stored status message made nats.go forget the pin
+			// while this catch-up misses more than it: those cannot
+			// come to this instance until it is pinned anew, so the
+			// drain cannot end: give back what is held and unpin now
+			// (see pinForgotten).
+			p.repinDrain, p.repinSince = time.Time{}, time.Now()
+			epoch := p.epoch
+			p.mu.Unlock()
+			p.giveBackToRepin(epoch)
+			p.unpinToRepin(ctx)
+			return
+		}
 		if !p.giveUpDueLocked(r.asked) {
 			p.mu.Unlock()
 			return

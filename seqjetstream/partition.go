@@ -130,10 +130,13 @@ type partition struct {
 
 	// repin is set while the epoch waits to be pinned anew after a stored
 	// status message made nats.go forget its pin (see pinForgotten);
-	// repinSince is when it began (see followRepin).
+	// repinSince is when it began, or when the unpin was sent after a
+	// drain (see followRepin). repinDrain, when set, is until when the
+	// unpin waits for the epoch's held messages to be done first.
 	// Guarded by mu.
 	repin      bool
 	repinSince time.Time
+	repinDrain time.Time
 	// withheld are, on a pinned consumer, the stream sequences this epoch
 	// resolved with an answer withheld (see answerableLocked) whose
 	// redelivery has not been answered yet: the server counts them
@@ -258,7 +261,7 @@ func (p *partition) startEpochLocked(pin string) {
 	p.ectx, p.ecancel = context.WithCancel(p.c.life)
 	p.lastDel, p.own = 0, 0
 	p.catchUp, p.unreachable = false, 0
-	p.repin = false
+	p.repin, p.repinDrain = false, time.Time{}
 	clear(p.withheld)
 	if p.group != "" {
 		p.beginCatchUpLocked()
@@ -307,7 +310,7 @@ func (p *partition) followPin(pin string) {
 		// meanwhile, such as the status message, shows as a gap: the
 		// epoch catches up, and the new pin's first delivery is the
 		// fence (see noteDeliveryLocked).
-		p.pin, p.repin = pin, false
+		p.pin, p.repin, p.repinDrain = pin, false, time.Time{}
 		p.lastDel, p.own = 0, 0
 		p.beginCatchUpLocked()
 		// While the partition was unpinned, another client may have been
@@ -347,7 +350,7 @@ func (p *partition) endLocked() (int, context.CancelFunc) {
 	}
 	p.epoch++
 	p.owned, p.pin = false, ""
-	p.repin = false
+	p.repin, p.repinDrain = false, time.Time{}
 	clear(p.withheld)
 	n := len(p.held)
 	for _, h := range p.held {
