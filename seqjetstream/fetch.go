@@ -83,11 +83,7 @@ func (p *partition) pullSize() (int, time.Duration) {
 		p.single = false
 	}
 	n := max(1, min(p.bound-len(p.held), p.maxPull))
-	if p.single || (p.catchUp && p.cuNeed > p.cuMine) {
-		// Pulling singly, or catching up with messages missing at the
-		// last check: one of them may be a stored status message, which
-		// would end a larger pull and make nats.go drop what follows it
-		// (see status.go).
+	if p.single {
 		n = 1
 	}
 	return n, p.pullExpiry()

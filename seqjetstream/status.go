@@ -21,9 +21,9 @@ import (
 //     and the epoch does not wait for it again (see giveUpLocked).
 //   - 423: it also forgets its pin, and pulls without one: the server,
 //     still pinning this instance, delivers nothing to those pulls. See
-//     pinForgotten. Such a message also ends its pull, as below: a
-//     catch-up that misses messages pulls singly (see pullSize), so that
-//     its redelivery comes alone.
+//     pinForgotten. Such a message also ends its pull, as below, and the
+//     instance pulls singly for a while after it (see noteEnd), so that
+//     its next redelivery comes alone.
 //   - any other: it ends the pull at once, and drops what the server sent
 //     to that pull after it. Those come back after their AckWait, together
 //     with the status message, whose redelivery comes first and ends that
