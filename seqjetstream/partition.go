@@ -87,6 +87,13 @@ type partition struct {
 	cuGen     uint64           // bumped when a catch-up begins, to tell its checks from older ones
 	cuSince   time.Time        // catching up: when it began, by the real clock
 	cuOverdue time.Time        // catching up: when the first check past cuLimit that found messages missing was asked; zero before
+	// cuSwallowed is, while catching up, the most deliveries to this
+	// instance that nats.go was seen to swallow (see noteDeliveryLocked)
+	// that must have been of distinct messages: a lower bound on the
+	// stored status messages among the missing. lastDelAt is when the
+	// epoch's last delivery was taken, by the real clock.
+	cuSwallowed int
+	lastDelAt   time.Time
 	// unreachable is, in this epoch, how many of the messages the server
 	// counts as unacknowledged an abandoned catch-up found that never came
 	// (see giveUpLocked); later catch-ups do not wait for them.
@@ -112,6 +119,9 @@ type partition struct {
 	skipProgress func(seq uint64) bool
 
 	// Fetch goroutine only (handed to its replacement after a Goexit).
+	// sealed is false once a pull that may have lost a delivery on its
+	// way ended since the last delivery taken (see noteDeliveryLocked).
+	sealed      bool
 	batch       jetstream.MessageBatch
 	batchCancel context.CancelFunc
 	keying      *held            // the message being taken (see take)
