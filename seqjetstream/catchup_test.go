@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,6 +54,52 @@ func TestDeliveryLostOnItsWayIsNotOvertakenByItsKeysLaterMessages(t *testing.T) 
 	st := c.Stats()
 	assert.Equal(t, uint64(3), st.Received, "deliveries that arrived: 1, 3 and 2's redelivery")
 	assert.Zero(t, st.Duplicates)
+}
+
+// The successor receives n+1 before the redelivery of n (a fault of
+// seqwatermill's matrix): the old owner took n and died holding it, the
+// partition was pinned anew, and the server delivers n+1, a first
+// delivery, to the new owner at once, and n only after its AckWait. The
+// new owner's catch-up holds n+1 back until n is back, and runs them in
+// stream order.
+func TestSuccessorReceivingTheNextMessageBeforeTheRedeliveryOfTheOneBeforeKeepsOrder(t *testing.T) {
+	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms, PinnedTTL 1m
+	n := publish(t, js, "k.a", "n")
+
+	// The old owner takes n, then dies: it never answers nor pulls again.
+	b, err := consumerFor(t).Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("g"))
+	require.NoError(t, err)
+	var old []jetstream.Msg
+	for m := range b.Messages() {
+		old = append(old, m)
+	}
+	require.Len(t, old, 1, "the old owner's fetch: %v", b.Error())
+
+	var mu sync.Mutex
+	var delivered []uint64 // to the new owner, in the order they arrived
+	cons := wrapConsumer{consumerFor(t), func(m jetstream.Msg) jetstream.Msg {
+		mu.Lock()
+		defer mu.Unlock()
+		delivered = append(delivered, seqOf(t, m))
+		return m
+	}}
+	l := newLedger()
+	c := pinnedConsumer(t, cons, l.applier(t), 300*time.Millisecond)
+	start(t, c)
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 1 }, "the new owner's pull waiting")
+	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g")) // the old owner's pin, as after its PinnedTTL
+	next := publish(t, js, "k.a", "n+1")                                   // pins the new owner
+
+	eventually(t, func() bool { return l.count() == 2 }, "n and n+1 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	mu.Lock()
+	assert.Equal(t, []uint64{next, n}, delivered[:2], "the fault: n+1 delivered before n's redelivery")
+	mu.Unlock()
+	assert.Equal(t, []uint64{n, next}, l.key("k"), "applied in stream order")
+	assert.NoError(t, inOrder(l.key("k"), []uint64{n, next}))
+	eventually(t, func() bool { return info(t, probe).NumAckPending == 0 }, "nothing pending")
+	assert.Zero(t, c.Stats().CatchUpsAbandoned)
 }
 
 // A catch-up that cannot finish within its bound (here the old owner, a
