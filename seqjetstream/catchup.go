@@ -129,9 +129,11 @@ func (p *partition) noteDeliveryLocked(h *held) {
 // on its way (a pull that ended while it was in flight, a reconnect),
 // which is a real message that comes back. The two are told apart by
 // how the pulls since the last delivery ended: a pull of several
-// messages that ended at its count or at the server's expiry, with no
-// error, lost nothing on its way, and neither did a pull of one message
-// (nothing can follow the one delivery it gets, which ended it). So a
+// messages that ended at its count or by the server's word at its
+// expiry, with no error, lost nothing on its way, and neither did a pull
+// of one message that the server or a status ended (nothing can follow
+// the one delivery it gets); a pull that this side ended (its backstop,
+// on a host too loaded for the server's end to come in time) may have. So a
 // gap behind such pulls only (sealed) is of swallowed deliveries, of
 // stored status messages, which no client can receive; a catch-up that
 // misses no more messages than that may run what it holds (see
@@ -143,8 +145,12 @@ func (p *partition) noteDeliveryLocked(h *held) {
 // them, with err, early if before its expiry. Called on the fetch
 // goroutine.
 func (p *partition) noteSealed(n, got int, err error, early bool) {
-	clean := err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-	if n > 1 && (!clean || (early && got < n)) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		// Ended from this side (the pull's backstop, or Run's end), not
+		// by the server's word: a delivery may have been on its way.
+		p.sealed = false
+	case n > 1 && (err != nil || (early && got < n)):
 		p.sealed = false
 	}
 }

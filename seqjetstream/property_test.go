@@ -61,7 +61,11 @@ var regressions = map[string][]uint64{
 		// Catch-ups given up the same way (the first with the code of
 		// issue 45 item 1; the others with a version that pulled singly
 		// through every catch-up, too slowly for a full MaxAckPending).
-		4283503708537635123, 6161044818295493003, 10177929763819310349},
+		4283503708537635123, 6161044818295493003, 10177929763819310349,
+		// A catch-up given up with 1 missing, taken for a stored status
+		// message: a delivery lost behind a pull that its backstop ended
+		// (load 21) was counted as dropped by nats.go.
+		5161061717832809707},
 	// A catch-up given up with 37 messages missing.
 	"TestBalancedInstancesThatStallLoseNothingKeepOrderAndShareEvenly": {3034307000158103757},
 }
