@@ -273,10 +273,11 @@ func TestBalanceProcessesKilledAndFrozen(t *testing.T) {
 	ps.settle([]int{2, 2, 2}, m1, m2, m3)
 	before, _ := layout(b.parts, m1, m2, m3)
 
+	watch := ps.watchHandover(before, "m2", m1, m3)
 	require.NoError(t, m2.cmd.Process.Signal(syscall.SIGKILL))
 	took := ps.settle([]int{3, 3}, m1, m3)
 	after, _ := layout(b.parts, m1, m3)
-	t.Logf("SIGKILL 3→2: rebalanced in %v, %d partitions moved", took.Round(time.Millisecond), movedBetween(before, after))
+	t.Logf("SIGKILL 3→2: rebalanced in %v, %d partitions moved; %s", took.Round(time.Millisecond), movedBetween(before, after), watch())
 	onlyTheDeads(t, before, after, "m2")
 
 	// Frozen past the TTL and the PinnedTTL: the other takes all; thawed,
@@ -300,4 +301,90 @@ func TestBalanceProcessesKilledAndFrozen(t *testing.T) {
 	assert.Zero(t, s.gaps, "messages applied after a later one of their key")
 	eventually(t, func() bool { return b.store.count() == published }, "every message applied (%d of %d)",
 		lazy(func() any { return b.store.count() }), published)
+}
+
+// watchHandover follows, from now (just before the dead member is killed)
+// until the returned func is called, where the time of a hand-over of the
+// dead member's partitions (layout before) goes: when the membership
+// assigned all of them to live members (the bucket's TTL and a
+// heartbeat), when the server pinned each to another client (PinnedTTL
+// after the dead member's last pull), and when live members owned them
+// all (a delivery under the new pin). The func reports the three times.
+func (ps *processes) watchHandover(before []string, dead string, live ...*proc) func() string {
+	b, t := ps.b, ps.b.t
+	var parts []int
+	for i, m := range before {
+		if m == dead {
+			parts = append(parts, i)
+		}
+	}
+	pinOf := func(i int) string {
+		cn, err := b.js.Consumer(context.Background(), "S", fmt.Sprint("part-", i))
+		if err != nil {
+			return ""
+		}
+		info, err := cn.Info(context.Background())
+		if err != nil || len(info.PriorityGroups) == 0 {
+			return ""
+		}
+		return info.PriorityGroups[0].PinnedClientID
+	}
+	pins := make(map[int]string)
+	for _, i := range parts {
+		pins[i] = pinOf(i)
+	}
+	begin := time.Now()
+	var assigned, pinned, owned time.Duration
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for assigned == 0 || pinned == 0 || owned == 0 {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			a, _ := layout(b.parts, live...)
+			moved, pinnedAnew, taken := true, true, true
+			for _, i := range parts {
+				moved = moved && a[i] != "" && a[i] != "*" && a[i] != dead
+				if pinned == 0 {
+					now := pinOf(i)
+					pinnedAnew = pinnedAnew && now != "" && now != pins[i]
+				}
+				own := false
+				for _, p := range live {
+					o, _ := p.state()
+					own = own || (i < len(o) && o[i])
+				}
+				taken = taken && own
+			}
+			since := time.Since(begin)
+			if assigned == 0 && moved {
+				assigned = since
+			}
+			if pinned == 0 && pinnedAnew {
+				pinned = since
+			}
+			if owned == 0 && taken {
+				owned = since
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-stopped
+	})
+	return func() string {
+		close(stop)
+		<-stopped
+		return fmt.Sprintf("after the kill: assigned to live members at %v (bucket TTL and a heartbeat), pinned to them by the server at %v (PinnedTTL), owned at %v",
+			assigned.Round(time.Millisecond), pinned.Round(time.Millisecond), owned.Round(time.Millisecond))
+	}
 }

@@ -52,7 +52,8 @@ type balanced struct {
 	seq     atomic.Uint64 // messages published
 	members []*member     // every member started, dead or alive
 	gate    chan struct{} // messages of key "gate" wait for it to close
-	logger  *slog.Logger  // the next member's; discard if nil
+	logger  *slog.Logger  // the next member's; the journal's if nil
+	journal *journal      // the members' log records, logged if the test fails
 }
 
 type balancedOpts struct {
@@ -85,7 +86,7 @@ func newBalancedWith(t *testing.T, parts int, o balancedOpts) *balanced {
 		})
 		require.NoError(t, err)
 	}
-	return &balanced{t: t, url: o.url, js: js, parts: parts, store: newOrderStore(), gate: make(chan struct{})}
+	return &balanced{t: t, url: o.url, js: js, parts: parts, store: newOrderStore(), gate: make(chan struct{}), journal: newJournal(t)}
 }
 
 // reconnecting is connect for a server that may restart: it reconnects
@@ -119,7 +120,7 @@ func (b *balanced) join() *member {
 		cons = append(cons, cn)
 	}
 	m := &member{name: fmt.Sprint("m", len(b.members)+1), nc: nc}
-	logger := discard
+	logger := b.journal.logger(m.name)
 	if b.logger != nil {
 		logger, b.logger = b.logger, nil
 	}

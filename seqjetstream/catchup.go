@@ -2,6 +2,8 @@ package seqjetstream
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,7 +23,7 @@ import (
 // that nats.go drops make a gap every AckWait. Called with mu held.
 func (p *partition) beginCatchUpLocked() {
 	if !p.catchUp {
-		p.cuSince, p.cuOverdue = time.Now(), time.Time{}
+		p.cuSince, p.cuOverdue, p.cuSwallowed = time.Now(), time.Time{}, 0
 	}
 	p.catchUp, p.cuNeed, p.cuD, p.cuMine = true, -1, 0, 0
 	p.cuGen++
@@ -70,19 +72,19 @@ func (p *partition) giveUpDueLocked(asked time.Time) bool {
 }
 
 // giveUpLocked ends a catch-up that waited cuLimit for more messages than
-// ever came: the server counts short more unacknowledged messages than
-// this instance holds. Such a message may be one that no client can
-// receive (nats.go takes an empty message with a Status header for a
-// control message and drops it: the server counts it delivered and
-// redelivers it every AckWait, for ever or until MaxDeliver), or one
-// held past its AckWait elsewhere (a client other than this package
-// keeping it in progress). Waiting longer would halt the partition, so
-// the held messages run; a missing message that does come back later
-// runs then, after later ones of its key (order, never the message).
-// The epoch remembers short as unreachable, and its later catch-ups (a
-// redelivery of such a message that nats.go drops again shows as a gap)
-// do not wait for them; the count shrinks when the server's does.
-// Called with mu held.
+// ever came, when no more are missing than deliveries nats.go was seen to
+// drop (see noteSwallowedLocked): the server counts short more
+// unacknowledged messages than this instance holds, and they are stored
+// status messages, which no client can receive (nats.go takes an empty
+// message with a Status header for a control message and drops it: the
+// server counts it delivered and redelivers it every AckWait, for ever or
+// until MaxDeliver). Waiting longer would halt the partition, so the held
+// messages run; a status message is never handled, so no key waits for
+// it. The epoch remembers short as unreachable, and its later catch-ups
+// (a redelivery of such a message that nats.go drops again shows as a
+// gap) do not wait for them; the count shrinks when the server's does. A
+// catch-up that misses more starts over instead (see startOver). Called
+// with mu held.
 func (p *partition) giveUpLocked(short int) {
 	p.unreachable += short
 	p.st.catchUpsAbandoned.Add(1)
@@ -101,7 +103,8 @@ func (p *partition) noteDeliveryLocked(h *held) {
 	if p.lastDel == 0 {
 		p.fence = h.del // the epoch's first delivery (see Epoch)
 	}
-	if p.lastDel != 0 && h.del != p.lastDel+1 {
+	t := time.Now()
+	if p.lastDel != 0 && h.del > p.lastDel+1 {
 		// The lost deliveries are of messages below this one (first
 		// deliveries come in stream order): the key rule no longer
 		// covers them (see resolvedLocked), so a lost message that comes
@@ -110,11 +113,54 @@ func (p *partition) noteDeliveryLocked(h *held) {
 		// being taken for a duplicate.
 		p.own = 0
 		p.beginCatchUpLocked()
+		if p.sealed {
+			p.noteSwallowedLocked(int(h.del-p.lastDel-1), t.Sub(p.lastDelAt))
+		}
 	}
-	p.lastDel = h.del
+	p.lastDel, p.lastDelAt, p.sealed = h.del, t, true
 	if p.own == 0 && h.first {
 		p.own = h.seq
 	}
+}
+
+// Swallowed deliveries. nats.go drops a delivery it takes for a status
+// message of the server (see status.go) without a word; the consumer's
+// delivery sequence shows it as a gap. A gap also shows a delivery lost
+// on its way (a pull that ended while it was in flight, a reconnect),
+// which is a real message that comes back. The two are told apart by
+// how the pulls since the last delivery ended: a pull of several
+// messages that ended at its count or by the server's word at its
+// expiry, with no error, lost nothing on its way, and neither did a pull
+// of one message that the server or a status ended (nothing can follow
+// the one delivery it gets); a pull that this side ended (its backstop,
+// on a host too loaded for the server's end to come in time) may have. So a
+// gap behind such pulls only (sealed) is of swallowed deliveries, of
+// stored status messages, which no client can receive; a catch-up that
+// misses no more messages than that may run what it holds (see
+// catchUpChecked). The server redelivers a message at most once per
+// redelivery wait, so of g swallowed deliveries over a span of k waits,
+// at least ceil(g/(k+1)) are of distinct messages.
+
+// noteSealed records how a pull that asked for n messages ended: got of
+// them, with err, early if before its expiry. Called on the fetch
+// goroutine.
+func (p *partition) noteSealed(n, got int, err error, early bool) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		// Ended from this side (the pull's backstop, or Run's end), not
+		// by the server's word: a delivery may have been on its way.
+		p.sealed = false
+	case n > 1 && (err != nil || (early && got < n)):
+		p.sealed = false
+	}
+}
+
+// noteSwallowedLocked counts g deliveries swallowed over span (see
+// above) for the catch-up in progress. Called with mu held.
+func (p *partition) noteSwallowedLocked(g int, span time.Duration) {
+	wait := 3 * p.tick // the shortest redelivery wait
+	k := int(span / max(wait, time.Millisecond))
+	p.cuSwallowed = max(p.cuSwallowed, (g+k)/(k+1))
 }
 
 func (p *partition) catchingUp() bool {
@@ -246,8 +292,30 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 	p.cuNeed, p.cuD, p.cuMine = need, info.Delivered.Stream, mine
 	short, waited := 0, r.asked.Sub(p.cuSince)
 	if need > mine {
+		if p.repin && !p.repinDrain.IsZero() && !r.asked.Before(p.repinSince) {
+			// A stored status message made nats.go forget the pin
+			// while this catch-up misses more than it: those cannot
+			// come to this instance until it is pinned anew, so the
+			// drain cannot end: give back what is held and unpin now
+			// (see pinForgotten).
+			p.repinDrain, p.repinSince = time.Time{}, time.Now()
+			epoch := p.epoch
+			p.mu.Unlock()
+			p.giveBackToRepin(epoch)
+			p.unpinToRepin(ctx)
+			return
+		}
 		if !p.giveUpDueLocked(r.asked) {
 			p.mu.Unlock()
+			return
+		}
+		if need-mine > p.cuSwallowed {
+			// Not all of what is missing can be stored status
+			// messages: a real message may be out still, and running
+			// what is held could run later messages of its key first.
+			// Start over instead (see startOverLocked).
+			p.mu.Unlock()
+			p.startOver(r.epoch, need-mine, r.asked.Sub(p.cuSince))
 			return
 		}
 		short = need - mine
@@ -262,7 +330,44 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 		p.submit(h)
 	}
 	if short > 0 {
-		p.c.logAt(p.c.life, levelError, "seqjetstream: catch-up given up: the server counts unacknowledged messages that never came to this instance (an empty message with a Status header, which nats.go drops, or one held past its AckWait by another client); the held messages run now, and a missing one that comes back runs after later messages of its key",
+		p.c.logAt(p.c.life, levelError, "seqjetstream: catch-up given up: the server counts unacknowledged messages that never came to this instance, as many as the deliveries nats.go dropped (empty messages with a Status header, stored by a publisher); the held messages run now",
 			"stream", p.stream, "consumer", p.name, "missing", short, "waited", waited, "released", len(out))
 	}
+}
+
+// startOver ends a catch-up of epoch that waited its whole bound for
+// messages that are not all stored status messages (see
+// noteSwallowedLocked) without running anything: what it holds and has
+// not started is given back at once (a Nak without delay), so that the
+// server delivers it again, with whatever it still holds for this
+// instance, from the ack floor on, and the catch-up begins again with a
+// new bound. Key order holds; the partition waits. The server counts a
+// message it redelivers at most once per redelivery wait, so a message
+// that is still out comes back within the new bound, unless a client
+// other than this package keeps it in progress. Logged at Warn. Called on
+// the fetch goroutine, with no lock held.
+func (p *partition) startOver(epoch uint64, missing int, waited time.Duration) {
+	p.gate.RLock()
+	p.mu.Lock()
+	if p.epoch != epoch || !p.owned || !p.catchUp || p.closing || p.closed {
+		p.mu.Unlock()
+		p.gate.RUnlock()
+		return
+	}
+	back, late := p.answerableOnlyLocked(p.takeUnstartedLocked())
+	p.waiting = slices.DeleteFunc(p.waiting, func(h *held) bool { return h.gone })
+	p.cuSince, p.cuOverdue = time.Now(), time.Time{}
+	p.cuNeed, p.cuMine = -1, 0
+	p.cuGen++
+	p.checkDrainedLocked()
+	p.mu.Unlock()
+	slices.SortFunc(back, bySeq)
+	for _, h := range back {
+		_ = h.msg.Nak()
+	}
+	p.gate.RUnlock()
+	p.st.givenBack.Add(uint64(len(back)))
+	p.st.dropped.Add(uint64(late))
+	p.c.logAt(p.c.life, levelWarn, "seqjetstream: catch-up started over: the server counts unacknowledged messages that never came to this instance, and not all of them can be stored status messages; what it held is given back and comes again, in order",
+		"stream", p.stream, "consumer", p.name, "missing", missing, "waited", waited, "given back", len(back))
 }

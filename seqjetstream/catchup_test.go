@@ -3,6 +3,9 @@ package seqjetstream_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,6 +54,117 @@ func TestDeliveryLostOnItsWayIsNotOvertakenByItsKeysLaterMessages(t *testing.T) 
 	st := c.Stats()
 	assert.Equal(t, uint64(3), st.Received, "deliveries that arrived: 1, 3 and 2's redelivery")
 	assert.Zero(t, st.Duplicates)
+}
+
+// The successor receives n+1 before the redelivery of n (a fault of
+// seqwatermill's matrix): the old owner took n and died holding it, the
+// partition was pinned anew, and the server delivers n+1, a first
+// delivery, to the new owner at once, and n only after its AckWait. The
+// new owner's catch-up holds n+1 back until n is back, and runs them in
+// stream order.
+func TestSuccessorReceivingTheNextMessageBeforeTheRedeliveryOfTheOneBeforeKeepsOrder(t *testing.T) {
+	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms, PinnedTTL 1m
+	n := publish(t, js, "k.a", "n")
+
+	// The old owner takes n, then dies: it never answers nor pulls again.
+	b, err := consumerFor(t).Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("g"))
+	require.NoError(t, err)
+	var old []jetstream.Msg
+	for m := range b.Messages() {
+		old = append(old, m)
+	}
+	require.Len(t, old, 1, "the old owner's fetch: %v", b.Error())
+
+	var mu sync.Mutex
+	var delivered []uint64 // to the new owner, in the order they arrived
+	cons := wrapConsumer{consumerFor(t), func(m jetstream.Msg) jetstream.Msg {
+		mu.Lock()
+		defer mu.Unlock()
+		delivered = append(delivered, seqOf(t, m))
+		return m
+	}}
+	l := newLedger()
+	c := pinnedConsumer(t, cons, l.applier(t), 300*time.Millisecond)
+	start(t, c)
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 1 }, "the new owner's pull waiting")
+	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g")) // the old owner's pin, as after its PinnedTTL
+	next := publish(t, js, "k.a", "n+1")                                   // pins the new owner
+
+	eventually(t, func() bool { return l.count() == 2 }, "n and n+1 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	mu.Lock()
+	assert.Equal(t, []uint64{next, n}, delivered[:2], "the fault: n+1 delivered before n's redelivery")
+	mu.Unlock()
+	assert.Equal(t, []uint64{n, next}, l.key("k"), "applied in stream order")
+	assert.NoError(t, inOrder(l.key("k"), []uint64{n, next}))
+	eventually(t, func() bool { return info(t, probe).NumAckPending == 0 }, "nothing pending")
+	assert.Zero(t, c.Stats().CatchUpsAbandoned)
+}
+
+// A catch-up that cannot finish within its bound (here the old owner, a
+// plain client, keeps 1 in progress for longer than that) must not run
+// what it holds while a message is still out: it gives back what it
+// holds and starts over, saying so at Warn, and once 1 comes back the
+// key's messages run in stream order. Given up instead, it ran 2 before 1.
+func TestCatchUpThatCannotFinishStartsOverAndKeepsOrder(t *testing.T) {
+	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms: a catch-up's bound is 2s
+	first := publish(t, js, "k.a", "1")
+	b, err := consumerFor(t).Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("g"))
+	require.NoError(t, err)
+	var old []jetstream.Msg
+	for m := range b.Messages() {
+		old = append(old, m)
+	}
+	require.Len(t, old, 1, "the old owner's fetch: %v", b.Error())
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() { // the old owner keeps 1 in progress until stop
+		defer close(stopped)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				_ = old[0].InProgress()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-stopped
+	})
+
+	rec := recordingHandler{records: make(chan slog.Record, 256)}
+	l := newLedger()
+	c := pinnedConsumer(t, consumerFor(t), l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(slog.New(rec)))
+	start(t, c)
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 1 }, "the new owner's pull waiting")
+	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
+	second := publish(t, js, "k.a", "2") // pins the new owner, which catches up
+
+	startedOver := false
+	for deadline := time.After(20 * time.Second); !startedOver; {
+		select {
+		case r := <-rec.records:
+			startedOver = r.Level == slog.LevelWarn && strings.HasPrefix(r.Message, "seqjetstream: catch-up started over")
+		case <-deadline:
+			t.Fatalf("no catch-up started over: %+v", c.Stats())
+		}
+	}
+	assert.Empty(t, l.key("k"), "nothing ran while 1 was out")
+	close(stop) // 1 comes back after its AckWait
+
+	eventually(t, func() bool { return l.count() == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Equal(t, []uint64{first, second}, l.key("k"), "in stream order")
+	assert.Zero(t, c.Stats().CatchUpsAbandoned)
 }
 
 // A previous owner that is not this package (here a plain client that

@@ -109,16 +109,21 @@
 // well within that. Half way through, if messages are still missing, the
 // owner pulls one message at a time until the catch-up ends: a message
 // lost on its way behind another cannot be lost again. Past the bound,
-// the catch-up is given up (logged at Error, counted in
-// Stats.CatchUpsAbandoned) and the held messages run: the server counts
-// as unacknowledged a message that never reaches this instance. Any
-// publisher can store one: nats.go takes an empty message with a Status
-// header for a control message of the server and drops it, on every
-// redelivery (status.go says what else each status makes nats.go do, and
-// how the owner keeps its order and its pin). The epoch remembers how
-// many never came, so its later catch-ups do not wait for them again.
-// Only a message held past its AckWait by a client other than this
-// package can come back later and run after later messages of its key.
+// what is still missing is either a message that never reaches this
+// instance, or one still out. Any publisher can store the first kind:
+// nats.go takes an empty message with a Status header for a control
+// message of the server and drops it, on every redelivery (status.go says
+// what else each status makes nats.go do, and how the owner keeps its
+// order and its pin); the owner sees such a drop as a gap in the delivery
+// sequence behind pulls that could lose nothing on their way. If no more
+// are missing than it saw dropped, the catch-up is given up (logged at
+// Error, counted in Stats.CatchUpsAbandoned) and the held messages run;
+// the epoch remembers how many never came, so its later catch-ups do not
+// wait for them again. Otherwise a message may still be out (held past
+// its AckWait by a client other than this package, or not yet redelivered
+// by the server): the owner gives back what it holds and starts the
+// catch-up over (logged at Warn). The partition waits; no message runs
+// after a later one of its key.
 //
 // Delivery is at least once: a message whose handler ran but whose
 // acknowledgement did not reach the server (the instance died, or lost its
@@ -200,7 +205,7 @@
 // epoch and at each gap in the delivery sequence; its check asks the
 // server for the consumer's info on a goroutine of its own and hands the
 // answer back, so that the fetch goroutine never waits on the network but
-// for its pull, and it is given up after a bound. Messages with a Status
+// for its pull, and it is given up, or started over, after a bound. Messages with a Status
 // header, which nats.go drops, are status.go's. With WithBalance
 // (balance.go) a membership goroutine of Run's assigns the partitions, and
 // the fetch goroutine pulls only for assigned ones. Each message's task (process.go) runs its attempts,

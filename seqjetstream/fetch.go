@@ -58,7 +58,9 @@ func (p *partition) fetch(ctx context.Context) {
 			continue
 		}
 		p.batch, p.batchCancel = b, cancel
-		if got, err := p.drainBatch(ctx); p.group != "" && ctx.Err() == nil {
+		got, err := p.drainBatch(ctx)
+		p.noteSealed(n, got, err, got < n && time.Since(start) < expiry*8/10)
+		if p.group != "" && ctx.Err() == nil {
 			p.noteEnd(got < n && time.Since(start) < expiry*8/10, err)
 			p.watchSilence(ctx, got)
 		}

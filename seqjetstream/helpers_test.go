@@ -2,8 +2,10 @@ package seqjetstream_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -256,3 +258,53 @@ func pinnedConsumer(t testing.TB, cons jetstream.Consumer, h seqjetstream.Handle
 	}
 	return c
 }
+
+// journal collects the log records of a test's instances, each with the
+// time since the test began and the instance's name, and logs them if the
+// test fails: what each instance saw, for the failure's report.
+type journal struct {
+	mu    sync.Mutex
+	began time.Time
+	lines []string
+}
+
+func newJournal(t testing.TB) *journal {
+	j := &journal{began: time.Now()}
+	t.Cleanup(func() {
+		if t.Failed() {
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			for _, l := range j.lines {
+				t.Log(l)
+			}
+		}
+	})
+	return j
+}
+
+// notef adds a line of the test's own.
+func (j *journal) notef(format string, args ...any) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.lines = append(j.lines, fmt.Sprintf("%8.3fs ", time.Since(j.began).Seconds())+fmt.Sprintf(format, args...))
+}
+
+// logger returns a logger whose records go to the journal under name.
+func (j *journal) logger(name string) *slog.Logger {
+	return slog.New(journalLog{j, name})
+}
+
+type journalLog struct {
+	j    *journal
+	name string
+}
+
+func (h journalLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h journalLog) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
+	h.j.notef("%s %s %s%s", h.name, r.Level, r.Message, b.String())
+	return nil
+}
+func (h journalLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h journalLog) WithGroup(string) slog.Handler      { return h }

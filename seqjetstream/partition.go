@@ -87,6 +87,13 @@ type partition struct {
 	cuGen     uint64           // bumped when a catch-up begins, to tell its checks from older ones
 	cuSince   time.Time        // catching up: when it began, by the real clock
 	cuOverdue time.Time        // catching up: when the first check past cuLimit that found messages missing was asked; zero before
+	// cuSwallowed is, while catching up, the most deliveries to this
+	// instance that nats.go was seen to swallow (see noteDeliveryLocked)
+	// that must have been of distinct messages: a lower bound on the
+	// stored status messages among the missing. lastDelAt is when the
+	// epoch's last delivery was taken, by the real clock.
+	cuSwallowed int
+	lastDelAt   time.Time
 	// unreachable is, in this epoch, how many of the messages the server
 	// counts as unacknowledged an abandoned catch-up found that never came
 	// (see giveUpLocked); later catch-ups do not wait for them.
@@ -112,6 +119,9 @@ type partition struct {
 	skipProgress func(seq uint64) bool
 
 	// Fetch goroutine only (handed to its replacement after a Goexit).
+	// sealed is false once a pull that may have lost a delivery on its
+	// way ended since the last delivery taken (see noteDeliveryLocked).
+	sealed      bool
 	batch       jetstream.MessageBatch
 	batchCancel context.CancelFunc
 	keying      *held            // the message being taken (see take)
@@ -130,10 +140,13 @@ type partition struct {
 
 	// repin is set while the epoch waits to be pinned anew after a stored
 	// status message made nats.go forget its pin (see pinForgotten);
-	// repinSince is when it began (see followRepin).
+	// repinSince is when it began, or when the unpin was sent after a
+	// drain (see followRepin). repinDrain, when set, is until when the
+	// unpin waits for the epoch's held messages to be done first.
 	// Guarded by mu.
 	repin      bool
 	repinSince time.Time
+	repinDrain time.Time
 	// withheld are, on a pinned consumer, the stream sequences this epoch
 	// resolved with an answer withheld (see answerableLocked) whose
 	// redelivery has not been answered yet: the server counts them
@@ -258,7 +271,7 @@ func (p *partition) startEpochLocked(pin string) {
 	p.ectx, p.ecancel = context.WithCancel(p.c.life)
 	p.lastDel, p.own = 0, 0
 	p.catchUp, p.unreachable = false, 0
-	p.repin = false
+	p.repin, p.repinDrain = false, time.Time{}
 	clear(p.withheld)
 	if p.group != "" {
 		p.beginCatchUpLocked()
@@ -307,7 +320,7 @@ func (p *partition) followPin(pin string) {
 		// meanwhile, such as the status message, shows as a gap: the
 		// epoch catches up, and the new pin's first delivery is the
 		// fence (see noteDeliveryLocked).
-		p.pin, p.repin = pin, false
+		p.pin, p.repin, p.repinDrain = pin, false, time.Time{}
 		p.lastDel, p.own = 0, 0
 		p.beginCatchUpLocked()
 		// While the partition was unpinned, another client may have been
@@ -347,7 +360,7 @@ func (p *partition) endLocked() (int, context.CancelFunc) {
 	}
 	p.epoch++
 	p.owned, p.pin = false, ""
-	p.repin = false
+	p.repin, p.repinDrain = false, time.Time{}
 	clear(p.withheld)
 	n := len(p.held)
 	for _, h := range p.held {

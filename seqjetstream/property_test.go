@@ -52,10 +52,21 @@ var regressions = map[string][]uint64{
 	// messages missing though it had handled them.
 	"TestPartitionedInstancesThatStallLoseNothingAndKeepOrder": {4458319739642440505, 3357526425561296203,
 		// A catch-up given up with 8 missing ran later messages of
-		// their keys first (order lost; cause not found yet).
-		4299379293366551939},
-	// A catch-up given up with 37 messages missing (not yet a violation
-	// in this property: see strictCatchUps).
+		// their keys first: a catch-up that could not finish ran what
+		// it held while a real message was still out (in a replay, one
+		// a gracefully closed owner gave back, at the ack floor, not
+		// redelivered for 2.5s while the partition was at its
+		// MaxAckPending). Now such a catch-up starts over instead.
+		4299379293366551939,
+		// Catch-ups given up the same way (the first with the code of
+		// issue 45 item 1; the others with a version that pulled singly
+		// through every catch-up, too slowly for a full MaxAckPending).
+		4283503708537635123, 6161044818295493003, 10177929763819310349,
+		// A catch-up given up with 1 missing, taken for a stored status
+		// message: a delivery lost behind a pull that its backstop ended
+		// (load 21) was counted as dropped by nats.go.
+		5161061717832809707},
+	// A catch-up given up with 37 messages missing.
 	"TestBalancedInstancesThatStallLoseNothingKeepOrderAndShareEvenly": {3034307000158103757},
 }
 
@@ -105,14 +116,8 @@ type world struct {
 	applies    int                        // applications, duplicates included
 	acks       int
 	journal    []string // the instances' log records and each key's applications, for a failure's report
-	// strictCatchUps makes a catch-up given up a violation. Not yet with
-	// stalls: there catch-ups are still given up now and then under load
-	// (with WithBalance in about 2 of 5 runs, before the fixes of issue
-	// 45's items 1-3 too; without it in about 1 of 15), and order
-	// violations, which such a give-up can cause, are checked all the
-	// same.
-	strictCatchUps bool
-	began          time.Time
+	restarts   int      // catch-ups started over (logged at the end)
+	began      time.Time
 }
 
 func newWorld() *world {
@@ -201,11 +206,15 @@ func (h journalHandler) Handle(_ context.Context, r slog.Record) error {
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
 	h.w.notef("instance %d %s %s%s", h.inst, r.Level, r.Message, b.String())
-	if strings.HasPrefix(r.Message, "seqjetstream: catch-up given up") && h.w.strictCatchUps {
-		// Nothing here is out of every instance's reach for long: a
-		// catch-up given up ran messages while earlier ones were out,
-		// which costs order whenever one of them shares a key with what
-		// ran.
+	if strings.HasPrefix(r.Message, "seqjetstream: catch-up started over") {
+		h.w.restarts++
+	}
+	if strings.HasPrefix(r.Message, "seqjetstream: catch-up given up") {
+		// No stored status message is published here, so nothing is
+		// out of every instance's reach: a catch-up given up ran
+		// messages while earlier ones were out, which costs order
+		// whenever one of them shares a key with what ran. (One that
+		// cannot finish starts over instead, and is counted.)
 		h.w.violations = append(h.w.violations, fmt.Sprintf("instance %d gave a catch-up up:%s", h.inst, b.String()))
 	}
 	return nil
@@ -323,7 +332,6 @@ func partitionedProperty(t *testing.T, seed uint64, stalls, balance bool) {
 	}
 
 	w := newWorld()
-	w.strictCatchUps = !stalls
 	t.Cleanup(func() {
 		if t.Failed() {
 			w.report(t)
@@ -572,7 +580,7 @@ func partitionedProperty(t *testing.T, seed uint64, stalls, balance bool) {
 		withheld += in.c.Stats().Dropped
 	}
 	mu.Unlock()
-	t.Logf("%d published, %d applications (%d duplicates after kills), %d acks; the live instances dropped %d", published, w.applies, w.applies-published, w.acks, withheld)
+	t.Logf("%d published, %d applications (%d duplicates after kills), %d acks; the live instances dropped %d; %d catch-ups started over", published, w.applies, w.applies-published, w.acks, withheld, w.restarts)
 }
 
 // rng2 gives each message a handler time of 0–2ms, derived from its

@@ -107,7 +107,7 @@ func (p *partition) lookAtSilence(ctx context.Context) (again bool) {
 	p.mu.Lock()
 	stays := p.owned && p.pin == pin && !p.repin
 	if stays {
-		p.repin, p.repinSince = true, time.Now()
+		p.repin, p.repinSince, p.repinDrain = true, time.Now(), time.Time{}
 	}
 	p.mu.Unlock()
 	if !stays {

@@ -3,6 +3,7 @@ package seqjetstream
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -20,7 +21,9 @@ import (
 //     and the epoch does not wait for it again (see giveUpLocked).
 //   - 423: it also forgets its pin, and pulls without one: the server,
 //     still pinning this instance, delivers nothing to those pulls. See
-//     pinForgotten.
+//     pinForgotten. Such a message also ends its pull, as below, and the
+//     instance pulls singly for a while after it (see noteEnd), so that
+//     its next redelivery comes alone.
 //   - any other: it ends the pull at once, and drops what the server sent
 //     to that pull after it. Those come back after their AckWait, together
 //     with the status message, whose redelivery comes first and ends that
@@ -67,13 +70,21 @@ func (p *partition) pullSingly(t time.Time) {
 // delivers to a pull that carries one only while it is the current pin:
 // so the 423 was such a stored message when the pull carried no pin, or
 // when the server, asked now, still pins the pull's pin. Then the server
-// pins this instance; the partition stays owned (if it was) and is
-// unpinned through WithHandover's (or WithBalance's) JetStream, so that
-// the server pins the next pull: if that is this instance's, the epoch
-// goes on under the new pin (see followPin), with the message it will
-// never get counted as out of its reach at once; if it is another
-// instance's, followRepin sees it and the partition is lost as in any
-// hand-over. It reports whether the partition stays owned. Without a
+// pins this instance; the partition stays owned (if it was), with the
+// message it will never get counted as out of its reach at once, so
+// that a catch-up that waited for it ends. What the epoch holds is let
+// run first (for at most drainWait: the server, pinning this instance,
+// delivers nothing to anyone meanwhile), and only then is the partition
+// unpinned through WithHandover's (or WithBalance's) JetStream (see
+// followRepin), so that the server pins the next pull: if that is this
+// instance's, the epoch goes on under the new pin (see followPin); if it
+// is another instance's, followRepin sees it and the partition is lost
+// as in any hand-over, with nothing left to lose. Unpinning at once
+// instead gave a standby, whose pull waits at the server, the pin and
+// the messages the catch-up held; its own catch-up then waited for the
+// status message's next redelivery, which made it unpin in turn, and
+// the partition could pass back and forth with nothing run, an AckWait
+// each time. It reports whether the partition stays owned. Without a
 // JetStream to unpin with, nothing can be done but wait for the server to
 // give the message up (MaxDeliver): the partition is lost, and the
 // failure logged at Error.
@@ -96,17 +107,21 @@ func (p *partition) pinForgotten(ctx context.Context) bool {
 	}
 	p.mu.Lock()
 	stays := owned && p.owned && p.pin == pin
+	drain := false // a drain begins: followRepin unpins after it
 	if stays {
 		if !p.repin {
 			p.repin, p.repinSince = true, time.Now()
+			p.repinDrain, drain = p.repinSince.Add(p.drainWait()), true
 		}
 		p.pin = now
 		p.unreachable = max(p.unreachable, 1)
 	}
 	p.mu.Unlock()
-	p.c.logAt(p.c.life, levelWarn, "seqjetstream: an empty message with a Status 423 header made nats.go forget this instance's pin; the partition is unpinned, to be pinned anew",
+	p.c.logAt(p.c.life, levelWarn, "seqjetstream: an empty message with a Status 423 header made nats.go forget this instance's pin; the partition is unpinned once what it holds is done, to be pinned anew",
 		"stream", p.stream, "consumer", p.name)
-	p.unpinToRepin(ctx)
+	if !drain {
+		p.unpinToRepin(ctx)
+	}
 	return stays
 }
 
@@ -121,11 +136,29 @@ func (p *partition) pinForgotten(ctx context.Context) bool {
 // each unpin (every other message held by instances waiting, as this
 // one, to be pinned anew), and only dropping what it holds lets the
 // server deliver it to a new owner. Called on the fetch goroutine.
+//
+// Before that, while pinForgotten's drain lasts (repinDrain), it only
+// waits for the epoch's held messages to be done, and unpins once they
+// are, or once the drain's time is up; the time to be pinned anew counts
+// from there.
 func (p *partition) followRepin(ctx context.Context) {
 	p.mu.Lock()
 	pin, repin, since := p.pin, p.repin && p.owned, p.repinSince
+	draining, unpin := false, false
+	if repin && !p.repinDrain.IsZero() {
+		draining = true
+		if t := time.Now(); len(p.held) == 0 || !t.Before(p.repinDrain) {
+			p.repinDrain, p.repinSince, unpin = time.Time{}, t, true
+		}
+	}
 	p.mu.Unlock()
 	if !repin || ctx.Err() != nil {
+		return
+	}
+	if draining {
+		if unpin {
+			p.unpinToRepin(ctx)
+		}
 		return
 	}
 	if time.Since(since) >= p.cuLimit/2 {
@@ -175,4 +208,36 @@ func (p *partition) serverPin(ctx context.Context) (pin string, ok bool) {
 		}
 	}
 	return "", true
+}
+
+// giveBackToRepin gives back, at once (a Nak without delay), what epoch
+// holds and has not started, when a stored status message made nats.go
+// forget the pin while the epoch's catch-up misses more than that message
+// (see catchUpChecked): the server, still pinning this instance, delivers
+// them to no one until the unpin that follows, and then to the next
+// owner, this instance or another, at once. Dropped with the epoch
+// instead, they would come back only after their AckWait, together with
+// the status message's next redelivery, which takes the pin from that
+// owner in turn: two instances could pass the partition back and forth,
+// each missing what the other held. Called on the fetch goroutine, with
+// no lock held.
+func (p *partition) giveBackToRepin(epoch uint64) {
+	p.gate.RLock()
+	defer p.gate.RUnlock()
+	p.mu.Lock()
+	if p.epoch != epoch || !p.owned || p.closing || p.closed {
+		p.mu.Unlock()
+		return
+	}
+	back, late := p.answerableOnlyLocked(p.takeUnstartedLocked())
+	p.waiting = slices.DeleteFunc(p.waiting, func(h *held) bool { return h.gone })
+	p.cuNeed, p.cuMine = -1, 0 // the next check counts afresh
+	p.checkDrainedLocked()
+	p.mu.Unlock()
+	slices.SortFunc(back, bySeq)
+	for _, h := range back {
+		_ = h.msg.Nak()
+	}
+	p.st.givenBack.Add(uint64(len(back)))
+	p.st.dropped.Add(uint64(late))
 }
