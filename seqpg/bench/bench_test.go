@@ -18,28 +18,9 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/seqsched/seqsched/internal/pgtest"
 	"github.com/seqsched/seqsched/seqpg"
-	"go.uber.org/goleak"
 )
 
-var (
-	server    *pgtest.Server
-	serverErr error
-)
-
-func TestMain(m *testing.M) {
-	server, serverErr = pgtest.New()
-	code := m.Run()
-	if server != nil {
-		server.Close()
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 const (
 	workers  = 100 // River's MaxWorkers, seqpg's WithMaxConcurrency
@@ -52,9 +33,7 @@ var dbSeq atomic.Int64
 // schemas.
 func newDB(b testing.TB) *pgxpool.Pool {
 	b.Helper()
-	if server == nil {
-		pgtest.Skip(b, serverErr)
-	}
+	server := pgtest.Shared(b)
 	ctx := context.Background()
 	name := fmt.Sprintf("b%d_%d", os.Getpid(), dbSeq.Add(1))
 	admin, err := pgx.Connect(ctx, server.DSN)
