@@ -37,6 +37,7 @@ type lease struct {
 	timer *time.Timer
 	until time.Time  // the local expiry, on the monotonic clock
 	b     batchState // WithBatchedCompletion's jobs in hand
+	c     chain      // the transaction the key's next job waits in (chain.go)
 }
 
 // renewed moves the lease's local expiry to a lease after sent, the time
@@ -60,6 +61,9 @@ func (l *lease) live() bool {
 	return l.ctx.Err() == nil && time.Now().Before(l.until)
 }
 
+// end stops l's timer and ctx, and rolls back the transaction its key's
+// next job waits in, if any. It does a round trip: call it with no lock
+// of the worker held.
 func (l *lease) end() {
 	l.mu.Lock()
 	if l.timer != nil {
@@ -68,6 +72,7 @@ func (l *lease) end() {
 	}
 	l.mu.Unlock()
 	l.stop()
+	l.closeChain()
 }
 
 const (
@@ -128,6 +133,9 @@ func (w *Worker) expired(l *lease, why string) {
 // it locally.
 func (w *Worker) release(l *lease) {
 	defer w.drop(l)
+	// The key's next job, locked in the chained transaction, is let go
+	// first: the worker that takes the key next must not wait for it.
+	l.closeChain()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.lease)
 	defer cancel()
 	w.flushOnRelease(ctx, l)
@@ -159,13 +167,17 @@ func (w *Worker) releaseAll() {
 	w.mu.Lock()
 	var keys []string
 	var tokens []int64
+	var held []*lease
 	for _, l := range w.leases {
 		keys = append(keys, l.key)
 		tokens = append(tokens, l.token)
-		l.end()
+		held = append(held, l)
 	}
 	clear(w.leases)
 	w.mu.Unlock()
+	for _, l := range held {
+		l.end()
+	}
 	if len(keys) == 0 {
 		return
 	}
