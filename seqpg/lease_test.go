@@ -41,7 +41,7 @@ func TestLostLeaseCannotComplete(t *testing.T) {
 		started <- f
 		waitOrDone(ctx, release) // frozen past its lease
 		return nil
-	})
+	}, seqpg.WithMaxConcurrency(1)) // A has no room to claim the key back itself: B takes it
 	e := enqueue(t, pool, "k", "x")
 	fa := <-started
 
@@ -88,7 +88,7 @@ func TestLostLeaseCannotFail(t *testing.T) {
 			return seqpg.Terminal(assert.AnError)
 		}
 		return nil
-	})
+	}, seqpg.WithMaxConcurrency(1)) // no room to claim the key again while the first attempt runs
 	enqueue(t, pool, "k", "x")
 	<-started
 	_, err := pool.Exec(ctx, `UPDATE seqpg_keys SET lease_until = now() - interval '1 second', run_after = now() - interval '1 second' WHERE key = 'k'`)
