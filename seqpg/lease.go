@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/seqsched/seqsched/internal/logkey"
 )
 
@@ -111,22 +112,41 @@ func (w *Worker) drop(l *lease) {
 	w.poke()
 }
 
-// expired drops l, found expired locally (its timer fired, or its expiry
-// passed) before a renewal came back. The key is not given back: it waits
-// in the database until its lease_until passes (up to one WithLease), so
-// the stall is logged and counted. A lease the worker had already ended
-// (dropped, released, or replaced by a new claim of the key) is dropped
-// again quietly: its key is not stalled.
+// expired gives l's key back: l was found expired locally (its timer
+// fired, or its expiry passed) before a renewal came back. The release is
+// fenced by l's token alone, so unless another worker has taken the key
+// since, the key is free at once, for any worker, instead of waiting up
+// to one WithLease for its lease to run out in the database (the
+// database may hold it longer than this worker knows: a renewal that took
+// effect but whose reply was lost). It is logged at Warn and counted. A
+// lease the worker had already ended (dropped, released, or replaced by
+// a new claim of the key) is dropped again quietly.
 func (w *Worker) expired(l *lease, why string) {
 	w.mu.Lock()
 	held := w.leases[l.key] == l
 	w.mu.Unlock()
-	if held {
-		w.n.leaseExpired.Add(1)
-		w.log(slog.LevelWarn, "seqpg: lease expired locally; the key waits for its lease to expire in the database",
-			"key", logkey.Cut(l.key), "token", l.token, "why", why)
+	if !held {
+		w.drop(l)
+		return
 	}
-	w.drop(l)
+	w.n.leaseExpired.Add(1)
+	w.log(slog.LevelWarn, "seqpg: lease expired locally; the key is given back",
+		"key", logkey.Cut(l.key), "token", l.token, "why", why)
+	w.release(l)
+}
+
+// expiredRunning rolls back tx, the transaction of job, whose handler
+// returned after l expired locally (the handler's ctx was canceled by
+// it): its outcome cannot be recorded, since the lease may be another
+// worker's by now, and the job runs again under the key's next lease. It
+// is logged at Warn and counted, and the key given back as expired does.
+func (w *Worker) expiredRunning(l *lease, tx pgx.Tx, job *Job) {
+	rollback(tx)
+	w.n.leaseExpiredRunning.Add(1)
+	w.log(slog.LevelWarn, "seqpg: lease expired locally while its job ran; the job's transaction was rolled back",
+		"key", logkey.Cut(l.key), "token", l.token, "job", job.ID,
+		"why", "the lease expired unrenewed while the handler ran")
+	w.release(l)
 }
 
 // release gives l's key back when it has no job ready for us, and drops

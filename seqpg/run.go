@@ -178,6 +178,10 @@ func (w *Worker) runJob(ctx context.Context, l *lease) {
 	}()
 	herr = w.call(hctx, tx, job)
 	returned = true
+	if l.ctx.Err() != nil {
+		w.expiredRunning(l, tx, job)
+		return
+	}
 	chained = w.finish(ctx, l, c.n, tx, job, herr)
 }
 
