@@ -196,7 +196,7 @@ func BenchmarkThroughput(b *testing.B) {
 				}
 				start := time.Now()
 				must(b, tx.Commit(ctx))
-				<-done
+				waitOrDiagnose(b, pool, w, done)
 				total += time.Since(start)
 			}
 			b.ReportMetric(float64(throughputJobs*b.N)/total.Seconds(), "jobs/s")
@@ -234,6 +234,50 @@ func BenchmarkThroughput(b *testing.B) {
 			b.ReportMetric(float64(throughputJobs*b.N)/total.Seconds(), "jobs/s")
 		})
 	}
+}
+
+// stallAfter is how long a throughput run waits before it describes
+// the keys still waiting (a run takes one to three seconds here).
+const stallAfter = 5 * time.Second
+
+// waitOrDiagnose waits for done; if that takes longer than stallAfter, it
+// logs, once, the keys that still have jobs, with their lease as the
+// database and the worker see it, so that a stall (a key waiting up to a
+// lease) shows which path it took.
+func waitOrDiagnose(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker, done <-chan struct{}) {
+	select {
+	case <-done:
+		return
+	case <-time.After(stallAfter):
+	}
+	ctx := context.Background()
+	rows, err := pool.Query(ctx, `
+SELECT key, pending, paused, halted, lease_owner IS NOT NULL, lease_token,
+	extract(epoch FROM lease_until - clock_timestamp()), extract(epoch FROM run_after - clock_timestamp()),
+	(SELECT count(*) FROM seqpg_jobs j WHERE j.key = k.key AND j.started_at IS NOT NULL)
+FROM seqpg_keys k WHERE pending > 0 ORDER BY key LIMIT 20`)
+	must(b, err)
+	defer rows.Close()
+	s := w.Stats()
+	b.Logf("stall: %v after the commit, jobs left; worker: leased %d, stats %+v", stallAfter, s.Leased, s)
+	for rows.Next() {
+		var key string
+		var pending, token, started int64
+		var paused, halted, owned bool
+		var leaseIn, readyIn *float64
+		must(b, rows.Scan(&key, &pending, &paused, &halted, &owned, &token, &leaseIn, &readyIn, &started))
+		b.Logf("stall: key %s pending %d paused %v halted %v owned %v token %d lease ends in %s ready in %s, %d started",
+			key, pending, paused, halted, owned, token, secs(leaseIn), secs(readyIn), started)
+	}
+	must(b, rows.Err())
+	<-done
+}
+
+func secs(f *float64) string {
+	if f == nil {
+		return "-inf"
+	}
+	return fmt.Sprintf("%.1fs", *f)
 }
 
 const pickups = 200
