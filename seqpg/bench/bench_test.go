@@ -196,7 +196,7 @@ func BenchmarkThroughput(b *testing.B) {
 				}
 				start := time.Now()
 				must(b, tx.Commit(ctx))
-				waitOrDiagnose(b, pool, w, done)
+				waitOrDiagnose(b, pool, w, &c, done)
 				total += time.Since(start)
 			}
 			b.ReportMetric(float64(throughputJobs*b.N)/total.Seconds(), "jobs/s")
@@ -236,19 +236,33 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 }
 
-// stallAfter is how long a throughput run waits before it describes
-// the keys still waiting (a run takes one to three seconds here).
-const stallAfter = 5 * time.Second
+// stallAfter is how long a throughput run may go without a job run
+// before it describes the keys still waiting: a job runs every
+// millisecond or so here, and a stall lasts up to a lease (30s).
+const stallAfter = 3 * time.Second
 
-// waitOrDiagnose waits for done; if that takes longer than stallAfter, it
+// waitOrDiagnose waits for done; if c counts no job for stallAfter, it
 // logs, once, the keys that still have jobs, with their lease as the
 // database and the worker see it, so that a stall (a key waiting up to a
 // lease) shows which path it took.
-func waitOrDiagnose(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker, done <-chan struct{}) {
-	select {
-	case <-done:
-		return
-	case <-time.After(stallAfter):
+func waitOrDiagnose(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker, c *counter, done <-chan struct{}) {
+	tick := time.NewTicker(stallAfter)
+	defer tick.Stop()
+	last := -1
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		c.mu.Lock()
+		n := c.n
+		c.mu.Unlock()
+		if n != last {
+			last = n
+			continue
+		}
+		break
 	}
 	ctx := context.Background()
 	rows, err := pool.Query(ctx, `
@@ -259,7 +273,7 @@ FROM seqpg_keys k WHERE pending > 0 ORDER BY key LIMIT 20`)
 	must(b, err)
 	defer rows.Close()
 	s := w.Stats()
-	b.Logf("stall: %v after the commit, jobs left; worker: leased %d, stats %+v", stallAfter, s.Leased, s)
+	b.Logf("stall: no job for %v, %d left; worker: leased %d, stats %+v", stallAfter, c.target-last, s.Leased, s)
 	for rows.Next() {
 		var key string
 		var pending, token, started int64
