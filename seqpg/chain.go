@@ -106,14 +106,10 @@ func (w *Worker) queueHead(b *pgx.Batch, l *lease, job **Job) {
 		if !rows.Next() {
 			return rows.Err()
 		}
-		j := &Job{Key: l.key}
-		var lane int16
-		var attempt int
-		if err := rows.Scan(&j.ID, &lane, &j.Seq, &j.Kind, &j.Payload, &j.Tag, &attempt, &j.EnqueuedAt); err != nil {
+		j, err := scanJob(rows, l.key)
+		if err != nil {
 			return err
 		}
-		j.High = lane == laneHigh
-		j.Attempt = attempt + 1
 		*job = j
 		return rows.Err()
 	})
