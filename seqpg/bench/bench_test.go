@@ -67,14 +67,15 @@ func must(b testing.TB, err error) {
 var quiet = seqpg.WithLogger(slog.New(slog.DiscardHandler))
 
 // failures adds up the Stats figures that name a stall's cause (a
-// database error, a lease lost, a lease expired locally: each leaves a
-// key waiting up to a lease), over the workers of one benchmark.
-type failures struct{ dbErrors, leaseLost, leaseExpired uint64 }
+// database error, a lease lost, a lease expired locally between jobs or
+// while one ran), over the workers of one benchmark.
+type failures struct{ dbErrors, leaseLost, leaseExpired, leaseExpiredRunning uint64 }
 
 func (f *failures) add(s seqpg.Stats) {
 	f.dbErrors += s.DBErrors
 	f.leaseLost += s.LeaseLost
 	f.leaseExpired += s.LeaseExpired
+	f.leaseExpiredRunning += s.LeaseExpiredRunning
 }
 
 // report reports the figures as benchmark metrics (totals over the run),
@@ -83,6 +84,7 @@ func (f *failures) report(b *testing.B) {
 	b.ReportMetric(float64(f.dbErrors), "db-errors")
 	b.ReportMetric(float64(f.leaseLost), "leases-lost")
 	b.ReportMetric(float64(f.leaseExpired), "leases-expired")
+	b.ReportMetric(float64(f.leaseExpiredRunning), "leases-expired-running")
 }
 
 // seqpgWorker starts a seqpg worker whose handler calls done.
