@@ -149,7 +149,7 @@ func (w *Worker) finishBatched(ctx context.Context, l *lease, job *Job, herr err
 		w.lostBatch(l)
 		return
 	}
-	w.finish(ctx, l, nil, job, herr)
+	w.finish(ctx, l, 0, nil, job, herr)
 }
 
 // flush records the completions of the jobs run since the last read and,
@@ -172,14 +172,10 @@ func (w *Worker) flush(ctx context.Context, l *lease, read bool) (ok bool, err e
 	if read {
 		b.Queue(sqlFetch, l.key, l.token, w.cfg.batch).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				job := &Job{Key: l.key}
-				var lane int16
-				var attempt int
-				if err := rows.Scan(&job.ID, &lane, &job.Seq, &job.Kind, &job.Payload, &job.Tag, &attempt, &job.EnqueuedAt); err != nil {
+				job, err := scanJob(rows, l.key)
+				if err != nil {
 					return err
 				}
-				job.High = lane == laneHigh
-				job.Attempt = attempt + 1
 				jobs = append(jobs, job)
 			}
 			return rows.Err()

@@ -112,13 +112,14 @@ func (w *Worker) start(l *lease, sent time.Time) {
 	l.until = sent.Add(w.cfg.lease)
 	l.timer = time.AfterFunc(time.Until(l.until), l.stop)
 	w.mu.Lock()
-	if old := w.leases[l.key]; old != nil {
+	old := w.leases[l.key]
+	w.leases[l.key] = l
+	w.mu.Unlock()
+	if old != nil {
 		// Our earlier lease of the key expired and the key came back to
 		// us: the old chain stops at its next step (its ctx is done).
 		old.end()
 	}
-	w.leases[l.key] = l
-	w.mu.Unlock()
 	if err := w.sched.Post(context.Background(), l.key, w.step(l)); err != nil {
 		w.release(l)
 	}

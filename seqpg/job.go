@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Job is one job as its handler sees it. The handler may read it and keep
@@ -37,6 +39,20 @@ type fenceKey struct{}
 func LeaseOf(ctx context.Context) (Fence, bool) {
 	f, ok := ctx.Value(fenceKey{}).(Fence)
 	return f, ok
+}
+
+// scanJob reads a job of key from a row of sqlHead's or sqlFetch's
+// columns.
+func scanJob(r pgx.Row, key string) (*Job, error) {
+	j := &Job{Key: key}
+	var lane int16
+	var attempt int
+	if err := r.Scan(&j.ID, &lane, &j.Seq, &j.Kind, &j.Payload, &j.Tag, &attempt, &j.EnqueuedAt); err != nil {
+		return nil, err
+	}
+	j.High = lane == laneHigh
+	j.Attempt = attempt + 1
+	return j, nil
 }
 
 func validUTF8NoNUL(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }

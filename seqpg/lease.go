@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/seqsched/seqsched/internal/logkey"
 )
 
@@ -37,6 +38,7 @@ type lease struct {
 	timer *time.Timer
 	until time.Time  // the local expiry, on the monotonic clock
 	b     batchState // WithBatchedCompletion's jobs in hand
+	c     chain      // the transaction the key's next job waits in (chain.go)
 }
 
 // renewed moves the lease's local expiry to a lease after sent, the time
@@ -60,6 +62,9 @@ func (l *lease) live() bool {
 	return l.ctx.Err() == nil && time.Now().Before(l.until)
 }
 
+// end stops l's timer and ctx, and rolls back the transaction its key's
+// next job waits in, if any. It does a round trip: call it with no lock
+// of the worker held.
 func (l *lease) end() {
 	l.mu.Lock()
 	if l.timer != nil {
@@ -68,6 +73,7 @@ func (l *lease) end() {
 	}
 	l.mu.Unlock()
 	l.stop()
+	l.closeChain()
 }
 
 const (
@@ -106,28 +112,50 @@ func (w *Worker) drop(l *lease) {
 	w.poke()
 }
 
-// expired drops l, found expired locally (its timer fired, or its expiry
-// passed) before a renewal came back. The key is not given back: it waits
-// in the database until its lease_until passes (up to one WithLease), so
-// the stall is logged and counted. A lease the worker had already ended
-// (dropped, released, or replaced by a new claim of the key) is dropped
-// again quietly: its key is not stalled.
+// expired gives l's key back: l was found expired locally (its timer
+// fired, or its expiry passed) before a renewal came back. The release is
+// fenced by l's token alone, so unless another worker has taken the key
+// since, the key is free at once, for any worker, instead of waiting up
+// to one WithLease for its lease to run out in the database (the
+// database may hold it longer than this worker knows: a renewal that took
+// effect but whose reply was lost). It is logged at Warn and counted. A
+// lease the worker had already ended (dropped, released, or replaced by
+// a new claim of the key) is dropped again quietly.
 func (w *Worker) expired(l *lease, why string) {
 	w.mu.Lock()
 	held := w.leases[l.key] == l
 	w.mu.Unlock()
-	if held {
-		w.n.leaseExpired.Add(1)
-		w.log(slog.LevelWarn, "seqpg: lease expired locally; the key waits for its lease to expire in the database",
-			"key", logkey.Cut(l.key), "token", l.token, "why", why)
+	if !held {
+		w.drop(l)
+		return
 	}
-	w.drop(l)
+	w.n.leaseExpired.Add(1)
+	w.log(slog.LevelWarn, "seqpg: lease expired locally; the key is given back",
+		"key", logkey.Cut(l.key), "token", l.token, "why", why)
+	w.release(l)
+}
+
+// expiredRunning rolls back tx, the transaction of job, whose handler
+// returned after l expired locally (the handler's ctx was canceled by
+// it): its outcome cannot be recorded, since the lease may be another
+// worker's by now, and the job runs again under the key's next lease. It
+// is logged at Warn and counted, and the key given back as expired does.
+func (w *Worker) expiredRunning(l *lease, tx pgx.Tx, job *Job) {
+	rollback(tx)
+	w.n.leaseExpiredRunning.Add(1)
+	w.log(slog.LevelWarn, "seqpg: lease expired locally while its job ran; the job's transaction was rolled back",
+		"key", logkey.Cut(l.key), "token", l.token, "job", job.ID,
+		"why", "the lease expired unrenewed while the handler ran")
+	w.release(l)
 }
 
 // release gives l's key back when it has no job ready for us, and drops
 // it locally.
 func (w *Worker) release(l *lease) {
 	defer w.drop(l)
+	// The key's next job, locked in the chained transaction, is let go
+	// first: the worker that takes the key next must not wait for it.
+	l.closeChain()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.lease)
 	defer cancel()
 	w.flushOnRelease(ctx, l)
@@ -159,13 +187,17 @@ func (w *Worker) releaseAll() {
 	w.mu.Lock()
 	var keys []string
 	var tokens []int64
+	var held []*lease
 	for _, l := range w.leases {
 		keys = append(keys, l.key)
 		tokens = append(tokens, l.token)
-		l.end()
+		held = append(held, l)
 	}
 	clear(w.leases)
 	w.mu.Unlock()
+	for _, l := range held {
+		l.end()
+	}
 	if len(keys) == 0 {
 		return
 	}

@@ -2,6 +2,7 @@ package seqpg_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/seqsched/seqsched/seqpg"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,7 +43,7 @@ func TestLostLeaseCannotComplete(t *testing.T) {
 		started <- f
 		waitOrDone(ctx, release) // frozen past its lease
 		return nil
-	})
+	}, seqpg.WithMaxConcurrency(1)) // A has no room to claim the key back itself: B takes it
 	e := enqueue(t, pool, "k", "x")
 	fa := <-started
 
@@ -62,7 +64,9 @@ func TestLostLeaseCannotComplete(t *testing.T) {
 	fb := <-tokens
 	assert.Greater(t, fb, fa.Token)
 	eventually(t, "the job to complete", func() bool { return state(t, pool, "k").Pending == 0 })
-	assert.Equal(t, uint64(1), a.Stats().LeaseLost)
+	// A's refused completion aborted its transaction, which let B go on,
+	// before A counted it.
+	eventually(t, "A to count its lost lease", func() bool { return a.Stats().LeaseLost == 1 })
 	assert.Equal(t, uint64(0), a.Stats().Completed)
 	assert.Equal(t, uint64(1), b.Stats().Completed)
 	var token int64
@@ -86,14 +90,16 @@ func TestLostLeaseCannotFail(t *testing.T) {
 			return seqpg.Terminal(assert.AnError)
 		}
 		return nil
-	})
+	}, seqpg.WithMaxConcurrency(1)) // no room to claim the key again while the first attempt runs
 	enqueue(t, pool, "k", "x")
 	<-started
 	_, err := pool.Exec(ctx, `UPDATE seqpg_keys SET lease_until = now() - interval '1 second', run_after = now() - interval '1 second' WHERE key = 'k'`)
 	require.NoError(t, err)
 	close(release)
 	eventually(t, "the job to complete", func() bool { return state(t, pool, "k").Pending == 0 })
-	assert.Equal(t, uint64(1), a.Stats().LeaseLost)
+	// A rolled back before it tried to record the failure: the job may
+	// complete before A counts the refusal.
+	eventually(t, "A to count its lost lease", func() bool { return a.Stats().LeaseLost == 1 })
 	assert.Equal(t, 1, <-attempts)
 	assert.Equal(t, 1, <-attempts, "the lost failure was not recorded")
 	var dead int
@@ -101,46 +107,157 @@ func TestLostLeaseCannotFail(t *testing.T) {
 	assert.Equal(t, 0, dead)
 }
 
+// holdKey moves the end of token's lease on key an hour ahead, committed
+// (the database holds the lease far longer than the worker knows: a
+// renewal that took effect, whose reply was lost), then locks the key's
+// row in a transaction it returns, so that renewals skip the key until
+// it ends. A renewal that came between the two shortened the lease again:
+// then it starts over. A handler of the lease calls it, well within the
+// lease, so that the lease is still token's.
+func holdKey(pool *pgxpool.Pool, key string, token int64) (pgx.Tx, error) {
+	ctx := context.Background()
+	for {
+		tag, err := pool.Exec(ctx, `UPDATE seqpg_keys SET lease_until = now() + interval '1 hour',
+			run_after = now() + interval '1 hour' WHERE key = $1 AND lease_token = $2 AND lease_until > now()`, key, token)
+		if err == nil && tag.RowsAffected() != 1 {
+			err = fmt.Errorf("lease %d of %q not held when its handler ran", token, key)
+		}
+		if err != nil {
+			return nil, err
+		}
+		lock, err := pool.Begin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var long bool
+		err = lock.QueryRow(ctx, `SELECT lease_until > now() + interval '30 minutes' FROM seqpg_keys
+			WHERE key = $1 FOR UPDATE`, key).Scan(&long)
+		if err == nil && long {
+			return lock, nil
+		}
+		lock.Rollback(ctx)
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// held is what a handler that called holdKey hands the test.
+type held struct {
+	token int64
+	lock  pgx.Tx
+	err   error
+}
+
+// hold calls holdKey for the handler call whose ctx is ctx and sends the
+// result on ch.
+func hold(ctx context.Context, pool *pgxpool.Pool, ch chan<- held) {
+	f, _ := seqpg.LeaseOf(ctx)
+	lock, err := holdKey(pool, f.Key, f.Token)
+	ch <- held{f.Token, lock, err}
+}
+
 // A key whose lease expires locally between its steps, while the
-// database still holds it (the renewals were skipped: another transaction
-// held the key's row), is given up without being given back: it waits
-// for its lease to run out in the database. That stall is logged at Warn,
-// with the key, the token and why, and counted in Stats.LeaseExpired.
-func TestExpiredLeaseIsLoggedAndCounted(t *testing.T) {
+// database still holds it, is given back at once rather than left to
+// wait for its lease to run out there (an hour here): its next job runs
+// within seconds. It is logged at Warn, with the key, the token and why,
+// and counted in Stats.LeaseExpired.
+func TestExpiredLeaseIsGivenBack(t *testing.T) {
 	pool, _ := newDB(t)
 	ctx := context.Background()
 	logs := &records{}
+	holds := make(chan held, 1)
 	var calls atomic.Int32
-	started := make(chan int64, 1)
+	r := newRecorder()
 	w := startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+		r.add(job)
 		if calls.Add(1) == 1 {
-			f, _ := seqpg.LeaseOf(ctx)
-			started <- f.Token
+			hold(ctx, pool, holds)
 			<-ctx.Done() // the lease expired locally
 		}
 		return nil // a success whose next step comes after the lease
-	}, seqpg.WithBatchedCompletion(10), seqpg.WithLease(time.Second), seqpg.WithLogger(slog.New(logs)))
+	}, seqpg.WithBatchedCompletion(10), seqpg.WithLease(3*time.Second), seqpg.WithLogger(slog.New(logs)))
 	enqueue(t, pool, "k", "x")
-	first := <-started
-	// The key's row is locked: renewals skip it, and so do claims.
-	lock, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer lock.Rollback(ctx)
-	_, err = lock.Exec(ctx, `SELECT 1 FROM seqpg_keys WHERE key = 'k' FOR UPDATE`)
-	require.NoError(t, err)
+	enqueue(t, pool, "k", "y")
+	h := <-holds
+	require.NoError(t, h.err)
+	defer h.lock.Rollback(ctx)
 
 	eventually(t, "the expired lease to be counted", func() bool { return w.Stats().LeaseExpired == 1 })
-	require.NoError(t, lock.Commit(ctx))
-	eventually(t, "the job to complete", func() bool { return state(t, pool, "k").Pending == 0 })
+	require.NoError(t, h.lock.Commit(ctx))
+	released := time.Now()
+	assert.Equal(t, []string{"x", "y"}, r.wait(t, 2))
+	assert.Less(t, time.Since(released), 5*time.Second, "the key waited for its lease in the database")
+	eventually(t, "the jobs to complete", func() bool { return state(t, pool, "k").Pending == 0 })
 	assert.Equal(t, uint64(1), w.Stats().LeaseExpired)
-	assert.Equal(t, uint64(0), w.Stats().LeaseLost)
-	assert.Equal(t, int32(2), calls.Load(), "the job ran again under the next lease")
-	got := logs.find("seqpg: lease expired locally; the key waits for its lease to expire in the database")
+	assert.Equal(t, uint64(0), w.Stats().LeaseLost, "x's completion was recorded: the database still held the lease")
+	assert.Equal(t, uint64(2), w.Stats().Claimed)
+	got := logs.find("seqpg: lease expired locally; the key is given back")
+	require.Len(t, got, 1)
+	assert.Equal(t, slog.LevelWarn, got[0].level)
+	assert.Equal(t, "k", got[0].attrs["key"])
+	assert.Equal(t, h.token, got[0].attrs["token"])
+	assert.Equal(t, "the lease expired unrenewed before the key's next step", got[0].attrs["why"])
+}
+
+// A job whose lease expires locally while its handler runs (default
+// mode) is not silently lost: its transaction is rolled back, which is
+// logged at Warn with the key, the token, the job and why, and counted in
+// Stats.LeaseExpiredRunning; the key is given back at once, and the job
+// runs again, its effect applied once.
+func TestLeaseExpiredWhileRunningIsRolledBackVisibly(t *testing.T) {
+	pool, _ := newDB(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `CREATE TABLE effects (job bigint PRIMARY KEY, token bigint)`)
+	require.NoError(t, err)
+	logs := &records{}
+	holds := make(chan held, 1)
+	tokens := make(chan int64, 2)
+	var calls atomic.Int32
+	w := startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+		f, _ := seqpg.LeaseOf(ctx)
+		tokens <- f.Token
+		if _, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, $2)`, job.ID, f.Token); err != nil {
+			return err
+		}
+		if calls.Add(1) == 1 {
+			hold(ctx, pool, holds)
+			<-ctx.Done() // the lease expired locally
+		}
+		return nil
+	}, seqpg.WithLease(3*time.Second), seqpg.WithLogger(slog.New(logs)))
+	e := enqueue(t, pool, "k", "x")
+	first := <-tokens
+	h := <-holds
+	require.NoError(t, h.err)
+	defer h.lock.Rollback(ctx)
+
+	eventually(t, "the rolled-back job to be counted", func() bool { return w.Stats().LeaseExpiredRunning == 1 })
+	require.NoError(t, h.lock.Commit(ctx))
+	released := time.Now()
+	var second int64
+	select {
+	case second = <-tokens:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job did not run again within 10s: its key waited for its lease in the database")
+	}
+	assert.Less(t, time.Since(released), 5*time.Second)
+	assert.Greater(t, second, first)
+	eventually(t, "the job to complete", func() bool { return state(t, pool, "k").Pending == 0 })
+	var token int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT token FROM effects WHERE job = $1`, e.ID).Scan(&token))
+	assert.Equal(t, second, token, "the effect is the second run's, once")
+	s := w.Stats()
+	assert.Equal(t, uint64(1), s.LeaseExpiredRunning)
+	assert.Equal(t, uint64(1), s.Completed)
+	assert.Equal(t, uint64(0), s.Retried, "an expired lease is not a failed attempt")
+	got := logs.find("seqpg: lease expired locally while its job ran; the job's transaction was rolled back")
 	require.Len(t, got, 1)
 	assert.Equal(t, slog.LevelWarn, got[0].level)
 	assert.Equal(t, "k", got[0].attrs["key"])
 	assert.Equal(t, first, got[0].attrs["token"])
-	assert.Equal(t, "the lease expired unrenewed before the key's next step", got[0].attrs["why"])
+	assert.Equal(t, e.ID, got[0].attrs["job"])
+	assert.Equal(t, "the lease expired unrenewed while the handler ran", got[0].attrs["why"])
 }
 
 // records is a slog handler that keeps every record.

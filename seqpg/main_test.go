@@ -14,32 +14,16 @@ import (
 	"github.com/seqsched/seqsched/internal/pgtest"
 	"github.com/seqsched/seqsched/seqpg"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
-// server is the PostgreSQL server the package's tests share; each test
-// gets its own database on it.
-var (
-	server    *pgtest.Server
-	serverErr error
-)
-
+// TestMain starts the PostgreSQL server the package's tests share
+// (pgtest.Shared; each test gets its own database on it), unless the
+// binary runs as one of the property test's worker processes.
 func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) != "" {
 		os.Exit(workerMain())
 	}
-	server, serverErr = pgtest.New()
-	code := m.Run()
-	if server != nil {
-		server.Close()
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	pgtest.Main(m)
 }
 
 var dbSeq atomic.Int64
@@ -48,9 +32,7 @@ var dbSeq atomic.Int64
 // the test ends.
 func newDB(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
-	if server == nil {
-		pgtest.Skip(t, serverErr)
-	}
+	server := pgtest.Shared(t)
 	ctx := context.Background()
 	name := fmt.Sprintf("t%d_%d", os.Getpid(), dbSeq.Add(1))
 	admin, err := pgx.Connect(ctx, server.DSN)

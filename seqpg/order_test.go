@@ -137,3 +137,42 @@ func TestBlockedKeyDelaysNoOther(t *testing.T) {
 	close(release)
 	assert.Equal(t, []string{"s1", "s2"}, r.wait(t, 2))
 }
+
+// A key's backlog runs in order through every way a job's transaction
+// begins: after the key's claim, chained onto the previous job's commit,
+// and anew after a chain is cut (every 16 jobs); each handler's write
+// commits with its own job, and the key is given back with its last job.
+func TestBacklogRunsInOrderAcrossChains(t *testing.T) {
+	pool, _ := newDB(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `CREATE TABLE effects (seq bigint PRIMARY KEY, payload text)`)
+	require.NoError(t, err)
+	const n = 40
+	var want []string
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		for i := range n {
+			want = append(want, fmt.Sprint(i))
+			if _, err := seqpg.Enqueue(ctx, tx, "k", []byte(fmt.Sprint(i))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	r := newRecorder()
+	w := startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+		r.add(job)
+		_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, $2)`, job.Seq, job.Payload)
+		return err
+	})
+	assert.Equal(t, want, r.wait(t, n))
+	eventually(t, "the key to be given back", func() bool {
+		s := state(t, pool, "k")
+		return s.Pending == 0 && !s.Leased && w.Stats().Leased == 0
+	})
+	var effects int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM effects`).Scan(&effects))
+	assert.Equal(t, n, effects)
+	assert.Equal(t, uint64(n), w.Stats().Completed)
+	assert.Equal(t, uint64(1), w.Stats().Claimed, "one lease ran the whole backlog")
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/seqsched/seqsched/internal/pgtest"
 	"github.com/seqsched/seqsched/seqpg"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,6 +33,7 @@ func TestServerRestartUnderWorker(t *testing.T) {
 		}
 	}
 	eventually(t, "the worker to hold both keys", func() bool { return w.Stats().Leased == 2 })
+	server := pgtest.Shared(t)
 	server.Kill()
 	close(crashed)
 	require.NoError(t, server.Restart())

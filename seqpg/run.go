@@ -1,14 +1,17 @@
 package seqpg
 
 // Running a key: each leased key is a seqsched session, and each of its
-// jobs one task on it. A step opens the job's transaction, reads the
-// key's next job (the first row of (key, lane, seq), locked), runs the
-// handler, and records the outcome: complete (in the same transaction),
-// retry, halt or dead-letter (each in one statement after the rollback).
-// Every outcome is fenced: it is recorded only if the key's lease is
-// still this worker's token, unexpired, checked under the key's row lock.
-// After a complete or a dead-letter the step posts the key's next step;
-// otherwise the chain ends and the key is given back or dropped.
+// jobs one task on it. A step takes the job's transaction (opened by the
+// previous job's completion, chain.go, or else begun here), in which the
+// key's next job was read (the first row of (key, lane, seq), locked);
+// it runs the handler and records the outcome: complete (in the same
+// transaction, which commits and chains the next job's), retry, halt or
+// dead-letter (each in one statement after the rollback). Every outcome
+// is fenced: it is recorded only if the key's lease is still this
+// worker's token, unexpired, checked under the key's row lock. After a
+// complete or a dead-letter the step posts the key's next step;
+// otherwise the chain ends and the key is given back or dropped. The
+// completion of a key's last job gives the key back itself.
 
 import (
 	"context"
@@ -32,17 +35,26 @@ SELECT j.id, j.lane, j.seq, j.kind, j.payload, coalesce(j.tag, ''), j.attempt, j
 FROM seqpg_jobs j
 WHERE j.key = $1 AND EXISTS (
 	SELECT 1 FROM seqpg_keys k
-	WHERE k.key = $1 AND k.lease_token = $2 AND NOT k.paused AND NOT k.halted)
+	WHERE k.key = $1 AND k.lease_token = $2 AND k.lease_until > clock_timestamp()
+		AND NOT k.paused AND NOT k.halted)
 ORDER BY j.lane, j.seq LIMIT 1
 FOR UPDATE`
 
+	// sqlComplete deletes the job and extends the lease, or, when it was
+	// the key's last job, gives the key back; it returns the key's jobs
+	// left. It raises seqpg_lease_lost() when the lease is no longer
+	// ours (chain.go).
 	sqlComplete = `
 WITH k AS (
-	UPDATE seqpg_keys SET pending = pending - 1, lease_until = clock_timestamp() + $4 * interval '1 millisecond',
-		run_after = clock_timestamp() + $4 * interval '1 millisecond'
+	UPDATE seqpg_keys SET pending = pending - 1,
+		lease_owner = CASE WHEN pending > 1 THEN lease_owner END,
+		lease_until = CASE WHEN pending > 1 THEN clock_timestamp() + $4 * interval '1 millisecond' ELSE '-infinity' END,
+		run_after = CASE WHEN pending > 1 THEN clock_timestamp() + $4 * interval '1 millisecond' ELSE clock_timestamp() END
 	WHERE key = $1 AND lease_token = $2 AND lease_until > clock_timestamp()
-	RETURNING key)
-DELETE FROM seqpg_jobs WHERE id = $3 AND key IN (SELECT key FROM k)`
+	RETURNING pending),
+d AS (
+	DELETE FROM seqpg_jobs WHERE id = $3 AND key = $1 AND EXISTS (SELECT 1 FROM k) RETURNING 1)
+SELECT CASE WHEN EXISTS (SELECT 1 FROM d) THEN (SELECT pending FROM k) ELSE seqpg_lease_lost() END`
 
 	// sqlFence locks the key's row if the lease is still ours; the
 	// failure statements build on it.
@@ -118,35 +130,37 @@ func (w *Worker) runJob(ctx context.Context, l *lease) {
 	stopOnLoss := context.AfterFunc(l.ctx, cancel)
 	defer stopOnLoss()
 
-	tx, err := w.pool.Begin(ctx)
-	if err != nil {
-		w.dbError(ctx, "begin", err)
-		w.release(l)
-		return
+	c := l.takeChain()
+	tx, job := c.tx, c.job
+	if tx == nil {
+		var err error
+		if tx, err = w.pool.Begin(ctx); err != nil {
+			w.dbError(ctx, "begin", err)
+			w.release(l)
+			return
+		}
+		b := &pgx.Batch{}
+		w.queueHead(b, l, &job)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			rollback(tx)
+			w.dbError(ctx, "read job", err)
+			w.release(l)
+			return
+		}
+		if job == nil {
+			rollback(tx)
+			w.release(l)
+			return
+		}
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	b := &pgx.Batch{}
-	// A frozen worker must not hold the job's row lock past its lease.
-	b.Queue(fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", max(w.cfg.lease.Milliseconds(), 1)))
-	job := &Job{Key: l.key}
-	var lane int16
-	var attempt int
-	b.Queue(sqlHead, l.key, l.token).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&job.ID, &lane, &job.Seq, &job.Kind, &job.Payload, &job.Tag, &attempt, &job.EnqueuedAt)
-	})
-	err = tx.SendBatch(ctx, b).Close()
-	if errors.Is(err, errNoRows) {
-		tx.Rollback(ctx)
-		w.release(l)
-		return
-	}
-	if err != nil {
-		w.dbError(ctx, "read job", err)
-		w.release(l)
-		return
-	}
-	job.High = lane == laneHigh
-	job.Attempt = attempt + 1
+	// The transaction is rolled back when the step ends, unless finish
+	// chained the key's next job's transaction onto it.
+	chained := false
+	defer func() {
+		if !chained {
+			tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
 
 	hctx := context.WithValue(ctx, fenceKey{}, Fence{Key: l.key, Token: l.token})
 	hctx = context.WithValue(hctx, workerKey{}, w)
@@ -159,12 +173,16 @@ func (w *Worker) runJob(ctx context.Context, l *lease) {
 			} else {
 				herr = errGoexit
 			}
-			w.finish(ctx, l, tx, job, herr)
+			chained = w.finish(ctx, l, c.n, tx, job, herr)
 		}
 	}()
 	herr = w.call(hctx, tx, job)
 	returned = true
-	w.finish(ctx, l, tx, job, herr)
+	if l.ctx.Err() != nil {
+		w.expiredRunning(l, tx, job)
+		return
+	}
+	chained = w.finish(ctx, l, c.n, tx, job, herr)
 }
 
 var errGoexit = fmt.Errorf("seqpg: handler called runtime.Goexit: %w", seqsched.ErrGoexit)
@@ -176,28 +194,12 @@ func (w *Worker) call(ctx context.Context, tx pgx.Tx, job *Job) error {
 }
 
 // finish records the outcome of job's attempt and continues or ends l.
-func (w *Worker) finish(ctx context.Context, l *lease, tx pgx.Tx, job *Job, herr error) {
+// tx has run ran jobs of its chain before job (chain.go); finish reports
+// whether it chained the key's next job's transaction onto tx (then tx
+// belongs to the lease, and must not be rolled back).
+func (w *Worker) finish(ctx context.Context, l *lease, ran int, tx pgx.Tx, job *Job, herr error) (chained bool) {
 	if herr == nil {
-		sent := time.Now()
-		tag, err := tx.Exec(ctx, sqlComplete, l.key, l.token, job.ID, ms(w.cfg.lease))
-		if err != nil {
-			w.dbError(ctx, "complete", err)
-			w.release(l)
-			return
-		}
-		if tag.RowsAffected() == 0 {
-			w.lost(l, job)
-			return
-		}
-		if err := tx.Commit(ctx); err != nil {
-			w.dbError(ctx, "complete", err)
-			w.release(l)
-			return
-		}
-		l.renewed(sent, w.cfg.lease)
-		w.n.completed.Add(1)
-		w.next(l)
-		return
+		return w.complete(ctx, l, ran, tx, job)
 	}
 	if tx != nil {
 		tx.Rollback(context.WithoutCancel(ctx))
@@ -219,7 +221,7 @@ func (w *Worker) finish(ctx context.Context, l *lease, tx pgx.Tx, job *Job, herr
 			w.log(slog.LevelWarn, "seqpg: job failed; retrying after backoff", "key", logkey.Cut(l.key),
 				"job", job.ID, "attempt", job.Attempt, "backoff", d, "err", herr)
 			w.drop(l) // the key is given back, ready after the backoff
-			return
+			return false
 		}
 	case w.cfg.haltOnError:
 		err = w.pool.QueryRow(octx, sqlHalt, l.key, l.token, job.ID, msg).Scan(&n)
@@ -228,7 +230,7 @@ func (w *Worker) finish(ctx context.Context, l *lease, tx pgx.Tx, job *Job, herr
 			w.log(slog.LevelError, "seqpg: job failed; key halted until Resume or Discard", "key", logkey.Cut(l.key),
 				"job", job.ID, "attempts", job.Attempt, "err", herr)
 			w.drop(l)
-			return
+			return false
 		}
 	default:
 		sent := time.Now()
@@ -239,15 +241,16 @@ func (w *Worker) finish(ctx context.Context, l *lease, tx pgx.Tx, job *Job, herr
 			w.log(slog.LevelError, "seqpg: job failed; moved to seqpg_dead", "key", logkey.Cut(l.key),
 				"job", job.ID, "attempts", job.Attempt, "err", herr)
 			w.next(l)
-			return
+			return false
 		}
 	}
 	if err != nil {
 		w.dbError(octx, "record failure", err)
 		w.release(l)
-		return
+		return false
 	}
 	w.lost(l, job)
+	return false
 }
 
 // backoff calls the BackoffFunc on a goroutine of its own, so that a

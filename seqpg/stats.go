@@ -12,13 +12,19 @@ type Stats struct {
 	DeadLettered uint64 // jobs moved to seqpg_dead
 	Halted       uint64 // keys halted by WithHaltOnError
 	LeaseLost    uint64 // outcomes refused because the lease was lost (ErrLeaseLost)
-	// LeaseExpired counts keys the worker gave up, without giving them
-	// back, because their lease expired locally before it was renewed
-	// (the database refused or delayed the renewals, or the process was
-	// frozen). Each such key stalls until its lease runs out in the
-	// database, up to one WithLease, and each is logged at Warn.
+	// LeaseExpired counts keys whose lease expired locally, between two
+	// of their jobs, before it was renewed (the database refused or
+	// delayed the renewals, or the process was frozen): each is logged at
+	// Warn and given back, free at once for any worker unless another
+	// has taken it since.
 	LeaseExpired uint64
-	DBErrors     uint64 // database errors logged and retried
+	// LeaseExpiredRunning counts jobs whose handler returned after their
+	// lease expired locally, in the default mode: the job's transaction
+	// was rolled back (the job runs again under the key's next lease),
+	// and each is logged at Warn and its key given back, as for
+	// LeaseExpired.
+	LeaseExpiredRunning uint64
+	DBErrors            uint64 // database errors logged and retried
 
 	// Scheduler is the in-process scheduler's own Stats: sessions (keys),
 	// queue and run times.
@@ -32,15 +38,16 @@ func (w *Worker) Stats() Stats {
 	leased := len(w.leases)
 	w.mu.Unlock()
 	return Stats{
-		Leased:       leased,
-		Claimed:      w.n.claimed.Load(),
-		Completed:    w.n.completed.Load(),
-		Retried:      w.n.retried.Load(),
-		DeadLettered: w.n.deadLettered.Load(),
-		Halted:       w.n.halted.Load(),
-		LeaseLost:    w.n.leaseLost.Load(),
-		LeaseExpired: w.n.leaseExpired.Load(),
-		DBErrors:     w.n.errs.Load(),
-		Scheduler:    w.sched.Stats(),
+		Leased:              leased,
+		Claimed:             w.n.claimed.Load(),
+		Completed:           w.n.completed.Load(),
+		Retried:             w.n.retried.Load(),
+		DeadLettered:        w.n.deadLettered.Load(),
+		Halted:              w.n.halted.Load(),
+		LeaseLost:           w.n.leaseLost.Load(),
+		LeaseExpired:        w.n.leaseExpired.Load(),
+		LeaseExpiredRunning: w.n.leaseExpiredRunning.Load(),
+		DBErrors:            w.n.errs.Load(),
+		Scheduler:           w.sched.Stats(),
 	}
 }

@@ -27,7 +27,10 @@ import (
 //
 // ctx carries the key's lease (LeaseOf) and is canceled when the worker
 // loses the lease, when Close gives up waiting, or when the job's
-// transaction ends. A handler's calls to the worker's own Close with ctx
+// transaction ends. A handler that returns after its lease expired
+// locally (unrenewed) has its transaction rolled back whatever it
+// returns, logged at Warn and counted in Stats.LeaseExpiredRunning: the
+// job runs again under the key's next lease. A handler's calls to the worker's own Close with ctx
 // return an error wrapping seqsched.ErrWouldDeadlock.
 type Handler func(ctx context.Context, tx pgx.Tx, job *Job) error
 
@@ -72,7 +75,7 @@ const (
 )
 
 type counters struct {
-	claimed, completed, retried, deadLettered, halted, leaseLost, leaseExpired, errs atomic.Uint64
+	claimed, completed, retried, deadLettered, halted, leaseLost, leaseExpired, leaseExpiredRunning, errs atomic.Uint64
 }
 
 // NewWorker returns a worker that runs handler on the jobs in pool's

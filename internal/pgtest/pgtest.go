@@ -2,7 +2,7 @@
 // a fresh directory, a unix socket in that directory and no TCP listener,
 // fsync off, stopped when the test ends. The modules that meet PostgreSQL
 // (seqpg, examples/bank) share it rather than each copying a harness. It
-// is internal and uses the standard library only.
+// is internal, for tests only, and uses the standard library and goleak.
 //
 // The server's binaries are looked up in PATH, then under
 // /usr/lib/postgresql/*/bin (where Debian's postgresql package puts them).
@@ -10,6 +10,9 @@
 // fails it when CI=true: a CI run must not pass by skipping. Run as root,
 // the server runs as the postgres user when there is one, since
 // PostgreSQL refuses to run as root.
+//
+// A test package whose tests share one server has [Main] as its TestMain
+// and gets the server from [Shared].
 package pgtest
 
 import (

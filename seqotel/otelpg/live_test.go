@@ -27,9 +27,7 @@ var dbSeq atomic.Int64
 // ends.
 func newDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	if server == nil {
-		pgtest.Skip(t, serverErr)
-	}
+	server := pgtest.Shared(t)
 	ctx := context.Background()
 	name := fmt.Sprintf("t%d_%d", os.Getpid(), dbSeq.Add(1))
 	admin, err := pgx.Connect(ctx, server.DSN)

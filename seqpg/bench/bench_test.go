@@ -18,28 +18,9 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/seqsched/seqsched/internal/pgtest"
 	"github.com/seqsched/seqsched/seqpg"
-	"go.uber.org/goleak"
 )
 
-var (
-	server    *pgtest.Server
-	serverErr error
-)
-
-func TestMain(m *testing.M) {
-	server, serverErr = pgtest.New()
-	code := m.Run()
-	if server != nil {
-		server.Close()
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 const (
 	workers  = 100 // River's MaxWorkers, seqpg's WithMaxConcurrency
@@ -52,9 +33,7 @@ var dbSeq atomic.Int64
 // schemas.
 func newDB(b testing.TB) *pgxpool.Pool {
 	b.Helper()
-	if server == nil {
-		pgtest.Skip(b, serverErr)
-	}
+	server := pgtest.Shared(b)
 	ctx := context.Background()
 	name := fmt.Sprintf("b%d_%d", os.Getpid(), dbSeq.Add(1))
 	admin, err := pgx.Connect(ctx, server.DSN)
@@ -88,14 +67,15 @@ func must(b testing.TB, err error) {
 var quiet = seqpg.WithLogger(slog.New(slog.DiscardHandler))
 
 // failures adds up the Stats figures that name a stall's cause (a
-// database error, a lease lost, a lease expired locally: each leaves a
-// key waiting up to a lease), over the workers of one benchmark.
-type failures struct{ dbErrors, leaseLost, leaseExpired uint64 }
+// database error, a lease lost, a lease expired locally between jobs or
+// while one ran), over the workers of one benchmark.
+type failures struct{ dbErrors, leaseLost, leaseExpired, leaseExpiredRunning uint64 }
 
 func (f *failures) add(s seqpg.Stats) {
 	f.dbErrors += s.DBErrors
 	f.leaseLost += s.LeaseLost
 	f.leaseExpired += s.LeaseExpired
+	f.leaseExpiredRunning += s.LeaseExpiredRunning
 }
 
 // report reports the figures as benchmark metrics (totals over the run),
@@ -104,6 +84,7 @@ func (f *failures) report(b *testing.B) {
 	b.ReportMetric(float64(f.dbErrors), "db-errors")
 	b.ReportMetric(float64(f.leaseLost), "leases-lost")
 	b.ReportMetric(float64(f.leaseExpired), "leases-expired")
+	b.ReportMetric(float64(f.leaseExpiredRunning), "leases-expired-running")
 }
 
 // seqpgWorker starts a seqpg worker whose handler calls done.
@@ -217,7 +198,7 @@ func BenchmarkThroughput(b *testing.B) {
 				}
 				start := time.Now()
 				must(b, tx.Commit(ctx))
-				<-done
+				waitOrDiagnose(b, pool, w, &c, done)
 				total += time.Since(start)
 			}
 			b.ReportMetric(float64(throughputJobs*b.N)/total.Seconds(), "jobs/s")
@@ -255,6 +236,64 @@ func BenchmarkThroughput(b *testing.B) {
 			b.ReportMetric(float64(throughputJobs*b.N)/total.Seconds(), "jobs/s")
 		})
 	}
+}
+
+// stallAfter is how long a throughput run may go without a job run
+// before it describes the keys still waiting: a job runs every
+// millisecond or so here, and a stall lasts up to a lease (30s).
+const stallAfter = 3 * time.Second
+
+// waitOrDiagnose waits for done; if c counts no job for stallAfter, it
+// logs, once, the keys that still have jobs, with their lease as the
+// database and the worker see it, so that a stall (a key waiting up to a
+// lease) shows which path it took.
+func waitOrDiagnose(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker, c *counter, done <-chan struct{}) {
+	tick := time.NewTicker(stallAfter)
+	defer tick.Stop()
+	last := -1
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		c.mu.Lock()
+		n := c.n
+		c.mu.Unlock()
+		if n != last {
+			last = n
+			continue
+		}
+		break
+	}
+	ctx := context.Background()
+	rows, err := pool.Query(ctx, `
+SELECT key, pending, paused, halted, lease_owner IS NOT NULL, lease_token,
+	extract(epoch FROM lease_until - clock_timestamp()), extract(epoch FROM run_after - clock_timestamp()),
+	(SELECT count(*) FROM seqpg_jobs j WHERE j.key = k.key AND j.started_at IS NOT NULL)
+FROM seqpg_keys k WHERE pending > 0 ORDER BY key LIMIT 20`)
+	must(b, err)
+	defer rows.Close()
+	s := w.Stats()
+	b.Logf("stall: no job for %v, %d left; worker: leased %d, stats %+v", stallAfter, c.target-last, s.Leased, s)
+	for rows.Next() {
+		var key string
+		var pending, token, started int64
+		var paused, halted, owned bool
+		var leaseIn, readyIn *float64
+		must(b, rows.Scan(&key, &pending, &paused, &halted, &owned, &token, &leaseIn, &readyIn, &started))
+		b.Logf("stall: key %s pending %d paused %v halted %v owned %v token %d lease ends in %s ready in %s, %d started",
+			key, pending, paused, halted, owned, token, secs(leaseIn), secs(readyIn), started)
+	}
+	must(b, rows.Err())
+	<-done
+}
+
+func secs(f *float64) string {
+	if f == nil {
+		return "-inf"
+	}
+	return fmt.Sprintf("%.1fs", *f)
 }
 
 const pickups = 200

@@ -13,7 +13,6 @@ require (
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	github.com/seqsched/seqsched v0.0.0-00010101000000-000000000000
 	github.com/seqsched/seqsched/seqpg v0.0.0-00010101000000-000000000000
-	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -27,6 +26,7 @@ require (
 	github.com/tidwall/match v1.2.0 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
 	github.com/tidwall/sjson v1.2.5 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )

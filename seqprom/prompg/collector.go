@@ -17,7 +17,9 @@
 //	seqsched_pg_dead_lettered_total  counter  jobs moved to the dead-letter table
 //	seqsched_pg_halted_total         counter  keys halted by WithHaltOnError
 //	seqsched_pg_lease_lost_total     counter  outcomes refused because the lease was lost
-//	seqsched_pg_lease_expired_total  counter  keys given up, not given back, as their lease expired locally
+//	seqsched_pg_lease_expired_total  counter  keys given back as their lease expired locally between jobs
+//	seqsched_pg_lease_expired_running_total
+//	                                 counter  jobs rolled back as their lease expired locally while they ran
 //	seqsched_pg_db_errors_total      counter  database errors logged and retried
 //	seqsched_pg_leased               gauge    keys the worker holds a lease on now
 //
@@ -61,7 +63,7 @@ var ErrNilStats = errors.New("prompg: nil StatsReader")
 type Collector struct {
 	s        StatsReader
 	opts     []seqprom.Option
-	counters [8]*prometheus.Desc
+	counters [9]*prometheus.Desc
 	leased   *prometheus.Desc
 	sched    *seqprom.Collector // describes the scheduler's metrics
 }
@@ -94,7 +96,8 @@ func NewCollector(s StatsReader, opts ...seqprom.Option) (*Collector, error) {
 			desc("dead_lettered_total", "Jobs moved to the dead-letter table seqpg_dead."),
 			desc("halted_total", "Keys halted by WithHaltOnError."),
 			desc("lease_lost_total", "Outcomes refused because the worker's lease on the key was lost."),
-			desc("lease_expired_total", "Keys given up without being given back because their lease expired locally unrenewed; each stalls until its lease expires in the database."),
+			desc("lease_expired_total", "Keys given back because their lease expired locally unrenewed between two of their jobs."),
+			desc("lease_expired_running_total", "Jobs whose transaction was rolled back because their lease expired locally unrenewed while their handler ran."),
 			desc("db_errors_total", "Database errors logged and retried."),
 		},
 		leased: desc("leased", "Keys the worker holds a lease on now."),
@@ -126,7 +129,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- m
 	}
 	for i, v := range [...]uint64{st.Claimed, st.Completed, st.Retried, st.DeadLettered, st.Halted,
-		st.LeaseLost, st.LeaseExpired, st.DBErrors} {
+		st.LeaseLost, st.LeaseExpired, st.LeaseExpiredRunning, st.DBErrors} {
 		send(prometheus.NewConstMetric(c.counters[i], prometheus.CounterValue, float64(v)))
 	}
 	send(prometheus.NewConstMetric(c.leased, prometheus.GaugeValue, float64(st.Leased)))

@@ -27,7 +27,7 @@ func (f fixed) Stats() seqpg.Stats { return seqpg.Stats(f) }
 // stats has each figure distinct, so that one reported under the wrong
 // name shows.
 var stats = seqpg.Stats{
-	Leased: 8, Claimed: 1, Completed: 2, Retried: 3, DeadLettered: 4, Halted: 5, LeaseLost: 6, LeaseExpired: 13, DBErrors: 7,
+	Leased: 8, Claimed: 1, Completed: 2, Retried: 3, DeadLettered: 4, Halted: 5, LeaseLost: 6, LeaseExpired: 13, LeaseExpiredRunning: 14, DBErrors: 7,
 	Scheduler: seqsched.Stats{Sessions: 9, Running: 10, Yields: 11, Halts: 12},
 }
 
@@ -35,7 +35,8 @@ var stats = seqpg.Stats{
 var pgMetrics = []string{
 	"seqsched_pg_claimed_total", "seqsched_pg_completed_total", "seqsched_pg_retried_total",
 	"seqsched_pg_dead_lettered_total", "seqsched_pg_halted_total", "seqsched_pg_lease_lost_total",
-	"seqsched_pg_lease_expired_total", "seqsched_pg_db_errors_total", "seqsched_pg_leased",
+	"seqsched_pg_lease_expired_total", "seqsched_pg_lease_expired_running_total", "seqsched_pg_db_errors_total",
+	"seqsched_pg_leased",
 }
 
 // exposition is the text format of the worker's own metrics with the given
@@ -45,7 +46,8 @@ func exposition(labels string, v ...int) string {
 	help := []string{"Key leases taken.", "Jobs whose completion committed.", "Failed attempts that will be retried.",
 		"Jobs moved to the dead-letter table seqpg_dead.", "Keys halted by WithHaltOnError.",
 		"Outcomes refused because the worker's lease on the key was lost.",
-		"Keys given up without being given back because their lease expired locally unrenewed; each stalls until its lease expires in the database.",
+		"Keys given back because their lease expired locally unrenewed between two of their jobs.",
+		"Jobs whose transaction was rolled back because their lease expired locally unrenewed while their handler ran.",
 		"Database errors logged and retried.",
 		"Keys the worker holds a lease on now."}
 	for i, name := range pgMetrics {
@@ -63,7 +65,7 @@ func TestEveryFigureUnderItsName(t *testing.T) {
 	c, err := prompg.NewCollector(fixed(stats), seqprom.WithConstLabels(prometheus.Labels{"app": "billing"}))
 	require.NoError(t, err)
 	require.NoError(t, testutil.CollectAndCompare(c,
-		strings.NewReader(exposition(`{app="billing"}`, 1, 2, 3, 4, 5, 6, 13, 7, 8)), pgMetrics...))
+		strings.NewReader(exposition(`{app="billing"}`, 1, 2, 3, 4, 5, 6, 13, 14, 7, 8)), pgMetrics...))
 	// The scheduler's figures are seqprom's metrics, from the same Stats.
 	for name, want := range map[string]float64{
 		"seqsched_sessions": 9, "seqsched_running": 10, "seqsched_yields_total": 11, "seqsched_halts_total": 12,

@@ -25,9 +25,7 @@ var dbSeq atomic.Int64
 // ends.
 func newDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	if server == nil {
-		pgtest.Skip(t, serverErr)
-	}
+	server := pgtest.Shared(t)
 	ctx := context.Background()
 	name := fmt.Sprintf("t%d_%d", os.Getpid(), dbSeq.Add(1))
 	admin, err := pgx.Connect(ctx, server.DSN)
@@ -88,6 +86,7 @@ func TestScrapeOfARealWorker(t *testing.T) {
 	assert.Equal(t, float64(0), gather(t, c, "seqsched_pg_halted_total"))
 	assert.Equal(t, float64(0), gather(t, c, "seqsched_pg_lease_lost_total"))
 	assert.Equal(t, float64(0), gather(t, c, "seqsched_pg_lease_expired_total"))
+	assert.Equal(t, float64(0), gather(t, c, "seqsched_pg_lease_expired_running_total"))
 	// Claims and the scheduler's tasks go on as the worker looks for work:
 	// the scrape sees a value between the Stats read before and after it.
 	claimed := gather(t, c, "seqsched_pg_claimed_total")
