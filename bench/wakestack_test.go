@@ -9,17 +9,18 @@ import (
 )
 
 // The wake-up's stack. A task that posts to an idle key wakes it on the
-// task's own goroutine: admit, schedule, run and take run under the
-// task's fn, on a goroutine the scheduler started for that task's session
-// with the runtime's first stack (2 KiB). When the frames of the worker
-// loop, the user's fn and the submit path together outgrow it, the runtime
-// grows the stack by copying it (Go's stacks are contiguous), on every
-// wake-up, and copying a deep stack costs several times a wake-up's own
-// work: runtime.copystack was 61-63% of pingpong's profile before core v3,
-// and 68% again after per-key control widened the submit path's frames
-// (69b733c: pingpong 6x slower). The timings of pingpong and threadring
-// show it, but timing is report-only under -short; whether a wake-up
-// copies its stack is not a timing, so it is checked in every mode.
+// task's own goroutine: accept, admit, the run queue's schedule and the
+// start run under the task's fn, on a goroutine the scheduler started for
+// that task's session with the runtime's first stack (2 KiB). When the
+// frames of the worker loop, the user's fn and the submit path together
+// outgrow it, the runtime grows the stack by copying it (Go's stacks are
+// contiguous), on every wake-up, and copying a deep stack costs several
+// times a wake-up's own work: runtime.copystack was 61-63% of pingpong's
+// profile before core v3, and 68% again after per-key control widened the
+// submit path's frames (69b733c: pingpong 6x slower). The timings of
+// pingpong and threadring show it, but timing is report-only under -short;
+// whether a wake-up copies its stack is not a timing, so it is checked in
+// every mode.
 //
 // wakeCopies measures it: on a fresh scheduler, n times, a task of one key
 // (on a new goroutine) calls pads[pad], which pads its stack, and posts
