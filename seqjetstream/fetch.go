@@ -159,15 +159,15 @@ func (p *partition) drainBatch(ctx context.Context) (got int, err error) {
 	switch {
 	case err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		p.failures = 0
-	case errors.Is(err, jetstream.ErrPinIDMismatch) && p.forgedPin:
-		p.failures = 0
-		p.forgedPin, p.withPin = false, false
-		p.lose(forgedPinReason)
-		p.unpinForged(ctx)
 	case errors.Is(err, jetstream.ErrPinIDMismatch):
 		p.failures = 0
-		p.withPin = false // nats.go forgets its pin at a 423
-		if !p.pinForgotten(ctx) {
+		forged := p.forgedPin
+		p.forgedPin, p.withPin = false, false // nats.go forgets its pin at a 423
+		switch {
+		case p.pinForgotten(ctx, forged):
+		case forged:
+			p.lose(forgedPinReason)
+		default:
 			p.lose("pinned to another client")
 		}
 	default:
@@ -236,7 +236,7 @@ func (p *partition) take(h *held) {
 // (forwarding a delivered message with all its headers, say), which then
 // comes first; forged reports that, for nats.go takes the first for the
 // pin and sends it with its next pull, which the server refuses (see
-// unpinForged).
+// pinForgotten).
 func pinOf(m jetstream.Msg) (pin string, forged bool) {
 	vs := m.Headers().Values(pinHeader)
 	if len(vs) == 0 {
@@ -250,15 +250,15 @@ func pinOf(m jetstream.Msg) (pin string, forged bool) {
 const forgedPinReason = "a message's stored Nats-Pin-Id header made nats.go pull with a pin that is not this instance's; the server pins the partition anew after PinnedTTL, or at once with WithHandover"
 
 // unpinForged unpins the partition through WithHandover's (or
-// WithBalance's) JetStream, if any, after a pull was refused for a pin that a message's stored header
-// gave nats.go (see pinOf): the server still pins this instance's real
-// pin, which no pull carries any more, so without the unpin no one would
-// get the partition until PinnedTTL. The server then pins the next pull,
-// this instance's or a standby's, whose catch-up keeps key order. Should
-// the pin have moved meanwhile (its PinnedTTL ran out just then), the
-// unpin costs its new owner a catch-up, not order. The request runs on a
-// goroutine of its own, counted in Run's wait group, within
-// handoverWait.
+// WithBalance's) JetStream, if any, after a pull was refused for a pin
+// that a message's stored header gave nats.go (see pinOf) and the server
+// did not say whom it pins (see pinForgotten): it may still pin this
+// instance's real pin, which no pull carries any more, so without the
+// unpin no one would get the partition until PinnedTTL. The server then
+// pins the next pull, this instance's or a standby's, whose catch-up
+// keeps key order. Should the pin have moved meanwhile, the unpin costs
+// its new owner a catch-up, not order. The request runs on a goroutine
+// of its own, counted in Run's wait group, within handoverWait.
 func (p *partition) unpinForged(ctx context.Context) {
 	js := p.c.handover
 	if js == nil || ctx.Err() != nil {

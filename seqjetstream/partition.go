@@ -18,10 +18,10 @@ import (
 // Epochs. A plain consumer is owned for the consumer's whole life (one
 // epoch). A pinned one is owned while this instance holds the server's pin:
 // each pin gained starts an epoch, each pin lost ends it (but for the new
-// pin that follows a stored status message's unpin: see pinForgotten). A
-// message belongs to the epoch it was delivered in; nothing is sent to the
-// server for it once its epoch ended (lose) or the partition closed
-// (close).
+// pin that follows the unpin after a stored status message or pin header:
+// see pinForgotten). A message belongs to the epoch it was delivered in;
+// nothing is sent to the server for it once its epoch ended (lose) or the
+// partition closed (close).
 //
 // Catch-up. When an epoch of a pinned consumer starts, the previous owner
 // may have left messages unacknowledged; JetStream redelivers them after

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,21 +24,49 @@ import (
 type countFetches struct {
 	jetstream.Consumer
 	n atomic.Int32
+
+	mu      sync.Mutex
+	waiters map[int32][]chan struct{}
 }
 
 func (c *countFetches) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
-	c.n.Add(1)
+	got := c.n.Add(1)
+	c.mu.Lock()
+	for at, chs := range c.waiters {
+		if got >= at {
+			for _, ch := range chs {
+				close(ch)
+			}
+			delete(c.waiters, at)
+		}
+	}
+	c.mu.Unlock()
 	return c.Consumer.Fetch(n, opts...)
+}
+
+// reached returns a channel closed once the consumer has been pulled from
+// more pulls times from now.
+func (c *countFetches) reached(more int32) <-chan struct{} {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := c.n.Load() + more
+	if c.waiters == nil {
+		c.waiters = make(map[int32][]chan struct{})
+	}
+	c.waiters[at] = append(c.waiters[at], ch)
+	return ch
 }
 
 // A message published with a Nats-Pin-Id header of its own (forwarded
 // with all its headers, say) comes back with two: the stored one first,
 // then the server's. The partition follows the server's, so it keeps its
 // epoch and what it holds. nats.go follows the first and sends it with
-// its next pull, which the server refuses (423): the partition is lost
-// to a pin no pull carries. With WithHandover the owner unpins it at
-// once, and its next pull is pinned anew; without, the server moves the
-// pin after PinnedTTL. Either way every message runs once, in order.
+// its next pull, which the server refuses (423): the partition is held
+// by a pin no pull carries. With WithHandover the owner lets what it
+// holds finish, then unpins it, and its next pull is pinned anew;
+// without, the server moves the pin after PinnedTTL. Either way every
+// message runs once, in order.
 func TestStoredPinHeaderIsNotTakenForAPinChange(t *testing.T) {
 	for _, handover := range []bool{true, false} {
 		t.Run(map[bool]string{true: "with hand-over", false: "without"}[handover], func(t *testing.T) {
@@ -87,6 +116,52 @@ func TestStoredPinHeaderIsNotTakenForAPinChange(t *testing.T) {
 			assert.True(t, st.Consumers[0].Owned, "the partition owned again")
 		})
 	}
+}
+
+// The pull that follows a stored pin header is refused while the server
+// still pins this instance: the epoch is not lost for it. A handler
+// running meanwhile finishes under its epoch and its message is
+// acknowledged, so it never runs again (once the partition was lost
+// here, its acknowledgement was not sent and the message ran again on
+// the next pin).
+func TestStoredPinHeaderDoesNotRunARunningMessageAgain(t *testing.T) {
+	_, js := connect(t, startServer(t))
+	s := newStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"k.*"}})
+	cons := &countFetches{Consumer: newConsumer(t, s, jetstream.ConsumerConfig{
+		Durable: "part", AckWait: 500 * time.Millisecond, MaxAckPending: 100,
+		PriorityPolicy: jetstream.PriorityPolicyPinned, PriorityGroups: []string{"g"}, PinnedTTL: time.Minute,
+	})}
+	l := newLedger()
+	c, err := seqjetstream.NewConsumer([]jetstream.Consumer{cons}, func(ctx context.Context, m jetstream.Msg) error {
+		seq := seqOf(t, m)
+		if l.call(seq) == 1 && seq == 3 {
+			// Runs until the pull refused for the stored pin has ended
+			// and the next one is made.
+			select {
+			case <-cons.reached(2):
+			case <-time.After(10 * time.Second):
+			}
+		}
+		l.apply("k", seq)
+		return nil
+	}, seqjetstream.WithMaxBuffered(100), seqjetstream.WithFetchExpiry(300*time.Millisecond),
+		seqjetstream.WithLogger(discard), seqjetstream.WithHandover(js))
+	require.NoError(t, err)
+	start(t, c)
+
+	publish(t, js, "k.a", "1")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "1 acked, the partition owned: %+v", statsOf(c))
+	publish(t, js, "k.a", "2", "Nats-Pin-Id", "forged")
+	eventually(t, func() bool { return c.Stats().Acked == 2 }, "2 acked: %+v", statsOf(c))
+	publish(t, js, "k.a", "3", "Nats-Pin-Id", "forged")
+	eventually(t, func() bool { return l.count() == 3 }, "3 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	publish(t, js, "k.a", "4")
+	eventually(t, func() bool { return c.Stats().Acked == 4 }, "four acked: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Equal(t, []uint64{1, 2, 3, 4}, l.key("k"), "applied, in stream order")
+	for seq := uint64(1); seq <= 4; seq++ {
+		assert.Equal(t, 1, l.calledFor(seq), "handler calls for %d", seq)
+	}
+	assert.Zero(t, c.Stats().Duplicates, "duplicates")
 }
 
 // An empty message with a Status header looks to nats.go like a control

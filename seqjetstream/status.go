@@ -59,36 +59,56 @@ func (p *partition) pullSingly(t time.Time) {
 // pinForgotten handles a pull that ended with a 423 status
 // (jetstream.ErrPinIDMismatch), on the fetch goroutine. The server sends
 // one to a pull that carries a pin other than the current one: this
-// instance lost the partition. But a stored message with Status 423 gives
-// the same error, and makes nats.go forget its pin: its pulls then carry
-// none, and the server, still pinning it, delivers nothing to them until
-// PinnedTTL passes with no pull of the pin; then it pins the next pull,
-// delivering it the same message first (its AckWait long passed), which
-// makes that client forget the new pin; so on, for ever.
+// instance lost the partition. But two kinds of stored message make
+// nats.go send such a pull while the server still pins this instance:
+//
+//   - an empty message with Status 423 gives the same error, and makes
+//     nats.go forget its pin: its pulls then carry none, and the server,
+//     still pinning it, delivers nothing to them until PinnedTTL passes
+//     with no pull of the pin; then it pins the next pull, delivering it
+//     the same message first (its AckWait long passed), which makes that
+//     client forget the new pin; so on, for ever.
+//   - a message stored with a Nats-Pin-Id header of its own (forged: see
+//     pinOf) makes nats.go send that pin with its next pull, which the
+//     server refuses with a 423, and nats.go then forgets it: its pulls
+//     carry none, as above. The message itself came, and ran or runs.
 //
 // The server never answers a pull that carries no pin with a 423, and
 // delivers to a pull that carries one only while it is the current pin:
 // so the 423 was such a stored message when the pull carried no pin, or
-// when the server, asked now, still pins the pull's pin. Then the server
-// pins this instance; the partition stays owned (if it was), with the
-// message it will never get counted as out of its reach at once, so
-// that a catch-up that waited for it ends. What the epoch holds is let
-// run first (for at most drainWait: the server, pinning this instance,
-// delivers nothing to anyone meanwhile), and only then is the partition
-// unpinned through WithHandover's (or WithBalance's) JetStream (see
-// followRepin), so that the server pins the next pull: if that is this
-// instance's, the epoch goes on under the new pin (see followPin); if it
-// is another instance's, followRepin sees it and the partition is lost
-// as in any hand-over, with nothing left to lose. Unpinning at once
-// instead gave a standby, whose pull waits at the server, the pin and
-// the messages the catch-up held; its own catch-up then waited for the
-// status message's next redelivery, which made it unpin in turn, and
-// the partition could pass back and forth with nothing run, an AckWait
-// each time. It reports whether the partition stays owned. Without a
-// JetStream to unpin with, nothing can be done but wait for the server to
-// give the message up (MaxDeliver): the partition is lost, and the
-// failure logged at Error.
-func (p *partition) pinForgotten(ctx context.Context) bool {
+// when it carried a forged one, or when the server, asked now, still pins
+// the pull's pin; in each case the server, asked now, still pins this
+// instance's. Then the partition stays owned (if it was), and its epoch
+// goes on: the running handlers' answers go out, and what they resolved
+// stays remembered. A status message, never to be got, is counted as out
+// of the epoch's reach at once, so that a catch-up that waited for it
+// ends. What the epoch holds is let run first (for at most drainWait: the
+// server, pinning this instance, delivers nothing to anyone meanwhile),
+// and only then is the partition unpinned through WithHandover's (or
+// WithBalance's) JetStream (see followRepin), so that the server pins the
+// next pull: if that is this instance's, the epoch goes on under the new
+// pin (see followPin); if it is another instance's, followRepin sees it
+// and the partition is lost as in any hand-over, with nothing left to
+// lose. Unpinning at once instead gave a standby, whose pull waits at the
+// server, the pin and the messages the catch-up held; its own catch-up
+// then waited for the status message's next redelivery, which made it
+// unpin in turn, and the partition could pass back and forth with
+// nothing run, an AckWait each time. Losing the epoch at once instead
+// (as was done for a forged pin) dropped what it held: a handler that ran
+// meanwhile ran its message again on the next pin, and a catch-up slower
+// than the pull that followed the forged message never ended, for its
+// messages came back together, forged pin and all, every AckWait.
+//
+// It reports whether the partition stays owned. Without a JetStream to
+// unpin with, the epoch after a forged pin drains the same way, and then
+// waits for the server to move the pin after PinnedTTL: it goes on if the
+// new pin is this instance's in time, and is lost, with nothing left to
+// lose, otherwise (see followRepin); after
+// a status message nothing can be done but wait for the server to give
+// the message up (MaxDeliver): the partition is lost, and the failure
+// logged at Error. When forged and the server does not answer, the
+// partition is unpinned regardless (the caller loses it).
+func (p *partition) pinForgotten(ctx context.Context, forged bool) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -96,11 +116,15 @@ func (p *partition) pinForgotten(ctx context.Context) bool {
 	pin, owned := p.pin, p.owned
 	p.mu.Unlock()
 	now, ok := p.serverPin(ctx)
-	if !ok || now == "" || (p.pullPinned && now != pin) {
+	if forged && !ok {
+		p.unpinForged(ctx)
+		return false
+	}
+	if !ok || now == "" || ((p.pullPinned || forged) && now != pin) {
 		return false // a 423 of the server's: the pin moved
 	}
 	js := p.c.handover
-	if js == nil {
+	if js == nil && !forged {
 		p.c.logAt(p.c.life, levelError, "seqjetstream: an empty message with a Status 423 header made nats.go forget this instance's pin; without WithHandover or WithBalance the partition cannot be unpinned, and stops each time it is delivered, until the server gives it up: set MaxDeliver",
 			"stream", p.stream, "consumer", p.name)
 		return false
@@ -114,11 +138,18 @@ func (p *partition) pinForgotten(ctx context.Context) bool {
 			p.repinDrain, drain = p.repinSince.Add(p.drainWait()), true
 		}
 		p.pin = now
-		p.unreachable = max(p.unreachable, 1)
+		if !forged {
+			p.unreachable = max(p.unreachable, 1)
+		}
 	}
 	p.mu.Unlock()
-	p.c.logAt(p.c.life, levelWarn, "seqjetstream: an empty message with a Status 423 header made nats.go forget this instance's pin; the partition is unpinned once what it holds is done, to be pinned anew",
-		"stream", p.stream, "consumer", p.name)
+	if forged {
+		p.c.logAt(p.c.life, levelWarn, "seqjetstream: a message's stored Nats-Pin-Id header made nats.go pull with a pin that is not this instance's; the partition is unpinned once what it holds is done, to be pinned anew (without WithHandover or WithBalance, after PinnedTTL)",
+			"stream", p.stream, "consumer", p.name)
+	} else {
+		p.c.logAt(p.c.life, levelWarn, "seqjetstream: an empty message with a Status 423 header made nats.go forget this instance's pin; the partition is unpinned once what it holds is done, to be pinned anew",
+			"stream", p.stream, "consumer", p.name)
+	}
 	if !drain {
 		p.unpinToRepin(ctx)
 	}
@@ -162,7 +193,7 @@ func (p *partition) followRepin(ctx context.Context) {
 		return
 	}
 	if time.Since(since) >= p.cuLimit/2 {
-		p.lose("not pinned anew since a stored status message made nats.go forget the pin")
+		p.lose("not pinned anew since a stored message made nats.go forget the pin")
 		return
 	}
 	idle := !p.unpinning.Load() // an unpin asked before the server's answer below was taken has ended
