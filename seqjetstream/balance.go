@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,9 +67,10 @@ type balancer struct {
 	names  []string     // their names in claims: "<stream>.<consumer>"
 	opt    string       // the option, as written, for errors
 
-	kv    jetstream.KeyValue       // nil until bound, and after a failure
-	kvCfg jetstream.KeyValueConfig // to create the bucket when it is missing
-	every time.Duration            // the heartbeat's period: a third of the bucket's TTL
+	kv     jetstream.KeyValue       // nil until bound, and after a failure
+	stream jetstream.Stream         // the bucket's stream, bound with kv
+	kvCfg  jetstream.KeyValueConfig // to create the bucket when it is missing
+	every  time.Duration            // the heartbeat's period: a third of the bucket's TTL
 
 	claims   []bool    // per part: this instance's claim, put at each heartbeat
 	lastPut  time.Time // when this instance's key was last renewed; zero before
@@ -250,7 +252,11 @@ func (b *balancer) bind(ctx context.Context) (created bool, err error) {
 		b.rev = 0
 	}
 	b.made = made
-	b.kv, b.every = kv, ttl/3
+	stream, err := b.js.Stream(ctx, "KV_"+b.bucket)
+	if err != nil {
+		return false, fmt.Errorf("seqjetstream: %s: %w", b.opt, err)
+	}
+	b.kv, b.stream, b.every = kv, stream, ttl/3
 	return created, nil
 }
 
@@ -277,29 +283,9 @@ func (b *balancer) beat(ctx context.Context) (renewed bool, err error) {
 	if time.Now().Before(b.settleUntil) {
 		return true, errSettling
 	}
-	w, err := b.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	claims, err := b.readClaims(ctx)
 	if err != nil {
 		return true, err
-	}
-	claims := make(map[string][]string)
-	func() {
-		defer w.Stop()
-		for {
-			select {
-			case e := <-w.Updates():
-				if e == nil { // the current values are all in
-					return
-				}
-				var names []string
-				_ = json.Unmarshal(e.Value(), &names) // a value not ours claims nothing
-				claims[e.Key()] = names
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	if err := ctx.Err(); err != nil {
-		return true, err // the list may be short
 	}
 	claims[b.id] = b.claimed()
 	owner := assign(b.names, claims)
@@ -318,6 +304,36 @@ func (b *balancer) beat(ctx context.Context) (renewed bool, err error) {
 		p.setAssigned(b.claims[i])
 	}
 	return true, nil
+}
+
+// readClaims returns every member's claim, by key. It asks the server
+// which keys the bucket holds, then reads each, rather than reading a
+// watcher's initial values: a watcher ends those after as many
+// deliveries as the bucket had values when it began, and the others'
+// heartbeats, renewing their keys meanwhile, count towards them, so a
+// live member could be missing from the list (and its partitions taken).
+// A key deleted or gone meanwhile is no member's.
+func (b *balancer) readClaims(ctx context.Context) (map[string][]string, error) {
+	prefix := "$KV." + b.bucket + "."
+	si, err := b.stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, err
+	}
+	claims := make(map[string][]string, len(si.State.Subjects))
+	for subj := range si.State.Subjects {
+		key := strings.TrimPrefix(subj, prefix)
+		e, err := b.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		_ = json.Unmarshal(e.Value(), &names) // a value not ours claims nothing
+		claims[key] = names
+	}
+	return claims, nil
 }
 
 // renewKey renews this instance's key with its claim, if the key is
