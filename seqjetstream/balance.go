@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,12 +67,15 @@ type balancer struct {
 	names  []string     // their names in claims: "<stream>.<consumer>"
 	opt    string       // the option, as written, for errors
 
-	kv    jetstream.KeyValue       // nil until bound, and after a failure
-	kvCfg jetstream.KeyValueConfig // to create the bucket when it is missing
-	every time.Duration            // the heartbeat's period: a third of the bucket's TTL
+	kv     jetstream.KeyValue       // nil until bound, and after a failure
+	stream jetstream.Stream         // the bucket's stream, bound with kv
+	kvCfg  jetstream.KeyValueConfig // to create the bucket when it is missing
+	every  time.Duration            // the heartbeat's period: a third of the bucket's TTL
 
 	claims   []bool    // per part: this instance's claim, put at each heartbeat
 	lastPut  time.Time // when this instance's key was last renewed; zero before
+	rev      uint64    // the revision of that renewal; 0 before, and after leave
+	made     time.Time // when the bucket bound was made: another is a new bucket
 	degraded bool      // membership unavailable: every partition pulled for (see above)
 	// settleUntil is, after the bucket was made again or membership came
 	// back, when the members that are alive have all renewed their keys:
@@ -185,11 +189,17 @@ func (b *balancer) renew(ctx context.Context) error {
 			b.settleUntil = time.Now().Add(b.kvCfg.TTL)
 		}
 	}
-	if err := b.beat(ctx); err != nil {
+	renewed, err := b.beat(ctx)
+	if err != nil {
 		if errors.Is(err, errSettling) {
 			return err
 		}
-		b.kv = nil
+		if !renewed {
+			// The key could not be renewed: bind again. A heartbeat that
+			// renewed it and then ran out of time keeps the binding, so
+			// that the next renewal is not delayed by binding again.
+			b.kv = nil
+		}
 		return fmt.Errorf("seqjetstream: %s: %w", b.opt, err)
 	}
 	return nil
@@ -228,23 +238,35 @@ func (b *balancer) bind(ctx context.Context) (created bool, err error) {
 	}
 	// Remember it as it is, to make it again the same way if it goes.
 	b.kvCfg.TTL = ttl
+	made := time.Time{}
 	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
 		if si := bs.StreamInfo(); si != nil {
 			b.kvCfg.Storage, b.kvCfg.Replicas = si.Config.Storage, si.Config.Replicas
 			b.kvCfg.Description = si.Config.Description
+			made = si.Created
 		}
 	}
-	b.kv, b.every = kv, ttl/3
+	if made.IsZero() || !made.Equal(b.made) {
+		// A bucket made again holds no key of this instance: the next
+		// renewal puts it afresh, with its claim (see renewKey).
+		b.rev = 0
+	}
+	b.made = made
+	stream, err := b.js.Stream(ctx, "KV_"+b.bucket)
+	if err != nil {
+		return false, fmt.Errorf("seqjetstream: %s: %w", b.opt, err)
+	}
+	b.kv, b.stream, b.every = kv, stream, ttl/3
 	return created, nil
 }
 
 // beat renews this instance's key with its claim, reads every member's
 // claim, assigns the partitions, and puts its new claim if it changed.
 // The assignment applies only once that claim is put: an instance that
-// others cannot see as a member takes nothing from them.
-func (b *balancer) beat(ctx context.Context) error {
-	switch {
-	case b.degraded || time.Now().Before(b.settleUntil):
+// others cannot see as a member takes nothing from them. It reports
+// whether the key was renewed, even when it fails after that.
+func (b *balancer) beat(ctx context.Context) (renewed bool, err error) {
+	if b.degraded || time.Now().Before(b.settleUntil) {
 		// Keep what this instance took over while membership was away
 		// (see above), so that balancing it moves no more than needed.
 		for i, p := range b.parts {
@@ -252,41 +274,18 @@ func (b *balancer) beat(ctx context.Context) error {
 			b.claims[i] = b.claims[i] || p.owned
 			p.mu.Unlock()
 		}
-	case !b.lastPut.IsZero() && time.Since(b.lastPut) >= b.kvCfg.TTL:
-		// Its key expired (the process stalled past the TTL, say): the
-		// others shared its partitions out meanwhile. It comes back as a
-		// joiner, taking its share from them, not its old claim.
-		clear(b.claims)
-	}
-	if err := b.put(ctx); err != nil {
-		return err
+		if err := b.put(ctx); err != nil {
+			return false, err
+		}
+	} else if err := b.renewKey(ctx); err != nil {
+		return false, err
 	}
 	if time.Now().Before(b.settleUntil) {
-		return errSettling
+		return true, errSettling
 	}
-	w, err := b.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	claims, err := b.readClaims(ctx)
 	if err != nil {
-		return err
-	}
-	claims := make(map[string][]string)
-	func() {
-		defer w.Stop()
-		for {
-			select {
-			case e := <-w.Updates():
-				if e == nil { // the current values are all in
-					return
-				}
-				var names []string
-				_ = json.Unmarshal(e.Value(), &names) // a value not ours claims nothing
-				claims[e.Key()] = names
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	if err := ctx.Err(); err != nil {
-		return err // the list may be short
+		return true, err
 	}
 	claims[b.id] = b.claimed()
 	owner := assign(b.names, claims)
@@ -298,22 +297,96 @@ func (b *balancer) beat(ctx context.Context) error {
 	}
 	if changed {
 		if err := b.put(ctx); err != nil {
-			return err
+			return true, err
 		}
 	}
 	for i, p := range b.parts {
 		p.setAssigned(b.claims[i])
 	}
+	return true, nil
+}
+
+// readClaims returns every member's claim, by key. It asks the server
+// which keys the bucket holds, then reads each, rather than reading a
+// watcher's initial values: a watcher ends those after as many
+// deliveries as the bucket had values when it began, and the others'
+// heartbeats, renewing their keys meanwhile, count towards them, so a
+// live member could be missing from the list (and its partitions taken).
+// A key deleted or gone meanwhile is no member's.
+func (b *balancer) readClaims(ctx context.Context) (map[string][]string, error) {
+	prefix := "$KV." + b.bucket + "."
+	si, err := b.stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, err
+	}
+	claims := make(map[string][]string, len(si.State.Subjects))
+	for subj := range si.State.Subjects {
+		key := strings.TrimPrefix(subj, prefix)
+		e, err := b.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		_ = json.Unmarshal(e.Value(), &names) // a value not ours claims nothing
+		claims[key] = names
+	}
+	return claims, nil
+}
+
+// renewKey renews this instance's key with its claim, if the key is
+// still there: the server, not this instance's clock, tells whether it
+// expired. Its heartbeats may have been late (a loaded process), but if
+// the bucket still holds the key at the revision last put, no member can
+// have seen it missing, and the claim stands. If the key expired (the
+// process stalled past the TTL, say), the others may have shared its
+// partitions out meanwhile: it comes back as a joiner, taking its share
+// from them, not its old claim (logged at Warn). Only when the last
+// write's outcome is unknown (it failed on its way) or the bucket is new
+// does it go by its own clock: the key expired if it was renewed a TTL
+// ago or more.
+func (b *balancer) renewKey(ctx context.Context) error {
+	var expired bool
+	if b.rev != 0 {
+		v, _ := json.Marshal(b.claimed()) // a []string always marshals
+		rev, err := b.kv.Update(ctx, b.id, v, b.rev)
+		switch {
+		case err == nil:
+			b.rev, b.lastPut = rev, time.Now()
+			return nil
+		case !errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			b.rev = 0 // it may have been written nonetheless
+			return err
+		}
+		expired = true
+	} else {
+		expired = !b.lastPut.IsZero() && time.Since(b.lastPut) >= b.kvCfg.TTL
+	}
+	late := time.Since(b.lastPut)
+	if expired {
+		clear(b.claims)
+	}
+	if err := b.put(ctx); err != nil {
+		return err
+	}
+	if expired {
+		b.c.logAt(b.c.life, levelWarn, "seqjetstream: this instance's membership key was gone (its heartbeats stalled past the bucket's TTL, or it was deleted); it joins again, and its partitions may move",
+			"bucket", b.bucket, "member", b.id, "since_renewed", late.Round(time.Millisecond), "ttl", b.kvCfg.TTL)
+	}
 	return nil
 }
 
-// put renews this instance's key with its claim.
+// put renews this instance's key with its claim, whatever the key holds.
 func (b *balancer) put(ctx context.Context) error {
 	v, _ := json.Marshal(b.claimed()) // a []string always marshals
-	if _, err := b.kv.Put(ctx, b.id, v); err != nil {
+	rev, err := b.kv.Put(ctx, b.id, v)
+	if err != nil {
+		b.rev = 0 // it may have been written nonetheless
 		return err
 	}
-	b.lastPut = time.Now()
+	b.rev, b.lastPut = rev, time.Now()
 	return nil
 }
 
@@ -352,7 +425,7 @@ func (b *balancer) fallBack(err error) {
 func (b *balancer) leave() {
 	// A later Run joins afresh: the others take these partitions now.
 	clear(b.claims)
-	b.lastPut, b.settleUntil, b.degraded = time.Time{}, time.Time{}, false
+	b.lastPut, b.rev, b.settleUntil, b.degraded = time.Time{}, 0, time.Time{}, false
 	if b.kv == nil {
 		return
 	}

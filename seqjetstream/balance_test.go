@@ -532,3 +532,42 @@ func TestBalanceRefusesABucketItCannotUse(t *testing.T) {
 	_, err = seqjetstream.NewConsumer([]jetstream.Consumer{cons}, nop, seqjetstream.WithBalance(b.js, ""))
 	assert.ErrorContains(t, err, `WithBalance(js, ""): bucket must not be empty`)
 }
+
+// A member whose key went (it expired while the member stalled, or was
+// deleted) cannot know whether the others shared its partitions out
+// meanwhile: it joins again, and says so at Warn. The server tells it,
+// by the key's revision, not its own clock: a heartbeat that is late but
+// finds its key still there keeps its claim.
+func TestBalanceAMemberWhoseKeyWentJoinsAgainAndSaysSo(t *testing.T) {
+	b := newBalanced(t, 2)
+	rec := recordingHandler{records: make(chan slog.Record, 64)}
+	b.logger = slog.New(rec)
+	m1 := b.join()
+	b.settle([]int{2}, m1)
+
+	kv, err := b.js.KeyValue(context.Background(), "owners")
+	require.NoError(t, err)
+	keys, err := kv.ListKeys(context.Background())
+	require.NoError(t, err)
+	var ids []string
+	for k := range keys.Keys() {
+		ids = append(ids, k)
+	}
+	require.Len(t, ids, 1, "m1's key")
+	require.NoError(t, kv.Purge(context.Background(), ids[0]))
+
+	deadline := time.After(20 * time.Second)
+	for joined := false; !joined; {
+		select {
+		case r := <-rec.records:
+			joined = strings.HasPrefix(r.Message, "seqjetstream: this instance's membership key was gone")
+		case <-deadline:
+			t.Fatalf("m1 did not say that its key was gone: %+v", m1.c.Stats())
+		}
+	}
+	took := b.settle([]int{2}, m1)
+	b.report("a member's key gone", took, 0, m1)
+	e, err := kv.Get(context.Background(), ids[0])
+	require.NoError(t, err, "m1's key put again")
+	assert.JSONEq(t, `["S.part-0","S.part-1"]`, string(e.Value()), "m1's claim, after joining again")
+}
