@@ -144,7 +144,13 @@ func TestRedeliveryOfAHeldMessageRunsNoSecondHandler(t *testing.T) {
 }
 
 func TestInProgressKeepsHeldMessagesFromRedelivery(t *testing.T) {
-	f := newFixture(t, jetstream.ConsumerConfig{AckWait: 300 * time.Millisecond})
+	// InProgress goes out every third of AckWait, so a held message is
+	// redelivered only if the consumer's goroutines are starved for two
+	// thirds of it: 200ms at an AckWait of 300ms, which a loaded 2-core
+	// machine running the race detector can starve them for (3
+	// redeliveries seen: the three held messages, once). One second
+	// leaves 667ms and still tests nine InProgress rounds.
+	f := newFixture(t, jetstream.ConsumerConfig{AckWait: time.Second})
 	l := newLedger()
 	var c *seqjetstream.Consumer
 	c = f.consumer(t, func(ctx context.Context, m jetstream.Msg) error {

@@ -1,11 +1,13 @@
 package seqkafka_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -249,8 +251,20 @@ func runProperty(t *testing.T, seed uint64) {
 	var closeWG sync.WaitGroup
 	for _, ms := range live {
 		closeWG.Go(func() {
-			if err := ms.m.close(t, 20*time.Second); err != nil {
-				t.Errorf("Close = %v; want nil", err)
+			// Should a Close outlast its deadline, what every goroutine
+			// was doing just before it ran out names what it waited on.
+			var stacks bytes.Buffer
+			dumped := make(chan struct{})
+			dump := time.AfterFunc(19*time.Second, func() {
+				pprof.Lookup("goroutine").WriteTo(&stacks, 2)
+				close(dumped)
+			})
+			err := ms.m.close(t, 20*time.Second)
+			if !dump.Stop() {
+				<-dumped
+			}
+			if err != nil {
+				t.Errorf("Close = %v; want nil; stats %+v; goroutines a second before:\n%s", err, ms.m.c.Stats(), stacks.String())
 			}
 		})
 	}
