@@ -117,28 +117,7 @@ func TestCatchUpThatCannotFinishStartsOverAndKeepsOrder(t *testing.T) {
 		old = append(old, m)
 	}
 	require.Len(t, old, 1, "the old owner's fetch: %v", b.Error())
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() { // the old owner keeps 1 in progress until stop
-		defer close(stopped)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				_ = old[0].InProgress()
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-stopped
-	})
+	stop := keepInProgress(t, old[0]) // the old owner keeps 1 in progress until stop
 
 	rec := recordingHandler{records: make(chan slog.Record, 256)}
 	l := newLedger()
@@ -160,7 +139,7 @@ func TestCatchUpThatCannotFinishStartsOverAndKeepsOrder(t *testing.T) {
 		}
 	}
 	assert.Empty(t, l.key("k"), "nothing ran while 1 was out")
-	close(stop) // 1 comes back after its AckWait
+	stop() // 1 comes back after its AckWait
 
 	eventually(t, func() bool { return l.count() == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
 	assert.Equal(t, []uint64{first, second}, l.key("k"), "in stream order")
@@ -190,28 +169,7 @@ func TestStalledOwnersLateAnswerCostsOrderNotTheMessage(t *testing.T) {
 		old = append(old, m)
 	}
 	require.Len(t, old, 2, "the old owner's fetch: %v", b.Error())
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				_ = old[0].InProgress()
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-stopped
-	})
+	stop := keepInProgress(t, old[0])
 
 	l := newLedger()
 	calls := newLedger()
@@ -233,7 +191,7 @@ func TestStalledOwnersLateAnswerCostsOrderNotTheMessage(t *testing.T) {
 	eventually(t, func() bool { return c.Stats().Consumers[0].Waiting == 2 }, "2 redelivered to the new owner: %+v", statsOf(c))
 	require.NoError(t, old[1].DoubleAck(context.Background()), "the old owner's late answer")
 	eventually(t, func() bool { return l.count() == 2 }, "the catch-up over early, 2 and 3 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
-	close(stop) // the old owner learns it lost the pin: 1 comes back after its AckWait
+	stop() // the old owner learns it lost the pin: 1 comes back after its AckWait
 
 	eventually(t, func() bool { return l.count() == 3 }, "1 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
 	assert.Equal(t, []uint64{2, 3, 1}, l.key("k"), "the documented limit: 1 after 3")
@@ -378,4 +336,29 @@ func TestEmptyMessagesWithStatusesThatEndAPullCostNoOrder(t *testing.T) {
 			assert.Empty(t, l.key("k.g"), "the empty message never runs")
 		})
 	}
+}
+
+// keepInProgress sends InProgress for m every 100ms, as a client that holds
+// it does, until stop is called or the test ends.
+func keepInProgress(t *testing.T, m jetstream.Msg) (stop func()) {
+	quit, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				_ = m.InProgress()
+			}
+		}
+	}()
+	stop = sync.OnceFunc(func() {
+		close(quit)
+		<-stopped
+	})
+	t.Cleanup(stop)
+	return stop
 }
