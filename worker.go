@@ -293,6 +293,11 @@ func (s *Scheduler[K]) runTask(sess *session[K]) {
 	}
 	w.user = userNone
 	s.afterFn(sess, t)
+	if t.outcome == outcomeSucceeded {
+		// Nothing to report (report does nothing for a task that
+		// succeeded: no failure, no halt): the next step advances.
+		w.stage = stageDone
+	}
 }
 
 // skipped fails t, in sess's worker's hand, without running it, and
