@@ -55,8 +55,8 @@ type stage uint8
 
 const (
 	stageRun    stage = iota // to run, or skip
-	stageReport              // ran or was skipped: report a posted task's failure
-	stageDone                // reported: advance resolves it
+	stageReport              // failed or was skipped: report a posted task's failure
+	stageDone                // reported, or succeeded: advance resolves it
 )
 
 // user is the user code a worker is running.
