@@ -280,7 +280,11 @@ func (s *Scheduler[K]) admissible(ctx context.Context, h *Session[K], key K, opt
 	if ctx == nil {
 		return spec{}, ErrNilContext
 	}
-	sp, err := taskSpec(opts)
+	var sp spec
+	var err error
+	if len(opts) > 0 { // most tasks have no options
+		sp, err = taskSpec(opts)
+	}
 	if s.opts.haltOnError {
 		sp.flags |= flagHalt
 	}

@@ -55,8 +55,8 @@ type stage uint8
 
 const (
 	stageRun    stage = iota // to run, or skip
-	stageReport              // ran or was skipped: report a posted task's failure
-	stageDone                // reported: advance resolves it
+	stageReport              // failed or was skipped: report a posted task's failure
+	stageDone                // reported, or succeeded: advance resolves it
 )
 
 // user is the user code a worker is running.
@@ -293,6 +293,11 @@ func (s *Scheduler[K]) runTask(sess *session[K]) {
 	}
 	w.user = userNone
 	s.afterFn(sess, t)
+	if t.outcome == outcomeSucceeded {
+		// Nothing to report (report does nothing for a task that
+		// succeeded: no failure, no halt): the next step advances.
+		w.stage = stageDone
+	}
 }
 
 // skipped fails t, in sess's worker's hand, without running it, and

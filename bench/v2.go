@@ -19,29 +19,49 @@ func V2() []Maker {
 }
 
 // handles keeps one open handle per key, as the code that owns a key
-// (a connection) would: a slice indexed by key, filled on first use.
+// (a connection) would: a table indexed by key, filled on first use.
+//
+// The table is made a chunk at a time, for the keys in use: it is live
+// heap, which the GC marks every cycle, so it holds what an application
+// holding these handles would. A flat table for every key a workload may
+// use (1<<17 pointers, 1 MiB) was marked every cycle of a one-key stream,
+// a cost of the harness that the floors do not pay.
 type handles struct {
-	s  *seqsched.Scheduler[int]
-	mu sync.Mutex
-	hs []atomic.Pointer[seqsched.Session[int]]
+	s      *seqsched.Scheduler[int]
+	mu     sync.Mutex
+	chunks []atomic.Pointer[handleChunk] // by key / len(handleChunk)
 }
 
+// handleChunk is a chunk of the handle table: the handles of 256 keys.
+type handleChunk [256]atomic.Pointer[seqsched.Session[int]]
+
 func (h *handles) get(key int) *seqsched.Session[int] {
-	if p := h.hs[key].Load(); p != nil { // the workloads' keys are below len(hs)
-		return p
+	n := len(handleChunk{})
+	if c := h.chunks[key/n].Load(); c != nil { // the workloads' keys are below maxKeys
+		if p := c[key%n].Load(); p != nil {
+			return p
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if p := h.hs[key].Load(); p != nil {
+	c := h.chunks[key/n].Load()
+	if c == nil {
+		c = new(handleChunk)
+		h.chunks[key/n].Store(c)
+	}
+	if p := c[key%n].Load(); p != nil {
 		return p
 	}
 	p, err := h.s.Open(key)
 	if err != nil {
 		panic(err)
 	}
-	h.hs[key].Store(p)
+	c[key%n].Store(p)
 	return p
 }
+
+// maxKeys bounds the keys of every workload that uses handles.
+const maxKeys = 1 << 17
 
 type seqHandle struct {
 	handles
@@ -67,7 +87,7 @@ func newSeqHandle(post bool, opts ...seqsched.Option) *seqHandle {
 	}
 	i := &seqHandle{post: post}
 	i.s = s
-	i.hs = make([]atomic.Pointer[seqsched.Session[int]], 1<<17) // every key the workloads use
+	i.chunks = make([]atomic.Pointer[handleChunk], maxKeys/len(handleChunk{}))
 	return i
 }
 
