@@ -214,7 +214,7 @@ func (p *partition) take(h *held) {
 	}
 	if h.stage == stageEpoch {
 		h.stage = stageKey
-		h.key = sessionKey{part: p.idx, key: p.keyOf(h)}
+		h.key = p.sessionKeyOf(h)
 		h.stage = stageKeyed
 	}
 	if h.stage == stageKey {
@@ -269,6 +269,18 @@ func (p *partition) unpinForged(ctx context.Context) {
 		defer cancel()
 		p.unpin(uctx, js)
 	})
+}
+
+// sessionKeyOf returns the session h is ordered in: its partition's,
+// under its key in the form the key memory keeps (memKey), so that a key
+// longer than maxKeyBytes is named by its SHA-256. The scheduler keeps the
+// sessions of thousands of recently idle keys after their messages are
+// done, each with its key, and a publisher's key may be as long as a
+// header (64 KiB) or, with WithKeyFunc, a payload (1 MiB): named by its
+// hash, a done key leaves at most maxKeyBytes+1 bytes behind. Two long keys
+// share a session only if SHA-256 collides.
+func (p *partition) sessionKeyOf(h *held) sessionKey {
+	return sessionKey{part: p.idx, key: memKey(p.keyOf(h))}
 }
 
 // keyOf returns h's ordering key: the key function's, the key header's,

@@ -115,6 +115,10 @@ func gate(t testing.TB, b *Bank, id AccountID) (release func()) {
 	require.NoError(t, err)
 	<-started
 	var once sync.Once
+	// A test that fails before it releases the gate must not leave the
+	// bank's Close (its cleanup, registered earlier, so run later)
+	// waiting for the gate for good.
+	t.Cleanup(func() { once.Do(func() { close(open) }) })
 	return func() {
 		once.Do(func() { close(open) })
 		_, err := f.Await(context.Background())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,6 +99,44 @@ func TestRoomStopsWaitingForAMemberBehindTooLong(t *testing.T) {
 	assert.Regexp(t, `^too slow: 4 messages waiting, behind for \d`, <-r.left)
 }
 
+// The close reason is the truth: a member the room stopped waiting for
+// after LagLimit is dropped as behind, although a write to it was in
+// progress (it reads, slowly) when its queue filled; only a write blocked
+// for notReading makes a member "not reading".
+func TestMemberBehindIsNotCalledNotReading(t *testing.T) {
+	const maxQueue = 4
+	var hold atomic.Uint64 // the client whose next write is held
+	holding, release := make(chan struct{}), make(chan struct{})
+	r := newRoom(t, Config{MaxQueue: maxQueue, LagLimit: time.Nanosecond, PresenceEvery: time.Hour,
+		BeforeWrite: func(id ClientID, _ []byte) {
+			if hold.CompareAndSwap(uint64(id), 0) {
+				close(holding)
+				<-release
+			}
+		}})
+	r.mu.Lock()
+	r.notReading = bound // the held write is in progress, not blocked, however slow the machine
+	r.mu.Unlock()
+	speaker, behind := r.dial(t), r.dial(t)
+	hold.Store(uint64(behind.id))
+	speaker.sayRef("held", "h")
+	assert.Equal(t, "held", speaker.read().Text)
+	<-holding
+	var answers []string
+	for i := range 7 { // as in TestRoomStopsWaitingForAMemberBehindTooLong
+		speaker.sayRef(fmt.Sprint(i), fmt.Sprint(i))
+		a := speaker.read()
+		answers = append(answers, string(a.Type)+" "+a.Ref)
+	}
+	assert.Equal(t, []string{"chat 0", "chat 1", "refused 2", "chat 3", "chat 4", "chat 5", "chat 6"}, answers)
+	assert.Equal(t, behind.id, <-r.leftRoom)
+	close(release)
+	assert.Equal(t, "held", behind.read().Text, "the write in progress")
+	_, err := behind.next()
+	assert.Regexp(t, `too slow: 4 messages waiting, behind for \d`, err.Error())
+	assert.Regexp(t, `^too slow: 4 messages waiting, behind for \d`, <-r.left)
+}
+
 // Beyond MaxConns connections, or MaxConnsPerAddr from one address, a new
 // one is refused before the upgrade; a closed one makes room.
 func TestConnectionsAreCapped(t *testing.T) {
@@ -147,6 +186,30 @@ func TestUnansweredPingClosesTheConnection(t *testing.T) {
 	assert.Equal(t, 1, r.Clients(), "the reader stays")
 	require.NoError(t, reader.conn.Close(websocket.StatusNormalClosure, "bye"))
 	<-readerDone
+}
+
+// A client's frames are read at most ReadRate a second, ReadBurst at
+// once, whatever they hold: a flood of typing toggles (20,000 in 35ms,
+// before the limit) waits in TCP, not in the room. With a burst of 3 and
+// no refill, the fourth frame is never read.
+func TestFramesAreReadAtTheReadRate(t *testing.T) {
+	r := newRoom(t, Config{ReadRate: rate.Every(1 << 62), ReadBurst: 3})
+	p := r.dial(t)
+	r.mu.Lock()
+	c := r.clients[p.id]
+	r.mu.Unlock()
+	for i := range 3 {
+		p.send(fmt.Sprintf(`{"typing":%v}`, i%2 == 0))
+	}
+	p.say("never read")
+	// The read loop read the three toggles and now waits for a fourth
+	// token, which does not come.
+	require.Eventually(t, func() bool { return c.reads.Tokens() < 0 }, bound, time.Millisecond, "frames read without a wait")
+	r.Broadcast("server", "end")
+	assert.Equal(t, "end", p.read().Text, "the fourth frame was read")
+	r.mu.Lock()
+	assert.Equal(t, c, r.typers[p.id], "the toggles were read: on, off, on")
+	r.mu.Unlock()
 }
 
 // A join costs the room one task, the newcomer's welcome, however many

@@ -70,6 +70,7 @@ type Server struct {
 	// flushTimer runs the next presence flush; Shutdown stops it.
 	flushTimer *time.Timer
 	room       *rate.Limiter // the room's chat budget, all clients together
+	notReading time.Duration // see the const notReading
 
 	handlers sync.WaitGroup // connection handlers running
 
@@ -80,7 +81,8 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, clients: make(map[ClientID]*client), addrs: make(map[string]int),
-		typers: make(map[ClientID]*client), room: rate.NewLimiter(cfg.RoomRate, cfg.RoomBurst)}
+		typers: make(map[ClientID]*client), room: rate.NewLimiter(cfg.RoomRate, cfg.RoomBurst),
+		notReading: notReading}
 	opts := []seqsched.Option{
 		seqsched.WithWaitHistogram(), seqsched.WithRunHistogram(), // for /metrics
 		seqsched.WithMaxQueue(cfg.MaxQueue),
@@ -189,7 +191,7 @@ func (s *Server) sayFrom(c *client, text, ref string) (refused string) {
 // queue then fills, and it is dropped with the reason.
 
 // notReading is how long a write must have been blocked for its client to
-// count as not reading.
+// count as not reading (Server.notReading; tests lengthen it).
 const notReading = 100 * time.Millisecond
 
 // behindLocked reports whether a member that reads is far behind; it notes
@@ -205,7 +207,7 @@ func (s *Server) behindLocked() bool {
 		if c.behindSince.IsZero() {
 			c.behindSince = now
 		}
-		if now.Sub(c.behindSince) < s.cfg.LagLimit && c.blockedFor() < notReading {
+		if now.Sub(c.behindSince) < s.cfg.LagLimit && c.blockedFor() < s.notReading {
 			behind = true
 		}
 	}
@@ -224,7 +226,7 @@ func (s *Server) broadcastLocked(m Message, except *client) (slow []slowClient) 
 			continue
 		}
 		if err := c.send(data, seqsched.Normal); errors.Is(err, seqsched.ErrQueueFull) {
-			slow = append(slow, slowClient{c, slowReason(c, s.cfg.MaxQueue)})
+			slow = append(slow, slowClient{c, s.slowReason(c)})
 		}
 	}
 	return slow
@@ -249,14 +251,20 @@ func (s *Server) dropSlow(slow []slowClient) {
 	}
 }
 
-// slowReason is the close reason of c, whose queue of max messages is
-// full: not reading, if a write to it is blocked, else behind. s.mu is
-// held.
-func slowReason(c *client, max int) string {
-	if blocked := c.blockedFor(); blocked > 0 {
+// slowReason is the close reason of c, whose queue is full: not reading,
+// if a write to it has been blocked for notReading, as the room judged it
+// (behindLocked); else behind, if the room saw it behind; else not
+// reading, if a write is in progress, for a queue filled without the
+// room's budget (Broadcast). A write in progress to a member the room
+// waited for is one of many it reads: it is not called "not reading".
+// s.mu is held.
+func (s *Server) slowReason(c *client) string {
+	max := s.cfg.MaxQueue
+	blocked := c.blockedFor()
+	switch {
+	case blocked >= s.notReading || blocked > 0 && c.behindSince.IsZero():
 		return fmt.Sprintf("too slow: not reading (a write blocked for %v, %d messages waiting)", blocked.Round(time.Millisecond), max)
-	}
-	if !c.behindSince.IsZero() {
+	case !c.behindSince.IsZero():
 		return fmt.Sprintf("too slow: %d messages waiting, behind for %v", max, time.Since(c.behindSince).Round(time.Millisecond))
 	}
 	return fmt.Sprintf("too slow: %d messages waiting", max)
