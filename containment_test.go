@@ -655,3 +655,57 @@ func TestShutdownsWarnSurvivesEveryEndingOfTheLogHandler(t *testing.T) {
 		})
 	}
 }
+
+// An interceptor's deferred call that panics or calls runtime.Goexit while
+// fn's own Goexit or panic unwinds through it (the issue 50 case: fn
+// Goexits, and the interceptor panics in a defer) decides the task's
+// outcome, as Go decides which ending goes on: a panic is the task's
+// *PanicError, a Goexit is ErrGoexit. The key runs its next task, and
+// Shutdown returns with nothing left.
+func TestAnInterceptorEndingWhileFnUnwindsDecidesTheTasksOutcome(t *testing.T) {
+	for _, c := range []struct{ fn, icept string }{
+		{"goexit", "panic"},
+		{"goexit", "goexit"},
+		{"panic", "panic"},
+		{"panic", "goexit"},
+	} {
+		t.Run("fn "+c.fn+", interceptor "+c.icept, func(t *testing.T) {
+			s, err := seqsched.New[string](seqsched.WithLogger(slog.New(slog.DiscardHandler)),
+				seqsched.WithInterceptor(func(ctx context.Context, _ string, next func(context.Context) error) error {
+					if ctx.Value(ctxKey("end")) != nil {
+						defer func() {
+							if c.icept == "panic" {
+								panic("interceptor")
+							}
+							runtime.Goexit()
+						}()
+					}
+					return next(ctx)
+				}))
+			require.NoError(t, err)
+			f, err := s.Go(context.WithValue(context.Background(), ctxKey("end"), true), "k", func(context.Context) error {
+				if c.fn == "panic" {
+					panic("fn")
+				}
+				runtime.Goexit()
+				return nil
+			})
+			require.NoError(t, err)
+			var ran recorder
+			next := record(t, s, &ran, "k", "next")
+			within(t, 10*time.Second, "the task and the next of its key", func() {
+				_, err = f.Await(context.Background())
+				awaitAll(t, next)
+			})
+			if c.icept == "panic" {
+				var perr *seqsched.PanicError
+				require.ErrorAs(t, err, &perr)
+				require.Equal(t, "interceptor", perr.Value)
+			} else {
+				require.ErrorIs(t, err, seqsched.ErrGoexit)
+			}
+			require.Equal(t, []string{"next"}, ran.get())
+			within(t, 10*time.Second, "Shutdown", func() { shutdownClean(t, s) })
+		})
+	}
+}
