@@ -1,8 +1,10 @@
 // Containment: every goroutine the scheduler starts has one guard at its
-// top. A panic or runtime.Goexit in anything it calls (fn, the error
-// handler, the log handler, the weight function, and methods of values
-// they return) fails the task at hand or is logged; the session goes on,
-// and nothing is lost: Shutdown returns nil and no goroutine is left.
+// top. A panic, a runtime.Goexit, a panic raised while a Goexit unwinds or
+// a Goexit called while a panic unwinds, in anything it calls (fn, an
+// interceptor, the error handler, the log handler, the weight and rate
+// functions, and methods of values they return), fails the task at hand or
+// is logged; the session goes on, and nothing is lost: Shutdown returns
+// nil and no goroutine is left.
 // Every failure reaches the error handler, or without one the logger (by
 // default slog.Default()) at its level.
 
@@ -618,5 +620,92 @@ func TestEveryEndingOfEveryCallbackLosesNothing(t *testing.T) {
 				within(t, 10*time.Second, "Shutdown", func() { shutdownClean(t, s) })
 			})
 		}
+	}
+}
+
+// Shutdown's record that it waits on paused keys is written on a goroutine
+// of its own, which holds a live token: whatever way the log handler
+// leaves, the record is dropped, the token is given back, and Shutdown
+// returns nil once the paused key is resumed and its task has run.
+func TestShutdownsWarnSurvivesEveryEndingOfTheLogHandler(t *testing.T) {
+	for _, how := range endings {
+		t.Run(how, func(t *testing.T) {
+			called := make(chan struct{})
+			var once sync.Once
+			h := &funcHandler{handle: func(_ context.Context, rec slog.Record) error {
+				if strings.HasPrefix(rec.Message, "seqsched: Shutdown waits") {
+					once.Do(func() { close(called) })
+					end(how)
+				}
+				return nil
+			}}
+			s, err := seqsched.New[string](seqsched.WithLogger(slog.New(h)))
+			require.NoError(t, err)
+			require.NoError(t, s.Pause("k"))
+			var ran recorder
+			f := record(t, s, &ran, "k", "paused")
+			done := make(chan error, 1)
+			go func() { done <- s.Shutdown(context.Background()) }()
+			within(t, 10*time.Second, "the log handler's call", func() { <-called })
+			require.NoError(t, s.Resume("k"))
+			within(t, 10*time.Second, "Shutdown", func() { require.NoError(t, <-done) })
+			awaitAll(t, f)
+			require.Equal(t, []string{"paused"}, ran.get())
+			shutdownClean(t, s)
+		})
+	}
+}
+
+// An interceptor's deferred call that panics or calls runtime.Goexit while
+// fn's own Goexit or panic unwinds through it (the issue 50 case: fn
+// Goexits, and the interceptor panics in a defer) decides the task's
+// outcome, as Go decides which ending goes on: a panic is the task's
+// *PanicError, a Goexit is ErrGoexit. The key runs its next task, and
+// Shutdown returns with nothing left.
+func TestAnInterceptorEndingWhileFnUnwindsDecidesTheTasksOutcome(t *testing.T) {
+	for _, c := range []struct{ fn, icept string }{
+		{"goexit", "panic"},
+		{"goexit", "goexit"},
+		{"panic", "panic"},
+		{"panic", "goexit"},
+	} {
+		t.Run("fn "+c.fn+", interceptor "+c.icept, func(t *testing.T) {
+			s, err := seqsched.New[string](seqsched.WithLogger(slog.New(slog.DiscardHandler)),
+				seqsched.WithInterceptor(func(ctx context.Context, _ string, next func(context.Context) error) error {
+					if ctx.Value(ctxKey("end")) != nil {
+						defer func() {
+							if c.icept == "panic" {
+								panic("interceptor")
+							}
+							runtime.Goexit()
+						}()
+					}
+					return next(ctx)
+				}))
+			require.NoError(t, err)
+			f, err := s.Go(context.WithValue(context.Background(), ctxKey("end"), true), "k", func(context.Context) error {
+				if c.fn == "panic" {
+					panic("fn")
+				}
+				runtime.Goexit()
+				return nil
+			})
+			require.NoError(t, err)
+			var ran recorder
+			next := record(t, s, &ran, "k", "next")
+			within(t, 10*time.Second, "the task and the next of its key", func() {
+				_, err = f.Await(context.Background())
+				awaitAll(t, next)
+			})
+			if c.icept == "panic" {
+				var perr *seqsched.PanicError
+				require.ErrorAs(t, err, &perr)
+				require.Equal(t, "interceptor", perr.Value)
+			} else {
+				require.ErrorIs(t, err, seqsched.ErrGoexit)
+			}
+			require.Equal(t, []string{"next"}, ran.get())
+			within(t, 10*time.Second, "Shutdown", func() { shutdownClean(t, s) })
+		})
 	}
 }

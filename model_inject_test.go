@@ -25,7 +25,8 @@ import (
 //
 //   - options: WithErrorHandler (two plans in three), WithLogger with a
 //     slog handler the test controls (always), WithWeight (one in three,
-//     with a weight out of range for some keys);
+//     with a weight out of range for some keys), WithRate (one in three,
+//     pacing no key) and WithInterceptor (one in three);
 //   - on the base plan's ops: Post instead of Submit or Go (by key or
 //     through a handle);
 //   - ops of its own: Open (handles are counted: several per key), Close of
@@ -35,9 +36,11 @@ import (
 //   - an action script for each call site of user code (hsite): each time
 //     the scheduler calls that code, the next action of the site's script
 //     runs (an atomic index; once a script is used up, the code returns
-//     normally): return, panic, runtime.Goexit, block until a gate of the
-//     plan is released, or call back with a public operation on its own
-//     key, another key or the scheduler.
+//     normally): return, panic, runtime.Goexit, a panic raised while a
+//     Goexit unwinds, a Goexit called while a panic unwinds, block until a
+//     gate of the plan is released, or call back with a public operation
+//     on its own key, another key or the scheduler (the interceptor's
+//     script has the endings only, played after next: see intercept).
 //
 // Every ctx is well behaved (the core trusts ctxs): a callback re-enters
 // with the ctx it was given (fn's, the error handler's, the logger's), or
@@ -63,10 +66,11 @@ const (
 	hsLogHandle               // the slog handler's Handle
 	hsWeight                  // WithWeight's function
 	hsRate                    // WithRate's function (it leaves keys unpaced)
+	hsIntercept               // WithInterceptor's function, once next returned or while fn unwinds
 	nSites
 )
 
-var siteNames = [...]string{"fn", "handler", "log.Enabled", "log.Handle", "weight", "rate"}
+var siteNames = [...]string{"fn", "handler", "log.Enabled", "log.Handle", "weight", "rate", "intercept"}
 
 func (s hsite) String() string { return siteNames[s] }
 
@@ -156,13 +160,14 @@ type layer struct {
 	resumeOnHalt bool
 	weights      []int // WithWeight's answer per key (0 and 101 are out of range); nil: no WithWeight
 	rate         bool  // WithRate, whose function plays its site's script and paces no key
+	intercept    bool  // WithInterceptor, whose function plays its site's script (endings only) after fn
 	scripts      [nSites][]action
 }
 
 func (l *layer) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "hostile: WithErrorHandler=%v WithWeight=%v WithRate=%v WithLogger(test handler) resume on halt=%v\n",
-		l.handler, l.weights, l.rate, l.resumeOnHalt)
+	fmt.Fprintf(&b, "hostile: WithErrorHandler=%v WithWeight=%v WithRate=%v WithInterceptor=%v WithLogger(test handler) resume on halt=%v\n",
+		l.handler, l.weights, l.rate, l.intercept, l.resumeOnHalt)
 	for s, sc := range l.scripts {
 		if len(sc) > 0 {
 			fmt.Fprintf(&b, "  %-12v %v\n", hsite(s), sc)
@@ -205,8 +210,8 @@ func genLayer(data []byte, p *plan) {
 		}
 	}
 	for s := range nSites {
-		if s == hsRate || lr.IntN(4) == 0 {
-			continue // a quiet site (the rate's is drawn last)
+		if s == hsRate || s == hsIntercept || lr.IntN(4) == 0 {
+			continue // a quiet site (the rate's and the interceptor's are drawn last)
 		}
 		for range lr.IntN(14) {
 			l.scripts[s] = append(l.scripts[s], genAction(lr, p))
@@ -244,6 +249,15 @@ func genLayer(data []byte, p *plan) {
 				a.kind = aPanicGoexit + akind(lr.IntN(2))
 			}
 			l.scripts[hsRate] = append(l.scripts[hsRate], a)
+		}
+	}
+	// Drawn last (issue 50): WithInterceptor in one plan in three, its
+	// function leaving, after next, by one of the endings: its own panic or
+	// Goexit, or one raised while fn's panic or Goexit unwinds through it.
+	if l.intercept = lr.IntN(3) == 0; l.intercept {
+		for range lr.IntN(10) {
+			a := action{kind: []akind{aReturn, aReturn, aPanic, aGoexit, aPanicGoexit, aGoexitPanic}[lr.IntN(6)]}
+			l.scripts[hsIntercept] = append(l.scripts[hsIntercept], a)
 		}
 	}
 }
@@ -679,6 +693,55 @@ func (r *run) rate(key int) (float64, int) {
 	r.userCode("the rate function")
 	r.perform(callEnv{site: hsRate, key: key}, r.take(hsRate))
 	return 0, 0
+}
+
+// intercept is the plan's WithInterceptor function. It calls next with the
+// ctx it was given and, if its site's action is an ending, leaves by it
+// from a deferred call: after fn returned, or while fn's own panic or
+// Goexit unwinds (a panic raised while a Goexit unwinds, a Goexit called
+// while a panic unwinds). The task then resolves with the interceptor's
+// ending, not with what fn did (see interceptEnd).
+func (r *run) intercept(ctx context.Context, _ int, next func(context.Context) error) error {
+	r.userCode("the interceptor")
+	if a := r.take(hsIntercept); a.kind != aReturn {
+		defer r.interceptEnd(ctx, a)
+	}
+	return next(ctx)
+}
+
+// interceptEnd records that the task whose ctx is ctx, whose fn has
+// ended, resolves as action a ends it, then performs a: a panic (also one
+// raised in a Goexit) is the task's *PanicError whatever fn did, and a
+// Goexit (also one called in a panic) is ErrGoexit.
+func (r *run) interceptEnd(ctx context.Context, a action) {
+	v := injectedPanic{site: hsIntercept}
+	r.mu.Lock()
+	for rc, c := range r.doneCtx {
+		if c != ctx {
+			continue
+		}
+		rc.disturbed = true
+		switch a.kind {
+		case aPanic, aPanicGoexit:
+			rc.exit, rc.panicVal = exitPanic, v
+		default:
+			rc.exit = exitGoexit
+		}
+	}
+	r.mu.Unlock()
+	switch a.kind {
+	case aPanic, aPanicGoexit:
+		if a.kind == aPanicGoexit {
+			defer func() { panic(v) }()
+			runtime.Goexit()
+		}
+		panic(v)
+	case aGoexitPanic:
+		defer runtime.Goexit()
+		panic(v)
+	default:
+		runtime.Goexit()
+	}
 }
 
 // weightCall is a call of the weight function, from enter to leave (0:

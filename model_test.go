@@ -59,11 +59,14 @@ import (
 // adds invariants 9-14 for them.
 //
 // Most plans carry a hostile layer (model_inject_test.go): posted tasks,
-// counted handles, Discard, Close, an error handler, a logger and a weight
-// function, and at every call site of user code (fn, the error handler,
-// the logger's handler, the weight function) an injector that returns,
-// panics, calls runtime.Goexit, blocks (until a gate the driver releases)
-// or calls back into the scheduler with the ctx it was given. Every ctx
+// counted handles, Discard, Close, an error handler, a logger, a weight
+// and a rate function and an interceptor, and at every call site of user
+// code (fn, the error handler, the logger's handler, the weight and rate
+// functions, the interceptor) an injector that returns, panics, calls
+// runtime.Goexit, panics while a Goexit unwinds, calls Goexit while a
+// panic unwinds, blocks (until a gate the driver releases) or calls back
+// into the scheduler with the ctx it was given (the interceptor only
+// returns or leaves by one of the four endings). Every ctx
 // is well behaved: re-entry is known by ctx alone, so code a worker runs
 // passes its own ctx (or one derived from it) when it re-enters.
 //
@@ -862,6 +865,9 @@ func runModel(p plan) []string {
 		}
 		if l.weights != nil {
 			opts = append(opts, seqsched.WithWeight(r.weight))
+		}
+		if l.intercept {
+			opts = append(opts, seqsched.WithInterceptor(r.intercept))
 		}
 	}
 	s, err := seqsched.New[int](opts...)

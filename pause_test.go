@@ -356,6 +356,46 @@ func TestPauseHoldsTheSessionOpenMakesWhileTheKeyCloses(t *testing.T) {
 	require.NoError(t, h.Close(context.Background()))
 }
 
+// Paused answers for the key, not only its newest session: a closing
+// session that a failed HaltOnError task halts after Open made its
+// successor holds the key (the successor waits behind it and runs
+// nothing), and Paused says so until Resume.
+func TestPausedAnswersForAKeyWhoseClosingSessionHalted(t *testing.T) {
+	s := newScheduler[string](t, seqsched.WithErrorHandler(func(context.Context, string, error) {}))
+	started, fail := make(chan struct{}), make(chan struct{})
+	failing, err := s.Go(context.Background(), "k", func(context.Context) error {
+		close(started)
+		<-fail
+		return errOverdraft
+	}, seqsched.HaltOnError)
+	require.NoError(t, err)
+	<-started
+	t.Cleanup(func() { _ = s.Resume("k") }) // before Shutdown's, if the test fails
+	var r recorder
+	old := record(t, s, &r, "k", "old")
+	begun, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, s.Remove(begun, "k"), context.Canceled) // the drain begins, and goes on
+	h, err := s.Open("k")                                      // a successor, held behind the closing session
+	require.NoError(t, err)
+	f, err := h.Go(context.Background(), func(context.Context) error { r.add("new"); return nil })
+	require.NoError(t, err)
+	require.False(t, s.Paused("k"))
+	close(fail)
+	_, err = failing.Await(context.Background())
+	require.ErrorIs(t, err, errOverdraft)
+	require.Eventually(t, func() bool { return s.Stats().Paused == 1 }, testTimeout, time.Millisecond,
+		"the closing session parks, halted, with old queued")
+	require.True(t, s.Paused("k"), "the key is halted, though its newest session is not")
+	require.Empty(t, r.get(), "nothing of the key runs while it is halted")
+	require.False(t, resolved(f))
+	require.NoError(t, s.Resume("k"))
+	awaitAll(t, old, f)
+	require.Equal(t, []string{"old", "new"}, r.get())
+	require.False(t, s.Paused("k"))
+	require.NoError(t, h.Close(context.Background()))
+}
+
 // weightGate returns a WithWeight option whose function, the first time a
 // session's goroutine asks it, signals entered and waits for open: the
 // goroutine exists and has taken no task yet.
