@@ -2,7 +2,9 @@ package pgtest_test
 
 import (
 	"net"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/seqsched/seqsched/internal/pgtest"
@@ -35,5 +37,24 @@ func TestStartKillRestart(t *testing.T) {
 	}
 	if err := dial(); err != nil {
 		t.Fatalf("dial after Restart: %v", err)
+	}
+}
+
+// Each CreateDB makes a new database on the server, named in its DSN.
+func TestCreateDBMakesADatabasePerCall(t *testing.T) {
+	s := pgtest.Start(t)
+	a, b := s.CreateDB(t), s.CreateDB(t)
+	if a == b {
+		t.Fatalf("two CreateDB calls returned one DSN %q", a)
+	}
+	out, err := exec.Command("psql", "-h", s.Dir, "-U", "postgres", "-Atc", "SELECT datname FROM pg_database ORDER BY oid", "postgres").CombinedOutput()
+	if err != nil {
+		t.Fatalf("psql: %v\n%s", err, out)
+	}
+	for _, dsn := range []string{a, b} {
+		name := dsn[strings.LastIndex(dsn, "dbname=")+len("dbname="):]
+		if !strings.Contains("\n"+string(out), "\n"+name+"\n") {
+			t.Errorf("database %q of DSN %q not on the server; it has:\n%s", name, dsn, out)
+		}
 	}
 }

@@ -3,8 +3,6 @@ package prompg_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,21 +17,12 @@ import (
 	"github.com/seqsched/seqsched/seqprom/prompg"
 )
 
-var dbSeq atomic.Int64
-
 // newDB returns a pool on a fresh, migrated database, closed when the test
 // ends.
 func newDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	server := pgtest.Shared(t)
 	ctx := context.Background()
-	name := fmt.Sprintf("t%d_%d", os.Getpid(), dbSeq.Add(1))
-	admin, err := pgx.Connect(ctx, server.DSN)
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
-	admin.Close(ctx)
-	require.NoError(t, err)
-	pool, err := pgxpool.New(ctx, server.DSN+" dbname="+name)
+	pool, err := pgxpool.New(ctx, pgtest.Shared(t).CreateDB(t))
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	require.NoError(t, seqpg.Migrate(ctx, pool))
