@@ -2,10 +2,8 @@ package seqpg_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,21 +24,12 @@ func TestMain(m *testing.M) {
 	pgtest.Main(m)
 }
 
-var dbSeq atomic.Int64
-
 // newDB returns a pool on a fresh, migrated database; it is closed when
 // the test ends.
 func newDB(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
-	server := pgtest.Shared(t)
 	ctx := context.Background()
-	name := fmt.Sprintf("t%d_%d", os.Getpid(), dbSeq.Add(1))
-	admin, err := pgx.Connect(ctx, server.DSN)
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
-	admin.Close(ctx)
-	require.NoError(t, err)
-	dsn := server.DSN + " dbname=" + name
+	dsn := pgtest.Shared(t).CreateDB(t)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	require.NoError(t, err)
 	cfg.MaxConns = 20

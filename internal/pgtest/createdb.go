@@ -13,24 +13,35 @@ import (
 // dbSeq numbers the databases CreateDB makes in this process.
 var dbSeq atomic.Int64
 
-// CreateDB creates a fresh, empty database on s for tb, with the server's
+// CreateDB creates a fresh, empty database on s for tb, as
+// CreateDatabase does, and returns its DSN; a failure fails tb.
+func (s *Server) CreateDB(tb testing.TB) (dsn string) {
+	tb.Helper()
+	dsn, err := s.CreateDatabase()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dsn
+}
+
+// CreateDatabase creates a fresh, empty database on s with the server's
 // own createdb program, and returns its DSN (s.DSN naming the new
 // database). Each call makes a new database, named after the process and
 // a counter, so that tests in parallel and test binaries sharing a
-// server never meet; it lasts as long as the server. A failure fails tb.
-func (s *Server) CreateDB(tb testing.TB) (dsn string) {
-	tb.Helper()
-	name := fmt.Sprintf("t%d_%d", os.Getpid(), dbSeq.Add(1))
+// server never meet; it lasts as long as the server. It is CreateDB for
+// what has no testing.TB: an Example.
+func (s *Server) CreateDatabase() (dsn string, err error) {
+	name := fmt.Sprintf("pgtest_%d_%d", os.Getpid(), dbSeq.Add(1))
 	prog, err := s.client("createdb")
 	if err != nil {
-		tb.Fatal(err)
+		return "", err
 	}
 	cmd := exec.Command(prog, "-h", s.Dir, "-p", "5432", "-U", "postgres", name)
 	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=60")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("pgtest: createdb %s: %v\n%s", name, err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("pgtest: createdb %s: %v\n%s", name, err, strings.TrimSpace(string(out)))
 	}
-	return s.DSN + " dbname=" + name
+	return s.DSN + " dbname=" + name, nil
 }
 
 // client returns the path of one of the server's client programs: beside

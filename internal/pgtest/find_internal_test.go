@@ -2,7 +2,9 @@ package pgtest
 
 import (
 	"errors"
+	"flag"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -43,5 +45,33 @@ func TestMissingServerFailsOnlyInCI(t *testing.T) {
 	}
 	if skip, _ := decide(false, errors.New("initdb: disk full")); skip {
 		t.Fatal("another error skips; want it to fail")
+	}
+}
+
+// Without a server, outside CI, Main adds the examples named *_live to
+// -test.skip (an example cannot skip itself), keeping the skips given;
+// in CI it skips nothing, so that they run and fail.
+func TestMissingServerSkipsTheLiveExamplesOnlyOutsideCI(t *testing.T) {
+	f := flag.Lookup("test.skip")
+	old := f.Value.String()
+	t.Cleanup(func() { flag.Set("test.skip", old) })
+
+	t.Setenv("CI", "true")
+	skipLiveExamples(ErrNoServer)
+	if got := f.Value.String(); got != old {
+		t.Fatalf("CI=true: -test.skip = %q; want it unchanged, %q", got, old)
+	}
+
+	t.Setenv("CI", "")
+	flag.Set("test.skip", "TestGiven")
+	skipLiveExamples(ErrNoServer)
+	re := regexp.MustCompile(f.Value.String())
+	for name, want := range map[string]bool{
+		"ExampleEnqueue_live": true, "Example_live": true, "TestGiven": true,
+		"ExampleEnqueue": false, "ExampleLive": false, "TestOther": false,
+	} {
+		if got := re.MatchString(name); got != want {
+			t.Errorf("-test.skip %q matches %s: %v; want %v", f.Value.String(), name, got, want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -23,9 +24,17 @@ var shared struct {
 // if the tests passed, fails the run when a goroutine leaked, as
 // goleak.VerifyTestMain does (after the server's own goroutines have
 // ended). It exits the process with the run's code; it does not return.
-// The tests get the server from Shared.
+// The tests get the server from Shared, the examples from SharedServer.
+//
+// An example cannot skip itself, so Main skips the examples that need the
+// server, those whose name ends in "_live" (ExampleEnqueue_live), when
+// a test would skip: no server installed, outside CI. In CI they run,
+// and fail without a server, as the tests do.
 func Main(m *testing.M) {
 	shared.s, shared.err = New()
+	if shared.s == nil {
+		skipLiveExamples(shared.err)
+	}
 	code := m.Run()
 	if shared.s != nil {
 		shared.s.Close()
@@ -37,6 +46,38 @@ func Main(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// liveExamples matches the names of the examples that need the server.
+const liveExamples = `^Example.*_live$`
+
+// skipLiveExamples adds the live examples to -test.skip when a test
+// given err would skip.
+func skipLiveExamples(err error) {
+	skip, msg := decide(os.Getenv("CI") == "true", err)
+	if !skip {
+		return
+	}
+	flag.Parse()
+	pattern := liveExamples
+	if f := flag.Lookup("test.skip"); f != nil && f.Value.String() != "" {
+		pattern = "(?:" + f.Value.String() + ")|" + pattern
+	}
+	if err := flag.Set("test.skip", pattern); err == nil {
+		fmt.Fprintln(os.Stderr, "pgtest: "+msg+"; the live examples are skipped too")
+	}
+}
+
+// SharedServer returns the server Main started, or why it has none: the
+// examples' Shared, which has no testing.TB to skip or fail.
+func SharedServer() (*Server, error) {
+	if shared.s == nil {
+		if shared.err == nil {
+			return nil, fmt.Errorf("pgtest: SharedServer without pgtest.Main in the package's TestMain")
+		}
+		return nil, shared.err
+	}
+	return shared.s, nil
 }
 
 // Shared returns the server Main started. When Main could not start one,

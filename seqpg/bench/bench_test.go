@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,21 +25,12 @@ const (
 	poolSize = workers + 20
 )
 
-var dbSeq atomic.Int64
-
 // newDB returns a pool on a fresh database with both seqpg's and River's
 // schemas.
 func newDB(b testing.TB) *pgxpool.Pool {
 	b.Helper()
-	server := pgtest.Shared(b)
 	ctx := context.Background()
-	name := fmt.Sprintf("b%d_%d", os.Getpid(), dbSeq.Add(1))
-	admin, err := pgx.Connect(ctx, server.DSN)
-	must(b, err)
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
-	admin.Close(ctx)
-	must(b, err)
-	cfg, err := pgxpool.ParseConfig(server.DSN + " dbname=" + name)
+	cfg, err := pgxpool.ParseConfig(pgtest.Shared(b).CreateDB(b))
 	must(b, err)
 	cfg.MaxConns = poolSize
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
