@@ -50,7 +50,8 @@ var knownMiss = map[string]string{
 // designs and the peers), measured side by side in this run.
 //
 // Exact checks (allocations per task, goroutines retained, idle heap) are
-// strict in every mode. Timing checks (stream, roundtrip and many ratios,
+// strict in every mode, and so are the wake-up workloads' ratios to
+// naive-chan (see wakeTargets). Timing checks (stream, roundtrip and many ratios,
 // High start latency) compare interleaved repetitions and take the median
 // ratio; they are strict in the full run and report-only under -short,
 // which is what CI runs on a shared 2-core machine. See BENCHMARKS.md.
@@ -440,8 +441,15 @@ func wakeTargets(check func(string, float64, float64, string, bool, ...string),
 		}
 		seq := run(systems[0].New)
 		for _, sys := range systems[1:] {
+			// Against naive-chan the ratio is strict under -short too: both
+			// pay per message only, so the short sizes keep core v3's
+			// ratios (2.8 and 1.5, against 20 and 10 with a stack copied
+			// on every wake-up), and CI's short run catches the next
+			// wake-up regression of any cause. protoactor-go's fixed costs
+			// dominate its short runs, so that ratio is timed as the rest.
+			timing := sys.Name != "naive-chan"
 			check(fmt.Sprintf("%s: seqsched / %s", w.Name, sys.Name), medianRatio(reps, seq, run(sys.New)),
-				limits[sys.Name], "x", true)
+				limits[sys.Name], "x", timing)
 		}
 	}
 }

@@ -114,8 +114,9 @@ func startingStack() uint64 {
 const wakePad = 120
 
 // wakeLimits are the wake-up workloads' targets, seqsched / peer, at
-// Savina's sizes (report-only under -short, whose sizes are a hundredth:
-// protoactor-go's fixed costs then dominate its time). Core v3's medians
+// Savina's sizes. Under -short, whose sizes are a hundredth, the ratios to
+// naive-chan stay strict and those to protoactor-go are report-only
+// (protoactor-go's fixed costs then dominate its time). Core v3's medians
 // here were 0.19 and 0.27 of protoactor-go's time and 2.8 and 1.5 of
 // naive-chan's; with a stack copied on every wake-up (69b733c), 1.05 and
 // 1.41, and 20 and 10.
