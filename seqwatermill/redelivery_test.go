@@ -239,6 +239,7 @@ func TestRetryLongerThanTheAckTimeoutKeepsTheKeysOrder(t *testing.T) {
 	assert.True(t, slices.ContainsFunc(log.errors(), func(e string) bool {
 		return strings.HasPrefix(e, "Message given up by the subscriber before it was settled")
 	}), "the give-up logged at Error: %q", log.errors())
+	assert.True(t, log.loggedError(seqwatermill.ErrGivenUp), "an Error record with ErrGivenUp")
 	assert.GreaterOrEqual(t, rig.sub.Stats().GivenUp, uint64(1), "Stats.GivenUp")
 }
 
