@@ -46,8 +46,11 @@ func (c *Controller) unregister(s *Subscriber) {
 
 // Resume ends the halt of key in every Subscriber registered with c, as
 // [Subscriber.Resume] does. It never waits. It returns [ErrClosed] when
-// every Subscriber registered with c was closed (the Router closed), and
-// nil otherwise, also before the Router made any.
+// every Subscriber registered with c was closed (the Router closed them),
+// and nil otherwise, also before the Router made any. The Router closes
+// its subscribers on goroutines of its own, and Router.Close can return a
+// moment before they are closed: until then Resume returns nil, and does
+// nothing, since their subscriptions have ended.
 func (c *Controller) Resume(key string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

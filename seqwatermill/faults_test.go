@@ -39,7 +39,9 @@ import (
 // (SIGSTOP) past the consumer's AckWait and thawed, the server is
 // restarted (where the deployment allows it, see below), and handlers and
 // retry backoffs run longer than the subscriber's AckWaitTimeout, while
-// messages are published. Every member appends each message it applies
+// messages are published, malformed ones (without the key metadata, or
+// with a payload the handler cannot decode) and ghosts (an earlier
+// message published again) among them. Every member appends each message it applies
 // to one file (one write each, before its Ack, so the file's order is the
 // order of the applications), and an independent checker reads it
 // afterwards:
@@ -228,24 +230,62 @@ func faultRun(t *testing.T, seed uint64, shared bool) {
 	// The publisher: each key's messages 0, 1, 2, … in order; a message is
 	// published again until the server acks it (a server restart can lose
 	// the PubAck of a message it stored: then it is in the stream twice,
-	// and applied twice).
+	// and applied twice). Among them, chosen by a generator of their own
+	// (so that a seed's faults are what they were before these):
+	//   - malformed messages: without the key metadata (the decorator
+	//     orders them together under the empty key; the checker names that
+	//     key "-", and they go to one subject, so to one consumer), and
+	//     with a payload the handler cannot decode (it acks them without
+	//     applying, as a service drops what it cannot read; they must not
+	//     stall their key);
+	//   - ghosts: an earlier message of a key published again, same UUID
+	//     and payload, after later ones of its key (a publisher's retry
+	//     that outlived its PubAck): applied again at most, never before
+	//     an earlier message, and never left un-acked.
 	published := map[string]int{}
+	var sent []*message.Message // the messages published, for ghosts
+	odd := rand.New(rand.NewPCG(seed, 3))
+	send := func(subject string, m *message.Message) {
+		deadline := time.Now().Add(20 * time.Second)
+		for err := pub.Publish(subject, m); err != nil; err = pub.Publish(subject, m) {
+			if time.Now().After(deadline) {
+				t.Fatalf("publish: %v", err)
+			}
+			select {
+			case <-reconnected:
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	var malformed, ghosts int
 	publish := func(n int) {
 		for range n {
+			switch r := odd.IntN(20); {
+			case r == 0:
+				m := message.NewMessage(watermill.NewUUID(), []byte(strconv.Itoa(published["-"])))
+				send("events.0", m)
+				published["-"]++
+				malformed++
+			case r == 1:
+				m := message.NewMessage(watermill.NewUUID(), []byte("not a number"))
+				k := odd.IntN(faultKeys)
+				m.Metadata.Set("key", fmt.Sprint("k", k))
+				send(fmt.Sprint("events.", k%faultMembers), m)
+				malformed++
+			case r == 2 && len(sent) > 0:
+				g := sent[odd.IntN(len(sent))]
+				m := message.NewMessage(g.UUID, g.Payload)
+				m.Metadata.Set("key", g.Metadata.Get("key"))
+				k, _ := strconv.Atoi(strings.TrimPrefix(g.Metadata.Get("key"), "k"))
+				send(fmt.Sprint("events.", k%faultMembers), m)
+				ghosts++
+			}
 			k := rng.IntN(faultKeys)
 			key, subject := fmt.Sprint("k", k), fmt.Sprint("events.", k%faultMembers)
 			m := message.NewMessage(watermill.NewUUID(), []byte(strconv.Itoa(published[key])))
 			m.Metadata.Set("key", key)
-			deadline := time.Now().Add(20 * time.Second)
-			for err := pub.Publish(subject, m); err != nil; err = pub.Publish(subject, m) {
-				if time.Now().After(deadline) {
-					t.Fatalf("publish: %v", err)
-				}
-				select {
-				case <-reconnected:
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
+			send(subject, m)
+			sent = append(sent, m)
 			published[key]++
 		}
 	}
@@ -343,8 +383,8 @@ func faultRun(t *testing.T, seed uint64, shared bool) {
 			}
 		}
 	}
-	t.Logf("%d messages over %d keys, %d applications (%d again); %d kills, %d freezes, %d server restarts",
-		total, len(published), h.lines, h.lines-h.distinct, kills, freezes, restarts)
+	t.Logf("%d messages over %d keys (%d malformed), %d ghosts, %d applications (%d again); %d kills, %d freezes, %d server restarts",
+		total, len(published), malformed, ghosts, h.lines, h.lines-h.distinct, kills, freezes, restarts)
 }
 
 // history is what the members applied, read from their shared file in
@@ -447,15 +487,23 @@ func memberMain() int {
 		return fail(err)
 	}
 	router.AddConsumerHandler("apply", "events", decorated, func(m *message.Message) error {
+		if _, err := strconv.Atoi(string(m.Payload)); err != nil {
+			fmt.Fprintf(os.Stderr, "dropped %s: cannot decode %q\n", m.UUID, m.Payload)
+			return nil // what a service cannot read, it drops: acked, not applied
+		}
+		key := m.Metadata.Get("key")
+		if key == "" {
+			key = "-" // without the key metadata: the decorator orders these under the empty key
+		}
 		switch r := random(100); {
 		case r < 8:
 			return errors.New("transient") // before applying: retried
-		case r < 11:
+		case r < 11, key == "-" && r < 40: // the keyless more often: so that the next is sent meanwhile
 			time.Sleep(faultAckTimeout + time.Duration(random(150))*time.Millisecond) // past the give-up
 		default:
 			time.Sleep(time.Duration(random(3)) * time.Millisecond)
 		}
-		_, err := fmt.Fprintf(out, "%s %s %s\n", id, m.Metadata.Get("key"), m.Payload)
+		_, err := fmt.Fprintf(out, "%s %s %s\n", id, key, m.Payload)
 		return err
 	})
 	if err := router.Run(context.Background()); err != nil { // until killed

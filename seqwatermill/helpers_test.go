@@ -98,15 +98,17 @@ type recorder struct {
 	halts chan string
 	mu    *sync.Mutex
 	errs  *[]string // "<msg> <message_uuid>" of each Error record
+	errv  *[]error  // the error of each Error record
 }
 
 func newRecorder() recorder {
-	return recorder{halts: make(chan string, 16), mu: new(sync.Mutex), errs: new([]string)}
+	return recorder{halts: make(chan string, 16), mu: new(sync.Mutex), errs: new([]string), errv: new([]error)}
 }
 
 func (r recorder) Error(msg string, err error, fields watermill.LogFields) {
 	r.mu.Lock()
 	*r.errs = append(*r.errs, fmt.Sprint(msg, " ", unquote(fields["message_uuid"])))
+	*r.errv = append(*r.errv, err)
 	r.mu.Unlock()
 	if errors.Is(err, seqwatermill.ErrHalted) {
 		r.halts <- unquote(fields["key"]).(string)
@@ -120,6 +122,13 @@ func (r recorder) errors() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(*r.errs)
+}
+
+// loggedError reports whether an Error record's error matches target.
+func (r recorder) loggedError(target error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(*r.errv, func(err error) bool { return errors.Is(err, target) })
 }
 
 // halted waits for the halt of a key to be logged and returns the key,

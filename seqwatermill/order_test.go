@@ -192,6 +192,14 @@ func TestControllerResumesAKeyHaltedUnderARouter(t *testing.T) {
 	router.AddSubscriberDecorators(seqwatermill.Decorator(seqwatermill.WithKeyMetadata("key"),
 		seqwatermill.WithRetries(1, nil), seqwatermill.WithHaltOnNack(), seqwatermill.WithController(&ctl),
 		seqwatermill.WithLogger(log)))
+	// The Router closes its subscribers on goroutines of its own, and its
+	// Close can return before theirs: closed tells when the decorated one's
+	// Close returned.
+	closed := make(chan struct{})
+	var once sync.Once
+	router.AddSubscriberDecorators(func(s message.Subscriber) (message.Subscriber, error) {
+		return closeSignal{s, func() { once.Do(func() { close(closed) }) }}, nil
+	})
 	handled := make(chan string, 4)
 	var fixed atomic.Bool
 	router.AddConsumerHandler("h", "topic", sub, func(m *message.Message) error {
@@ -214,7 +222,24 @@ func TestControllerResumesAKeyHaltedUnderARouter(t *testing.T) {
 
 	require.NoError(t, router.Close())
 	require.NoError(t, <-ran)
-	assert.ErrorIs(t, ctl.Resume("a"), seqwatermill.ErrClosed, "Resume after the Router closed")
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Router did not close its subscriber in 10s")
+	}
+	assert.ErrorIs(t, ctl.Resume("a"), seqwatermill.ErrClosed, "Resume after the Router closed its subscriber")
+}
+
+// closeSignal is a subscriber decorator that calls closed once the
+// subscriber it wraps returned from Close.
+type closeSignal struct {
+	message.Subscriber
+	closed func()
+}
+
+func (c closeSignal) Close() error {
+	defer c.closed()
+	return c.Subscriber.Close()
 }
 
 func recv(t *testing.T, c <-chan string) string {

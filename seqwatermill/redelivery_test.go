@@ -239,6 +239,7 @@ func TestRetryLongerThanTheAckTimeoutKeepsTheKeysOrder(t *testing.T) {
 	assert.True(t, slices.ContainsFunc(log.errors(), func(e string) bool {
 		return strings.HasPrefix(e, "Message given up by the subscriber before it was settled")
 	}), "the give-up logged at Error: %q", log.errors())
+	assert.True(t, log.loggedError(seqwatermill.ErrGivenUp), "an Error record with ErrGivenUp")
 	assert.GreaterOrEqual(t, rig.sub.Stats().GivenUp, uint64(1), "Stats.GivenUp")
 }
 
@@ -367,4 +368,62 @@ func TestTheHandlersAckReachesTheRedeliveryOfAMessageGivenUp(t *testing.T) {
 	assert.Equal(t, "", settled(a1), "the copy given up: its Ack would be lost")
 	st := s.Stats()
 	assert.Equal(t, uint64(1), st.Redelivered+st.Duplicates, "the redelivery took a1's place, or was acked as a duplicate")
+}
+
+// A message the subscriber gave up while it waited (behind its key, for a
+// retry, or halted) is handed over again with a live ctx, never the dead
+// one, and never skipped: the key waits for it.
+func TestAMessageGivenUpWhileItWaitsIsHandedOverWithALiveCtx(t *testing.T) {
+	live := func(t *testing.T, m *message.Message, id string) {
+		t.Helper()
+		require.Equal(t, id, m.UUID)
+		assert.NoError(t, m.Context().Err(), "the ctx of %s as handed over", id)
+	}
+	t.Run("behind its key", func(t *testing.T) {
+		r := newReleasing(2)
+		ctx, giveUp := context.WithCancel(context.Background())
+		a1, a2 := msg("a1", "a"), msg("a2", "a")
+		a2.SetContext(ctx)
+		r.in <- a1
+		r.in <- a2
+		_, out := subscribe(t, r)
+		first := next(t, out)
+		live(t, first, "a1")
+		giveUp() // a2, queued behind a1
+		first.Ack()
+		m := next(t, out)
+		live(t, m, "a2")
+		m.Ack()
+	})
+	t.Run("waiting for a retry", func(t *testing.T) {
+		r := newReleasing(1)
+		ctx, giveUp := context.WithCancel(context.Background())
+		a1 := msg("a1", "a")
+		a1.SetContext(ctx)
+		r.in <- a1
+		_, out := subscribe(t, r, seqwatermill.WithRetries(0, func(context.Context, *message.Message, int, error) time.Duration {
+			giveUp() // while a1 waits for its retry
+			return 0
+		}))
+		next(t, out).Nack()
+		m := next(t, out)
+		live(t, m, "a1")
+		m.Ack()
+	})
+	t.Run("halted", func(t *testing.T) {
+		r := newReleasing(1)
+		ctx, giveUp := context.WithCancel(context.Background())
+		a1 := msg("a1", "a")
+		a1.SetContext(ctx)
+		r.in <- a1
+		log := newRecorder()
+		s, out := subscribe(t, r, seqwatermill.WithRetries(1, nil), seqwatermill.WithHaltOnNack(), seqwatermill.WithLogger(log))
+		next(t, out).Nack()
+		require.Equal(t, "a", log.halted(t))
+		giveUp()
+		require.NoError(t, s.Resume("a"))
+		m := next(t, out)
+		live(t, m, "a1")
+		m.Ack()
+	})
 }
