@@ -111,6 +111,40 @@ func TestWatermillSuiteOnJetStream(t *testing.T) {
 	})
 }
 
+// TestWatermillInOrderOnJetStream runs, in the default run, the one test of
+// watermill's suite that the decorator exists for: TestPublishSubscribeInOrder
+// (1,000 messages over 16 keys, or 100 under -short; order per key
+// asserted) through the Subscriber on watermill-nats' JetStream
+// subscriber. It reads every message before it closes anything, so it
+// stays clear of watermill-nats' close race that keeps the whole suite
+// behind -seqwatermill.jssuite (see TestWatermillSuiteOnJetStream).
+func TestWatermillInOrderOnJetStream(t *testing.T) {
+	url := startNATS(t)
+	logger := watermill.NopLogger{}
+	tests.TestPublishSubscribeInOrder(t, tests.TestContext{
+		TestID: tests.NewTestID(),
+		Features: tests.Features{
+			GuaranteedOrder:                     true,
+			GuaranteedOrderWithSingleSubscriber: true,
+			Persistent:                          true,
+			RequireSingleInstance:               true,
+		},
+	}, func(t *testing.T) (message.Publisher, message.Subscriber) {
+		p, err := wmjs.NewPublisher(wmjs.PublisherConfig{URL: url, Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		s, err := wmjs.NewSubscriber(wmjs.SubscriberConfig{Conn: connect(t, url), Logger: logger, AckWaitTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := wrap(t, s)
+		t.Cleanup(func() { _ = ws.Close() })
+		return p, ws
+	})
+}
+
 // connect returns a connection to url for one watermill-nats Subscriber,
 // which closes it. That Subscriber's Close drains the connection in the
 // background (nats.Conn.Drain) and returns before the connection's
