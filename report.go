@@ -22,10 +22,11 @@ type record struct {
 
 // report hands t's failure, if it is a posted task with one, to the error
 // handler; without one, to the log. The level says where the failure came
-// from, never what the error is: fn's own error is Error, a task that a
-// forced Shutdown dropped is Warn, and one whose submit ctx ended, that
-// Discard dropped or that Replace replaced is Debug. A failed HaltOnError
-// task is reported as a *HaltError, at Error, whatever it is. A panic or Goexit has its own record already.
+// from, never what the error is: fn's own error is Error, a task that the
+// give-up (Close, or a Shutdown whose ctx ended) dropped is Warn, and one
+// whose submit ctx ended, that Discard dropped or that Replace replaced is
+// Debug. A failed HaltOnError task is reported as a *HaltError, at Error,
+// whatever it is. A panic or Goexit has its own record already.
 func (s *Scheduler[K]) report(sess *session[K], t *task) {
 	err := t.job.failure()
 	// A halt needs a session to halt: Discard ended t's while it ran.

@@ -18,7 +18,7 @@ type Stats struct {
 	Queued    int    // tasks waiting, all sessions
 	Submitted uint64 // tasks accepted since New
 	Completed uint64 // tasks whose future resolved, for any reason
-	Skipped   uint64 // of Completed, tasks that never ran because their submit ctx ended or a forced Shutdown dropped them (Outcomes.Skipped, both lanes)
+	Skipped   uint64 // of Completed, tasks that never ran because their submit ctx ended or the scheduler gave up on them (Close, or Shutdown whose ctx ended) (Outcomes.Skipped, both lanes)
 	Discarded uint64 // of Completed, tasks that never ran because Discard dropped them (Outcomes.Discarded, both lanes)
 	Replaced  uint64 // of Completed, tasks that never ran because a newer one with their Replace tag took their place (Outcomes.Replaced, both lanes)
 	Panics    uint64 // of Completed, tasks whose fn panicked or called runtime.Goexit
@@ -48,7 +48,7 @@ type Outcomes struct {
 	Succeeded uint64 // fn returned nil
 	Failed    uint64 // fn returned an error
 	Panicked  uint64 // fn panicked or called runtime.Goexit
-	Skipped   uint64 // never ran: its submit ctx ended, or a forced Shutdown dropped it
+	Skipped   uint64 // never ran: its submit ctx ended, or the scheduler gave up on it (Close, or Shutdown whose ctx ended)
 	Discarded uint64 // never ran: Discard dropped it
 	Replaced  uint64 // never ran: a newer task with its Replace tag took its place
 }

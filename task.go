@@ -69,10 +69,10 @@ func (f taskFlag) String() string {
 // the error handler (or the log, at Error) gets a [*HaltError] that wraps
 // both [ErrHalted] and the task's error; a posted task's failure is not
 // reported a second time. A task that never ran (its ctx ended first,
-// Discard or a forced Shutdown dropped it, a newer one replaced it) halts
-// nothing, and neither does one whose session Discard ended while it ran:
-// there is no session left to halt, and its failure is reported as any
-// other. [WithHaltOnError] sets it for every task.
+// Discard or the give-up (Close, or a Shutdown whose ctx ended) dropped
+// it, a newer one replaced it) halts nothing, and neither does one whose
+// session Discard ended while it ran: there is no session left to halt,
+// and its failure is reported as any other. [WithHaltOnError] sets it for every task.
 //
 // It is how "withdraw 50, deposit 100, withdraw 150" stops at the first
 // failed withdrawal until an operator has looked at the account.
@@ -180,7 +180,7 @@ const (
 	outcomeSucceeded         // fn returned nil
 	outcomeFailed            // fn returned an error
 	outcomePanicked          // fn panicked or called runtime.Goexit
-	outcomeSkipped           // never ran: its submit ctx ended, or a forced Shutdown dropped it
+	outcomeSkipped           // never ran: its submit ctx ended, or the give-up dropped it
 	outcomeDiscarded         // never ran: Discard dropped it
 	outcomeReplaced          // never ran: a newer task with its Replace tag took its place
 	nOutcomes
@@ -195,7 +195,7 @@ const (
 // goroutine (advance, under the shard lock: only then has it started, for
 // Pause and Replace), which runs or skips it (runTask), resolves it
 // (job.publish, under the shard lock, then job.wake) and ends its ctx
-// (end). A task that Discard, a forced Shutdown or Replace drops is
+// (end). A task that Discard, the give-up or Replace drops is
 // resolved where it is dropped.
 type task struct {
 	next    *task           // next in its session's FIFO
