@@ -147,6 +147,10 @@ type partition struct {
 	repin      bool
 	repinSince time.Time
 	repinDrain time.Time
+	// repinEnds, when set with repin, ends the epoch once the drain is
+	// over, instead of unpinning: a stored status message made nats.go
+	// forget the pin, and there is no JetStream to unpin with.
+	repinEnds bool
 	// withheld are, on a pinned consumer, the stream sequences this epoch
 	// resolved with an answer withheld (see answerableLocked) whose
 	// redelivery has not been answered yet: the server counts them
@@ -320,7 +324,7 @@ func (p *partition) followPin(pin string) {
 		// meanwhile, such as the status message, shows as a gap: the
 		// epoch catches up, and the new pin's first delivery is the
 		// fence (see noteDeliveryLocked).
-		p.pin, p.repin, p.repinDrain = pin, false, time.Time{}
+		p.pin, p.repin, p.repinDrain, p.repinEnds = pin, false, time.Time{}, false
 		p.lastDel, p.own = 0, 0
 		p.beginCatchUpLocked()
 		// While the partition was unpinned, another client may have been
@@ -360,7 +364,7 @@ func (p *partition) endLocked() (int, context.CancelFunc) {
 	}
 	p.epoch++
 	p.owned, p.pin = false, ""
-	p.repin, p.repinDrain = false, time.Time{}
+	p.repin, p.repinDrain, p.repinEnds = false, time.Time{}, false
 	clear(p.withheld)
 	n := len(p.held)
 	for _, h := range p.held {

@@ -54,9 +54,11 @@ var regressions = map[string][]uint64{
 		// A catch-up given up with 8 missing ran later messages of
 		// their keys first: a catch-up that could not finish ran what
 		// it held while a real message was still out (in a replay, one
-		// a gracefully closed owner gave back, at the ack floor, not
-		// redelivered for 2.5s while the partition was at its
-		// MaxAckPending). Now such a catch-up starts over instead.
+		// a gracefully closed owner gave back, at the ack floor, seen
+		// by no one for 2.5s while the partition was at its
+		// MaxAckPending: replays of its kind show such messages
+		// delivered and dropped by a starved client's pull, see the
+		// reliability log). Now such a catch-up starts over instead.
 		4299379293366551939,
 		// Catch-ups given up the same way (the first with the code of
 		// issue 45 item 1; the others with a version that pulled singly
@@ -65,9 +67,20 @@ var regressions = map[string][]uint64{
 		// A catch-up given up with 1 missing, taken for a stored status
 		// message: a delivery lost behind a pull that its backstop ended
 		// (load 21) was counted as dropped by nats.go.
-		5161061717832809707},
+		5161061717832809707,
+		// In a soak at load 25-35 (a 32s run; its replays take 7-10s
+		// and pass): one owner, with no catch-up given up or started
+		// over and no partition lost logged, applied k32@2962 before
+		// k32@2955 while its answers were being withheld. Not yet
+		// explained; see the reliability log.
+		8822355697788827053},
 	// A catch-up given up with 37 messages missing.
-	"TestBalancedInstancesThatStallLoseNothingKeepOrderAndShareEvenly": {3034307000158103757},
+	"TestBalancedInstancesThatStallLoseNothingKeepOrderAndShareEvenly": {3034307000158103757,
+		// The same soak, the same shape: one owner, with nothing
+		// logged but withheld answers, applied k38@2019 before k38@1979
+		// just after the previous owner's graceful Close. Not yet
+		// explained.
+		9220102002355871535},
 }
 
 func envUint(name string, def uint64) uint64 {

@@ -164,6 +164,64 @@ func TestStoredPinHeaderDoesNotRunARunningMessageAgain(t *testing.T) {
 	assert.Zero(t, c.Stats().Duplicates, "duplicates")
 }
 
+// A stored empty message with Status 423 makes nats.go forget the pin
+// while the server still pins this instance. Without WithHandover or
+// WithBalance the owner cannot unpin, but it still lets what it holds
+// run and be acknowledged before the partition is lost: a handler
+// running at the 423 finishes under its epoch, and its message never
+// runs again (once the epoch was lost at once, its acknowledgement was
+// refused, and the redelivery ran it a second time). The server gives
+// the status message up at MaxDeliver, and the partition goes on.
+func TestStatus423MessageDoesNotRunARunningMessageAgain(t *testing.T) {
+	_, js := connect(t, startServer(t))
+	s := newStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"k.*"}})
+	cons := &countFetches{Consumer: newConsumer(t, s, jetstream.ConsumerConfig{
+		Durable: "part", AckWait: 2 * time.Second, MaxAckPending: 100, MaxDeliver: 2,
+		PriorityPolicy: jetstream.PriorityPolicyPinned, PriorityGroups: []string{"g"}, PinnedTTL: 2 * time.Second,
+	})}
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	l := newLedger()
+	release := make(chan struct{})
+	c, err := seqjetstream.NewConsumer([]jetstream.Consumer{cons}, func(ctx context.Context, m jetstream.Msg) error {
+		seq := seqOf(t, m)
+		if l.call(seq) == 1 && seq == 2 {
+			select {
+			case <-release:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		l.apply("k", seq)
+		return nil
+	}, seqjetstream.WithMaxBuffered(100), seqjetstream.WithFetchExpiry(300*time.Millisecond), seqjetstream.WithLogger(discard))
+	require.NoError(t, err)
+	start(t, c)
+
+	publish(t, js, "k.a", "1")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "1 acked, the partition owned: %+v", statsOf(c))
+	publish(t, js, "k.a", "2")
+	eventually(t, func() bool { return l.calledFor(2) == 1 }, "2 running")
+	publish(t, js, "k.g", "", "Status", "423", "Description", "not from the server") // 3
+	eventually(t, func() bool { return info(t, probe).Delivered.Stream >= 3 }, "the status message delivered")
+	// The pull that brought the status message has ended, and the next
+	// one is made: 2 has run past the 423.
+	select {
+	case <-cons.reached(1):
+	case <-time.After(10 * time.Second):
+		t.Fatal("no pull after the status message")
+	}
+	close(release)
+	eventually(t, func() bool { return c.Stats().Acked == 2 }, "2 acked: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	publish(t, js, "k.a", "4")
+	eventually(t, func() bool { return l.count() == 3 }, "4 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Equal(t, []uint64{1, 2, 4}, l.key("k"), "applied, in stream order")
+	for _, seq := range []uint64{1, 2, 4} {
+		assert.Equal(t, 1, l.calledFor(seq), "handler calls for %d", seq)
+	}
+	eventually(t, func() bool { return c.Stats().Acked == 3 }, "three acked: %+v", statsOf(c))
+	assert.Zero(t, c.Stats().Duplicates, "duplicates")
+}
+
 // An empty message with a Status header looks to nats.go like a control
 // message of the server: its Fetch drops it, though the server counts it
 // delivered and redelivers it every AckWait. On a partition the owner

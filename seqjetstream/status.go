@@ -100,14 +100,18 @@ func (p *partition) pullSingly(t time.Time) {
 // messages came back together, forged pin and all, every AckWait.
 //
 // It reports whether the partition stays owned. Without a JetStream to
-// unpin with, the epoch after a forged pin drains the same way, and then
+// unpin with, the epoch drains the same way. After a forged pin it then
 // waits for the server to move the pin after PinnedTTL: it goes on if the
 // new pin is this instance's in time, and is lost, with nothing left to
-// lose, otherwise (see followRepin); after
-// a status message nothing can be done but wait for the server to give
-// the message up (MaxDeliver): the partition is lost, and the failure
-// logged at Error. When forged and the server does not answer, the
-// partition is unpinned regardless (the caller loses it).
+// lose, otherwise (see followRepin). After a status message nothing can
+// be done but wait for the server to give the message up (MaxDeliver),
+// for each new pin gets it first and forgets itself: the epoch ends once
+// drained (repinEnds), and the failure is logged at Error. Losing it at
+// once, as was done before, refused the answers of the handlers running
+// at the 423, and their messages ran again on the next pin (or, with a
+// MaxDeliver, were given up unacknowledged). When forged and the server
+// does not answer, the partition is unpinned regardless (the caller
+// loses it).
 func (p *partition) pinForgotten(ctx context.Context, forged bool) bool {
 	if ctx.Err() != nil {
 		return false
@@ -123,12 +127,7 @@ func (p *partition) pinForgotten(ctx context.Context, forged bool) bool {
 	if !ok || now == "" || ((p.pullPinned || forged) && now != pin) {
 		return false // a 423 of the server's: the pin moved
 	}
-	js := p.c.handover
-	if js == nil && !forged {
-		p.c.logAt(p.c.life, levelError, "seqjetstream: an empty message with a Status 423 header made nats.go forget this instance's pin; without WithHandover or WithBalance the partition cannot be unpinned, and stops each time it is delivered, until the server gives it up: set MaxDeliver",
-			"stream", p.stream, "consumer", p.name)
-		return false
-	}
+	ends := p.c.handover == nil && !forged // no unpin can follow the drain: the epoch ends instead
 	p.mu.Lock()
 	stays := owned && p.owned && p.pin == pin
 	drain := false // a drain begins: followRepin unpins after it
@@ -136,6 +135,7 @@ func (p *partition) pinForgotten(ctx context.Context, forged bool) bool {
 		if !p.repin {
 			p.repin, p.repinSince = true, time.Now()
 			p.repinDrain, drain = p.repinSince.Add(p.drainWait()), true
+			p.repinEnds = ends
 		}
 		p.pin = now
 		if !forged {
@@ -143,18 +143,26 @@ func (p *partition) pinForgotten(ctx context.Context, forged bool) bool {
 		}
 	}
 	p.mu.Unlock()
-	if forged {
+	switch {
+	case ends:
+		p.c.logAt(p.c.life, levelError, "seqjetstream: an empty message with a Status 423 header made nats.go forget this instance's pin; without WithHandover or WithBalance the partition cannot be unpinned: it is lost once what it holds is done, and stops each time the message is delivered, until the server gives it up: set MaxDeliver",
+			"stream", p.stream, "consumer", p.name)
+	case forged:
 		p.c.logAt(p.c.life, levelWarn, "seqjetstream: a message's stored Nats-Pin-Id header made nats.go pull with a pin that is not this instance's; the partition is unpinned once what it holds is done, to be pinned anew (without WithHandover or WithBalance, after PinnedTTL)",
 			"stream", p.stream, "consumer", p.name)
-	} else {
+	default:
 		p.c.logAt(p.c.life, levelWarn, "seqjetstream: an empty message with a Status 423 header made nats.go forget this instance's pin; the partition is unpinned once what it holds is done, to be pinned anew",
 			"stream", p.stream, "consumer", p.name)
 	}
-	if !drain {
+	if !drain && !ends {
 		p.unpinToRepin(ctx)
 	}
 	return stays
 }
+
+// status423Reason is why a partition is lost after a stored status
+// message with no JetStream to unpin with (see pinForgotten).
+const status423Reason = "an empty message with a Status 423 header made nats.go forget this instance's pin, and there is no JetStream to unpin with (WithHandover, WithBalance)"
 
 // followRepin follows, after each pull, a partition unpinned by
 // pinForgotten until a delivery under its new pin comes (followPin). If
@@ -171,10 +179,10 @@ func (p *partition) pinForgotten(ctx context.Context, forged bool) bool {
 // Before that, while pinForgotten's drain lasts (repinDrain), it only
 // waits for the epoch's held messages to be done, and unpins once they
 // are, or once the drain's time is up; the time to be pinned anew counts
-// from there.
+// from there. With repinEnds, the partition is lost there instead.
 func (p *partition) followRepin(ctx context.Context) {
 	p.mu.Lock()
-	pin, repin, since := p.pin, p.repin && p.owned, p.repinSince
+	pin, repin, since, ends := p.pin, p.repin && p.owned, p.repinSince, p.repinEnds
 	draining, unpin := false, false
 	if repin && !p.repinDrain.IsZero() {
 		draining = true
@@ -186,10 +194,14 @@ func (p *partition) followRepin(ctx context.Context) {
 	if !repin || ctx.Err() != nil {
 		return
 	}
-	if draining {
-		if unpin {
-			p.unpinToRepin(ctx)
-		}
+	switch {
+	case draining && !unpin:
+		return
+	case ends:
+		p.lose(status423Reason)
+		return
+	case draining:
+		p.unpinToRepin(ctx)
 		return
 	}
 	if time.Since(since) >= p.cuLimit/2 {
