@@ -41,9 +41,9 @@ func (p *partition) resolve(h *held, r reply) bool {
 		}
 		if late && p.group != "" && len(p.withheld) < p.bound {
 			if p.withheld == nil {
-				p.withheld = make(map[uint64]struct{})
+				p.withheld = make(map[uint64]time.Time)
 			}
-			p.withheld[h.seq] = struct{}{}
+			p.withheld[h.seq] = time.Now()
 		}
 	}
 	p.checkDrainedLocked()

@@ -236,7 +236,8 @@ func (p *partition) checkCatchUp(ctx context.Context) {
 // were those this epoch resolved with an answer withheld (p.withheld),
 // which are done here and wait for a redelivery to this instance to be
 // answered (but for their last delivery under MaxDeliver, after which the
-// server gives them up: see dispatch). The count relies on every held
+// server gives them up: see dispatch), as long as the server still
+// counts them (see countWithheldLocked). The count relies on every held
 // message being unacknowledged at the server, which only an answer that
 // arrives after the message's AckWait ran out can break: this package's
 // owners withhold those (answerableLocked), other clients may not (see
@@ -273,18 +274,11 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 	}
 	mine := 0
 	for seq := range p.held {
-		if seq <= info.Delivered.Stream {
+		if seq <= info.Delivered.Stream && seq > info.AckFloor.Stream {
 			mine++
 		}
 	}
-	for seq := range p.withheld {
-		// Done here, its answer withheld: the server counts it until a
-		// redelivery to this instance gets the answer, and nowhere else
-		// can it be (the epoch would have ended).
-		if seq <= info.Delivered.Stream {
-			mine++
-		}
-	}
+	mine += p.countWithheldLocked(info, r.asked)
 	if surplus := max(0, info.NumAckPending-mine); surplus < p.unreachable {
 		p.unreachable = surplus // some of them are gone from the server's count
 	}
@@ -333,6 +327,35 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 		p.c.logAt(p.c.life, levelError, "seqjetstream: catch-up given up: the server counts unacknowledged messages that never came to this instance, as many as the deliveries nats.go dropped (empty messages with a Status header, stored by a publisher); the held messages run now",
 			"stream", p.stream, "consumer", p.name, "missing", short, "waited", waited, "released", len(out))
 	}
+}
+
+// countWithheldLocked counts, for a catch-up check the server answered
+// with info when asked at asked, the messages done here with their answer
+// withheld (p.withheld) that the server counted: they wait for a
+// redelivery to this instance to be answered, and nowhere else can they
+// be (the epoch would have ended). It leaves out, and forgets, those the
+// server cannot count any more: at or below its ack floor, or not
+// delivered again for two of the longest redelivery waits (see
+// catchUpLimit) before the check, while the server redelivers what it
+// counts at least once per wait, to this instance while it is pinned.
+// Such a message left the count by an answer that reached the server
+// after it had redelivered the message (another client's, or one of
+// this owner's that was slow on its way), and counted it would end the
+// catch-up while a real message is still out. Forgetting one too early
+// costs time, not order: the catch-up waits for a message that it holds
+// already, until its redelivery gets the answer. Called with mu held.
+func (p *partition) countWithheldLocked(info *jetstream.ConsumerInfo, asked time.Time) int {
+	stale := 2 * p.cuLimit / catchUpLimit
+	n := 0
+	for seq, at := range p.withheld {
+		switch {
+		case seq <= info.AckFloor.Stream || asked.Sub(at) > stale:
+			delete(p.withheld, seq)
+		case seq <= info.Delivered.Stream:
+			n++
+		}
+	}
+	return n
 }
 
 // startOver ends a catch-up of epoch that waited its whole bound for

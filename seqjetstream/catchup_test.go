@@ -362,3 +362,63 @@ func keepInProgress(t *testing.T, m jetstream.Msg) (stop func()) {
 	t.Cleanup(stop)
 	return stop
 }
+
+// An owner's answer that it sent within the message's answer window may
+// still reach the server after the AckWait, on a loaded host: the server
+// has redelivered the message to the owner by then, and drops it from its
+// count when the answer lands. If that redelivery arrives while the owner
+// stalls (its answer window gone), the owner must not count the message
+// as its own in a later catch-up, as one whose answer it withheld: the
+// server no longer counts it, and the catch-up would end with a real
+// message still out. Here 1's Ack is held back until its redelivery is
+// under way, that redelivery is dispatched after a stall, and then 2's
+// first delivery is lost on its way: 3 must wait for 2's redelivery.
+func TestOwnAnswerThatArrivedLateIsNotCountedByALaterCatchUp(t *testing.T) {
+	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms
+	var (
+		lateAck = make(chan jetstream.Msg, 1) // 1's first delivery, its Ack held back
+		lost2   atomic.Bool
+		undo    []func()
+		undoMu  sync.Mutex
+	)
+	t.Cleanup(func() {
+		undoMu.Lock()
+		defer undoMu.Unlock()
+		for _, u := range undo {
+			u()
+		}
+	})
+	cons := wrapConsumer{consumerFor(t), func(m jetstream.Msg) jetstream.Msg {
+		meta, err := m.Metadata()
+		require.NoError(t, err)
+		switch seq, n := meta.Sequence.Stream, meta.NumDelivered; {
+		case seq == 1 && n == 1:
+			return hookMsg{Msg: m, onAck: func() bool { lateAck <- m; return false }}
+		case seq == 1 && n == 2:
+			// The owner's Ack of the first delivery lands now, after
+			// the server redelivered 1; the owner stalled meanwhile.
+			require.NoError(t, (<-lateAck).Ack())
+			undoMu.Lock()
+			undo = append(undo, seqjetstream.AdvanceClock(time.Second))
+			undoMu.Unlock()
+		case seq == 2 && lost2.CompareAndSwap(false, true):
+			return nil // lost on its way
+		}
+		return m
+	}}
+	l := newLedger()
+	c := pinnedConsumer(t, cons, l.applier(t), 300*time.Millisecond)
+	start(t, c)
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+
+	publish(t, js, "k.a", "1")
+	eventually(t, func() bool { return c.Stats().Dropped == 1 }, "1's redelivery dispatched past its answer window: %+v", statsOf(c))
+	eventually(t, func() bool { return info(t, probe).NumAckPending == 0 }, "1's late Ack landed")
+	publish(t, js, "k.a", "2")
+	eventually(t, lost2.Load, "2 delivered and lost")
+	publish(t, js, "k.a", "3")
+
+	eventually(t, func() bool { return l.count() == 3 }, "three applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Equal(t, []uint64{1, 2, 3}, l.key("k"), "in stream order")
+}

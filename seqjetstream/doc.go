@@ -189,7 +189,12 @@
 // in the same catch-up, which the miscount can hide too: the gap in the
 // consumer sequence that shows the loss also takes the messages before it
 // out of the duplicate rule by key. Order is lost then, never the
-// message.
+// message. Such a late answer costs at most the catch-ups of a short
+// while: a message done here with its answer withheld is counted as the
+// owner's only while the server keeps redelivering it (see
+// countWithheldLocked), and a redelivery of one whose answer went out is
+// not counted at all, for the late answer may have taken it off the
+// server's count after the server sent it.
 //
 // # Design notes
 //

@@ -154,9 +154,11 @@ type partition struct {
 	// withheld are, on a pinned consumer, the stream sequences this epoch
 	// resolved with an answer withheld (see answerableLocked) whose
 	// redelivery has not been answered yet: the server counts them
-	// unacknowledged, though they are done (see catchUpChecked). Guarded
-	// by mu.
-	withheld map[uint64]struct{}
+	// unacknowledged, though they are done (see catchUpChecked). Each
+	// maps to when it was withheld or last delivered again, by the real
+	// clock: one the server has not redelivered for a while may have left
+	// its count (see countWithheldLocked). Guarded by mu.
+	withheld map[uint64]time.Time
 
 	// assigned is false while WithBalance assigns the partition to another
 	// instance: the fetch goroutine does not pull then (see waitAssigned).
@@ -428,18 +430,24 @@ func (p *partition) dispatch(h *held) {
 			// unless this delivery too may have run out (see
 			// answerableLocked): then the next one is answered.
 			if !p.answerableLocked(h, now()) {
-				// Done here (in this epoch or an earlier one), and
-				// delivered to this owner: its catch-ups count it as
-				// theirs until a redelivery gets the answer, but for its
-				// last delivery, after which the server gives it up.
-				switch {
-				case p.lastDelivery(h):
-					delete(p.withheld, h.seq)
-				case p.group != "" && len(p.withheld) < p.bound:
-					if p.withheld == nil {
-						p.withheld = make(map[uint64]struct{})
+				// Done here: if this epoch withheld its answer, its
+				// catch-ups go on counting it as theirs until a
+				// redelivery gets the answer, but for its last delivery,
+				// after which the server gives it up. One whose answer
+				// went out (or whose answer an earlier epoch withheld,
+				// when another client may have answered it since) is
+				// not counted: its redelivery shows only that the server
+				// still counted it when it sent this, and an answer that
+				// landed after that (sent in its window, but slow on a
+				// loaded host, or another client's) took it out of the
+				// count. Counted, it would end a later catch-up while a
+				// real message is still out (issue 45).
+				if _, ok := p.withheld[h.seq]; ok {
+					if p.lastDelivery(h) {
+						delete(p.withheld, h.seq)
+					} else {
+						p.withheld[h.seq] = time.Now()
 					}
-					p.withheld[h.seq] = struct{}{}
 				}
 				p.mu.Unlock()
 				p.st.dropped.Add(1)

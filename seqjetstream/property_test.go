@@ -71,15 +71,20 @@ var regressions = map[string][]uint64{
 		// In a soak at load 25-35 (a 32s run; its replays take 7-10s
 		// and pass): one owner, with no catch-up given up or started
 		// over and no partition lost logged, applied k32@2962 before
-		// k32@2955 while its answers were being withheld. Not yet
-		// explained; see the reliability log.
+		// k32@2955 while its answers were being withheld: a catch-up
+		// counted as its own a message whose Ack, sent in its window,
+		// had reached the server after its redelivery (see
+		// TestOwnAnswerThatArrivedLateIsNotCountedByALaterCatchUp), and
+		// ended with 2955 still out.
 		8822355697788827053},
 	// A catch-up given up with 37 messages missing.
 	"TestBalancedInstancesThatStallLoseNothingKeepOrderAndShareEvenly": {3034307000158103757,
 		// The same soak, the same shape: one owner, with nothing
 		// logged but withheld answers, applied k38@2019 before k38@1979
-		// just after the previous owner's graceful Close. Not yet
-		// explained.
+		// 1.2s after the previous owner's graceful Close. The same miscount
+		// is the likeliest cause (a withheld message counted for the rest
+		// of the epoch after an answer that landed late took it off the
+		// server's count); not proven from the log.
 		9220102002355871535},
 }
 
