@@ -307,14 +307,7 @@ func TestPauseHoldsTheKeysClosingSessionToo(t *testing.T) {
 	s := newScheduler[string](t)
 	release, g := gate(t, s, "k")
 	var r recorder
-	old := record(t, s, &r, "k", "old")
-	begun, cancel := context.WithCancel(context.Background())
-	cancel()
-	require.ErrorIs(t, s.Remove(begun, "k"), context.Canceled) // the drain begins, and goes on
-	h, err := s.Open("k")                                      // a successor, held behind the closing session
-	require.NoError(t, err)
-	f, err := h.Go(context.Background(), func(context.Context) error { r.add("new"); return nil })
-	require.NoError(t, err)
+	old, h, f := successorBehindClosing(t, s, &r)
 	require.NoError(t, s.Pause("k"))
 	release()
 	awaitAll(t, g)
@@ -372,14 +365,7 @@ func TestPausedAnswersForAKeyWhoseClosingSessionHalted(t *testing.T) {
 	<-started
 	t.Cleanup(func() { _ = s.Resume("k") }) // before Shutdown's, if the test fails
 	var r recorder
-	old := record(t, s, &r, "k", "old")
-	begun, cancel := context.WithCancel(context.Background())
-	cancel()
-	require.ErrorIs(t, s.Remove(begun, "k"), context.Canceled) // the drain begins, and goes on
-	h, err := s.Open("k")                                      // a successor, held behind the closing session
-	require.NoError(t, err)
-	f, err := h.Go(context.Background(), func(context.Context) error { r.add("new"); return nil })
-	require.NoError(t, err)
+	old, h, f := successorBehindClosing(t, s, &r)
 	require.False(t, s.Paused("k"))
 	close(fail)
 	_, err = failing.Await(context.Background())
@@ -605,4 +591,22 @@ func TestAnErrorHandlerMayResumeTheKeyItIsToldHalted(t *testing.T) {
 	_, err = f.Await(context.Background())
 	require.ErrorIs(t, err, errOverdraft)
 	require.False(t, s.Paused("k"))
+}
+
+// successorBehindClosing queues "old" on key "k", whose running task
+// holds it, begins a Remove of "k" that goes on draining (its ctx ended
+// before it was called), and opens "k" again: the successor, held behind
+// the closing session, gets "new". Both record into r.
+func successorBehindClosing(t *testing.T, s *seqsched.Scheduler[string], r *recorder) (
+	old *seqsched.Future[struct{}], h *seqsched.Session[string], f *seqsched.Future[struct{}]) {
+	t.Helper()
+	old = record(t, s, r, "k", "old")
+	begun, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, s.Remove(begun, "k"), context.Canceled) // the drain begins, and goes on
+	h, err := s.Open("k")                                      // a successor, held behind the closing session
+	require.NoError(t, err)
+	f, err = h.Go(context.Background(), func(context.Context) error { r.add("new"); return nil })
+	require.NoError(t, err)
+	return old, h, f
 }
