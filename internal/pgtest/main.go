@@ -59,9 +59,15 @@ func skipLiveExamples(err error) {
 		return
 	}
 	flag.Parse()
+	// The testing package splits a -skip pattern at each unbracketed "|"
+	// into alternatives, and each alternative at each unbracketed "/"
+	// into one pattern per level of subtest. So the live examples are
+	// one more alternative, and the given pattern stays as it is: in
+	// "(?:" + given + ")" its "/" would be bracketed, and -skip
+	// 'TestA/sub' would stop skipping TestA's subtest sub.
 	pattern := liveExamples
 	if f := flag.Lookup("test.skip"); f != nil && f.Value.String() != "" {
-		pattern = "(?:" + f.Value.String() + ")|" + pattern
+		pattern = f.Value.String() + "|" + pattern
 	}
 	if err := flag.Set("test.skip", pattern); err == nil {
 		fmt.Fprintln(os.Stderr, "pgtest: "+msg+"; the live examples are skipped too")

@@ -2,6 +2,7 @@ package pgtest_test
 
 import (
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,7 +12,14 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "no-server" {
+		// A child run of TestAGivenSkipOfASubtestHoldsBesideTheLiveExamples:
+		// what Main does when there is no server.
+		pgtest.SkipLiveExamples(pgtest.ErrNoServer)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // The server listens on its unix socket, and again after a crash and a
 // restart.
