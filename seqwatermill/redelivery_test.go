@@ -277,16 +277,7 @@ func TestHandlerSlowerThanTheAckTimeoutHasItsKeyAlone(t *testing.T) {
 // consumer's AckWait): at least once.
 func TestResumeAfterTheAckTimeoutKeepsOrderAndHandlesEachOnce(t *testing.T) {
 	const keys = 4
-	var ctl seqwatermill.Controller
-	var fixed atomic.Bool
-	log := newRecorder()
-	rig := startNATSRouter(t, 200*time.Millisecond, 700*time.Millisecond, func(m *message.Message) error {
-		if string(m.Payload) == "1" && !fixed.Load() {
-			return errors.New("not yet")
-		}
-		return nil
-	}, seqwatermill.WithRetries(1, nil), seqwatermill.WithHaltOnNack(), seqwatermill.WithController(&ctl),
-		seqwatermill.WithLogger(log))
+	rig, ctl, log, fix := startHaltingRouter(t, 700*time.Millisecond)
 	for k := range keys {
 		rig.publish(t, fmt.Sprint("k", k), "1", "2")
 	}
@@ -296,7 +287,7 @@ func TestResumeAfterTheAckTimeoutKeepsOrderAndHandlesEachOnce(t *testing.T) {
 	for range 2 * keys { // every message given up, some redelivered
 		rig.gaveUp(t)
 	}
-	fixed.Store(true)
+	fix()
 	for k := range keys {
 		require.NoError(t, ctl.Resume(fmt.Sprint("k", k)))
 	}
@@ -315,21 +306,12 @@ func TestResumeAfterTheAckTimeoutKeepsOrderAndHandlesEachOnce(t *testing.T) {
 // Resume after the subscriber gave the held message up hands it to the
 // handler at once, not after the broker's redelivery (AckWait 30s here).
 func TestResumeAfterTheAckTimeoutHandsTheHeldMessageOverAtOnce(t *testing.T) {
-	var ctl seqwatermill.Controller
-	var fixed atomic.Bool
-	log := newRecorder()
-	rig := startNATSRouter(t, 200*time.Millisecond, 30*time.Second, func(m *message.Message) error {
-		if string(m.Payload) == "1" && !fixed.Load() {
-			return errors.New("not yet")
-		}
-		return nil
-	}, seqwatermill.WithRetries(1, nil), seqwatermill.WithHaltOnNack(), seqwatermill.WithController(&ctl),
-		seqwatermill.WithLogger(log))
+	rig, ctl, log, fix := startHaltingRouter(t, 30*time.Second)
 	rig.publish(t, "a", "1", "2")
 	require.Equal(t, "a", log.halted(t))
 	rig.gaveUp(t) // message 1, held
 	rig.gaveUp(t) // message 2, queued behind it
-	fixed.Store(true)
+	fix()
 	resumed := time.Now()
 	require.NoError(t, ctl.Resume("a"))
 	rig.waitHandled(t, "a", 2)
@@ -426,4 +408,23 @@ func TestAMessageGivenUpWhileItWaitsIsHandedOverWithALiveCtx(t *testing.T) {
 		live(t, m, "a1")
 		m.Ack()
 	})
+}
+
+// startHaltingRouter starts a router on JetStream (the subscriber's ack
+// timeout 200ms, the consumer's AckWait ackWait) whose handler fails every
+// message "1" until fix is called; with one retry and WithHaltOnNack, a
+// key's message "1" halts the key.
+func startHaltingRouter(t *testing.T, ackWait time.Duration) (rig *natsRig, ctl *seqwatermill.Controller, log recorder, fix func()) {
+	t.Helper()
+	var fixed atomic.Bool
+	ctl = new(seqwatermill.Controller)
+	log = newRecorder()
+	rig = startNATSRouter(t, 200*time.Millisecond, ackWait, func(m *message.Message) error {
+		if string(m.Payload) == "1" && !fixed.Load() {
+			return errors.New("not yet")
+		}
+		return nil
+	}, seqwatermill.WithRetries(1, nil), seqwatermill.WithHaltOnNack(), seqwatermill.WithController(ctl),
+		seqwatermill.WithLogger(log))
+	return rig, ctl, log, func() { fixed.Store(true) }
 }
