@@ -88,8 +88,10 @@ type Enqueued struct {
 // When tx commits and key had no worker, the workers listening are
 // notified (NOTIFY), and one of them starts the job within a round trip.
 //
-// Errors: ErrNilTx, a ErrInvalidKey error, ErrNilContext, or the
-// database's error (tx is then aborted, as after any failed statement).
+// A key is 1 to MaxKeyBytes bytes of UTF-8 without NUL. Errors: ErrNilTx,
+// ErrNilContext, or an ErrInvalidKey error, all returned before a
+// statement is sent, so tx stays usable; or the database's error (tx is
+// then aborted, as after any failed statement).
 func Enqueue(ctx context.Context, tx pgx.Tx, key string, payload []byte, opts ...JobOption) (Enqueued, error) {
 	if ctx == nil {
 		return Enqueued{}, ErrNilContext

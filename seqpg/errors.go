@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/seqsched/seqsched/internal/logkey"
 	"github.com/seqsched/seqsched/internal/opterr"
 )
 
@@ -21,8 +22,9 @@ var (
 	// ErrNilContext is returned when a nil context.Context is passed.
 	ErrNilContext = errors.New("seqpg: nil context")
 
-	// ErrInvalidKey is returned for an empty key or one that is not valid
-	// UTF-8 (a key is a PostgreSQL text value).
+	// ErrInvalidKey is returned for an empty key, one longer than
+	// MaxKeyBytes, or one that is not valid UTF-8 without NUL (a key is a
+	// PostgreSQL text value).
 	ErrInvalidKey = errors.New("seqpg: invalid key")
 
 	// ErrNilTx is returned by Enqueue when the transaction is nil.
@@ -49,6 +51,14 @@ var (
 	// migrated by a newer version of seqpg.
 	ErrSchemaNewer = errors.New("seqpg: database schema is newer than this code")
 )
+
+// MaxKeyBytes is the longest key, in bytes, that Enqueue and the
+// per-key controls take. A key is a primary key in PostgreSQL's B-tree
+// indexes, whose entries cannot exceed about a third of a page (2,704
+// bytes with the default 8 KiB pages): a longer key would fail inside
+// the caller's transaction and abort it. The bound leaves room for the
+// indexes' other columns, and keeps what a worker holds per key small.
+const MaxKeyBytes = 1024
 
 // OptionError reports an option whose value is out of range. It wraps
 // ErrInvalidOption.
@@ -86,8 +96,12 @@ func checkKey(key string) error {
 	if key == "" {
 		return fmt.Errorf("seqpg: empty key: %w", ErrInvalidKey)
 	}
+	if len(key) > MaxKeyBytes {
+		return fmt.Errorf("seqpg: key %s is %d bytes, more than MaxKeyBytes (%d): %w",
+			logkey.Quote(key), len(key), MaxKeyBytes, ErrInvalidKey)
+	}
 	if !validUTF8NoNUL(key) {
-		return fmt.Errorf("seqpg: key %q is not valid UTF-8 without NUL: %w", key, ErrInvalidKey)
+		return fmt.Errorf("seqpg: key %s is not valid UTF-8 without NUL: %w", logkey.Quote(key), ErrInvalidKey)
 	}
 	return nil
 }

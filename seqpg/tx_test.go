@@ -2,7 +2,10 @@ package seqpg_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -103,4 +106,47 @@ func TestMigrateTwiceAndNewer(t *testing.T) {
 	_, err := pool.Exec(ctx, `INSERT INTO seqpg_migrations (version) VALUES (1000)`)
 	require.NoError(t, err)
 	assert.ErrorIs(t, seqpg.Migrate(ctx, pool), seqpg.ErrSchemaNewer)
+}
+
+// A key is at most MaxKeyBytes: a longer one is refused before it reaches
+// the database, so the caller's transaction is not aborted and its own
+// writes still commit; a key of exactly MaxKeyBytes is a key like any.
+func TestEnqueueRefusesAKeyLongerThanMaxKeyBytesAndLeavesTheTxUsable(t *testing.T) {
+	pool, _ := newDB(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `CREATE TABLE business (n int)`)
+	require.NoError(t, err)
+	r := newRecorder()
+	startWorker(t, pool, r.handler)
+
+	long := strings.Repeat("é", seqpg.MaxKeyBytes/2) // MaxKeyBytes bytes
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = seqpg.Enqueue(ctx, tx, long+"x", []byte("too long"))
+	require.ErrorIs(t, err, seqpg.ErrInvalidKey)
+	// Past PostgreSQL's B-tree entry limit (2,704 bytes after compression,
+	// so base64 of hashes, which does not compress), the INSERT itself
+	// would fail and abort tx.
+	var raw []byte
+	for i := 0; len(raw) < 3*seqpg.MaxKeyBytes; i++ {
+		sum := sha256.Sum256([]byte{byte(i)})
+		raw = append(raw, sum[:]...)
+	}
+	_, err = seqpg.Enqueue(ctx, tx, base64.RawStdEncoding.EncodeToString(raw), []byte("far too long"))
+	require.ErrorIs(t, err, seqpg.ErrInvalidKey)
+	assert.Less(t, len(err.Error()), 300, "the error names the key cut short: %.300s", err)
+	_, err = tx.Exec(ctx, `INSERT INTO business VALUES (1)`)
+	require.NoError(t, err, "the refused Enqueue left the transaction usable")
+	_, err = seqpg.Enqueue(ctx, tx, long, []byte("at the bound"))
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	assert.Equal(t, []string{"at the bound"}, r.wait(t, 1))
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM business`).Scan(&n))
+	assert.Equal(t, 1, n)
+	for _, err := range []error{seqpg.Pause(ctx, pool, long+"x"), seqpg.Resume(ctx, pool, long+"x")} {
+		assert.ErrorIs(t, err, seqpg.ErrInvalidKey)
+	}
 }
