@@ -235,12 +235,12 @@ func (s *Scheduler[K]) Shutdown(ctx context.Context) error {
 // (a return, a panic, which drops the record as a worker's guard does, or
 // runtime.Goexit) gives it back.
 func (s *Scheduler[K]) warn(sess *session[K], msg string, attrs ...slog.Attr) {
-	if s.live.Add(1) == sealedBit+1 { // it was quiet: nothing waits
-		s.returnToken()
+	sh := &s.shards[0] // any stripe serves; sess may be a record of no shard
+	if !s.takeTokenUnlessQuiet(sh) {
 		return
 	}
 	go func() {
-		defer s.returnToken()
+		defer s.addTokens(sh, -1)
 		c := &callbackCtx{Context: context.Background(), sess: &sess.base}
 		c.active.Store(true)
 		defer c.active.Store(false)
@@ -296,7 +296,7 @@ func (s *Scheduler[K]) Close() error {
 
 // closeAdmission refuses new tasks, then passes the barrier: every shard
 // lock is taken once, so every Submit that saw closed unset has taken its
-// live token (see Scheduler.live), and the scheduler can be sealed.
+// live token (see Scheduler.afterSeal), and the scheduler can be sealed.
 func (s *Scheduler[K]) closeAdmission() {
 	s.core.closed.Store(true)
 	for i := range s.shards {

@@ -67,3 +67,13 @@ func Transition(from, on string, paused bool) (to string, ok bool) {
 func TaskSizes() (goFuture, intFuture, post uintptr) {
 	return unsafe.Sizeof(Future[struct{}]{}), unsafe.Sizeof(Future[int]{}), unsafe.Sizeof(posted{})
 }
+
+// AddTokensThrough takes n live tokens through stripe i (shard i), or
+// gives -n back, as the scheduler's goroutines do.
+func AddTokensThrough[K comparable](s *Scheduler[K], i int, n int64) { s.addTokens(&s.shards[i], n) }
+
+// Seal is Shutdown's seal, after its barrier.
+func Seal[K comparable](s *Scheduler[K]) { s.seal() }
+
+// Quiet is closed once no live token is held after the seal.
+func Quiet[K comparable](s *Scheduler[K]) <-chan struct{} { return s.quiet }

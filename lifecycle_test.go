@@ -540,6 +540,39 @@ func TestDiscardReportsNothingAfterShutdownReturnedNil(t *testing.T) {
 	}
 }
 
+// Shutdown waits for every live token, and no longer. The tokens are
+// counted in a stripe per shard, and a goroutine may take its token
+// through one stripe and give it back through another: a stripe may go
+// below zero, tokens given back after the seal count as well as before,
+// and the scheduler is quiet exactly when the last one is back.
+func TestShutdownIsQuietWhenTheLastLiveTokenIsBackWhicheverStripeItWentThrough(t *testing.T) {
+	s, err := seqsched.New[int](seqsched.WithShards(4))
+	require.NoError(t, err)
+	quiet := func() bool {
+		select {
+		case <-seqsched.Quiet(s):
+			return true
+		default:
+			return false
+		}
+	}
+	seqsched.AddTokensThrough(s, 0, 3)  // three goroutines start through shard 0
+	seqsched.AddTokensThrough(s, 1, -1) // one ends through shard 1
+	require.Equal(t, int64(2), seqsched.Live(s))
+	seqsched.Seal(s)
+	require.False(t, quiet(), "quiet at the seal with 2 tokens held")
+	seqsched.AddTokensThrough(s, 2, -1) // a third stripe goes below zero, after its seal
+	require.False(t, quiet(), "quiet with 1 token held")
+	require.Equal(t, int64(1), seqsched.Live(s))
+	seqsched.AddTokensThrough(s, 3, 1) // one taken after the seal (Shutdown's Warn record)
+	seqsched.AddTokensThrough(s, 0, -1)
+	require.False(t, quiet(), "quiet with 1 token held")
+	seqsched.AddTokensThrough(s, 3, -1)
+	require.True(t, quiet(), "not quiet once every token is back")
+	require.Equal(t, int64(0), seqsched.Live(s))
+	require.NoError(t, s.Shutdown(context.Background()))
+}
+
 func TestShutdownRunsAcceptedTasksAndRejectsNewOnes(t *testing.T) {
 	s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1))
 	require.NoError(t, err)

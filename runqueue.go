@@ -76,7 +76,7 @@ func (q startQueues[K]) schedule(sh *shard[K], sess *session[K]) (start bool) {
 	sh.pending.pushBack(sess)
 	if !sh.starterOnWay {
 		sh.starterOnWay = true
-		s.takeToken() // the starter's
+		s.addTokens(sh, 1) // the starter's
 		go sh.starter()
 	}
 	return false
@@ -148,14 +148,14 @@ func (q startQueues[K]) startFrom(sh *shard[K]) {
 	if sess == nil {
 		sh.starterOnWay = false
 		sh.mu.Unlock()
-		s.returnTokens(1) // the starter's
+		s.addTokens(sh, -1) // the starter's
 		return
 	}
 	sh.pending.remove(sess)
 	sh.workers++
 	s.fire(sh, sess, evHandOver) // the starter's token serves it
 	if sh.starterOnWay = sh.pending.head != nil; sh.starterOnWay {
-		s.takeToken()
+		s.addTokens(sh, 1)
 		go sh.starter()
 	}
 	s.unlock(sh)

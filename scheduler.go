@@ -49,15 +49,22 @@ type Scheduler[K comparable] struct {
 	core    core
 	records sync.Pool // of *session[K], evicted idle records for reuse (see recycle)
 
-	// live counts the live tokens: one per goroutine the scheduler runs,
-	// and one per session waiting in the ready queue. Shutdown is done when
-	// it reaches zero after its barrier. A token is taken under the lock
-	// that publishes what holds it, so Shutdown's barrier (closed set, then
-	// every shard lock taken once) sees every token a Submit that saw
-	// closed unset takes; the barrier then adds sealedBit, and the
-	// scheduler is quiet when one atomic operation leaves live at exactly
-	// sealedBit. A goroutine gives its token back as its last act.
-	live       atomic.Int64
+	// The live tokens: one per goroutine the scheduler runs, and one per
+	// session waiting in the ready queue. Shutdown is done when none is
+	// left after its barrier. They are counted in stripes, one per shard
+	// (shard.live), so that cores at work on different shards do not all
+	// write one word: a token is taken and given back through any stripe
+	// (a goroutine that took it through one shard may give it back through
+	// another), and only the stripes' sum means anything (tokens). A token
+	// is taken under the lock that publishes what holds it, through that
+	// lock's shard, so Shutdown's barrier (closed set, then every shard
+	// lock taken once) sees every token a Submit that saw closed unset
+	// takes. Then seal adds sealedBit to every stripe, which says that
+	// what comes through it from now on is counted in afterSeal too, and
+	// moves the stripes' sum into afterSeal: the scheduler is quiet when
+	// one atomic operation leaves afterSeal at exactly zero. A goroutine
+	// gives its token back as its last act.
+	afterSeal  atomic.Int64
 	quiet      chan struct{}
 	quietOnce  sync.Once
 	sealOnce   sync.Once
@@ -425,30 +432,68 @@ func (s *Scheduler[K]) Queued(key K) (high, normal int) {
 	return high, normal
 }
 
-// sealedBit is added to live once Shutdown's barrier has passed, so that
-// "no token left, after the barrier" is one value of one word, decided by
-// the atomic operation that makes it so.
+// sealedBit is added to every stripe of the live tokens (shard.live) once
+// Shutdown's barrier has passed. A stripe's value is the tokens taken
+// less those given back through it, which may be below zero, but never
+// by half of sealedBit: a value above half of it is a sealed stripe's.
+// afterSeal holds sealedBit too while seal counts the stripes, so that it
+// cannot reach zero before their sum is in it.
 const sealedBit = 1 << 40
 
-func (s *Scheduler[K]) tokens() int64 { return s.live.Load() &^ sealedBit }
+// tokens returns the live tokens held now: the stripes' sum, less their
+// sealedBits.
+func (s *Scheduler[K]) tokens() int64 {
+	var n int64
+	for i := range s.shards {
+		v := s.shards[i].live.Load()
+		if v > sealedBit/2 {
+			v -= sealedBit
+		}
+		n += v
+	}
+	return n
+}
 
-func (s *Scheduler[K]) takeToken() { s.live.Add(1) }
+// addTokens takes n live tokens through sh's stripe, or gives -n back;
+// after Shutdown's barrier it counts them in afterSeal too, and the
+// scheduler is quiet when they were the last.
+func (s *Scheduler[K]) addTokens(sh *shard[K], n int64) {
+	if sh.live.Add(n) > sealedBit/2 { // else seal counts it
+		s.addAfterSeal(n)
+	}
+}
 
-func (s *Scheduler[K]) returnToken() { s.returnTokens(1) }
-
-// returnTokens gives back n live tokens; the scheduler is quiet when they
-// were the last after Shutdown's barrier.
-func (s *Scheduler[K]) returnTokens(n int64) {
-	if s.live.Add(-n) == sealedBit {
+// addAfterSeal is addTokens through a sealed stripe, out of line: the
+// wake-up's stack (bench's wake-up stack target) has no room for it.
+func (s *Scheduler[K]) addAfterSeal(n int64) {
+	if s.afterSeal.Add(n) == 0 {
 		s.quietOnce.Do(func() { close(s.quiet) })
 	}
 }
 
-// seal marks Shutdown's barrier passed, and the scheduler quiet if no token
-// is held.
+// takeTokenUnlessQuiet takes a live token through sh's stripe, and
+// reports false, after giving it back, when the scheduler was quiet
+// already: nothing waits for what the caller would start.
+func (s *Scheduler[K]) takeTokenUnlessQuiet(sh *shard[K]) bool {
+	if sh.live.Add(1) < sealedBit/2 || s.afterSeal.Add(1) != 1 {
+		return true
+	}
+	s.addTokens(sh, -1)
+	return false
+}
+
+// seal marks Shutdown's barrier passed: every stripe sealed, their sum
+// moved into afterSeal, and the scheduler quiet if no token is held.
+// What a stripe counted before its seal is in the value its seal's Add
+// returns; what comes through it after is added to afterSeal by addTokens.
 func (s *Scheduler[K]) seal() {
 	s.sealOnce.Do(func() {
-		if s.live.Add(sealedBit) == sealedBit {
+		s.afterSeal.Add(sealedBit) // off zero while the stripes are counted
+		var n int64
+		for i := range s.shards {
+			n += s.shards[i].live.Add(sealedBit) - sealedBit
+		}
+		if s.afterSeal.Add(n-sealedBit) == 0 {
 			s.quietOnce.Do(func() { close(s.quiet) })
 		}
 	})

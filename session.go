@@ -198,7 +198,7 @@ func holds(st state, work bool) bool {
 // counted, a new turn for a goroutine that takes it, a forgotten one out
 // of the map with its drain ended), and its live token follows (see
 // holds): one to take is taken now, under the lock that publishes the
-// move, so that Shutdown's barrier sees it (see Scheduler.live); one to
+// move, so that Shutdown's barrier sees it (see Scheduler.afterSeal); one to
 // give back is given back once the lock is released (Scheduler.unlock).
 // Called with sh.mu held. A move off the table changes nothing; tests
 // (checkMoves) count it.
@@ -265,7 +265,7 @@ func (s *Scheduler[K]) fire(sh *shard[K], sess *session[K], on event) {
 	}
 	sess.tok = tok
 	if n > 0 {
-		s.live.Add(int64(n))
+		s.addTokens(sh, int64(n))
 	} else {
 		sh.owed -= n
 	}
@@ -286,7 +286,7 @@ func (s *Scheduler[K]) unlock(sh *shard[K]) {
 	sh.owed = 0
 	sh.mu.Unlock()
 	if n != 0 {
-		s.returnTokens(int64(n))
+		s.addTokens(sh, -int64(n))
 	}
 }
 

@@ -3,6 +3,7 @@ package seqsched
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 )
 
 // shard is one lock's worth of sessions and their figures. Keys are spread
@@ -16,6 +17,7 @@ import (
 // memory does not grow with the number of keys ever seen.
 type shard[K comparable] struct {
 	mu       sync.Mutex
+	live     atomic.Int64 // a stripe of the live tokens (see Scheduler.afterSeal)
 	sessions map[K]*session[K]
 
 	idle sessionList[K] // idle records, newest first

@@ -2,6 +2,7 @@ package seqsched
 
 import (
 	"context"
+	"math/rand/v2"
 	"runtime/debug"
 	"time"
 )
@@ -111,7 +112,10 @@ func (s *Scheduler[K]) work(sess *session[K]) {
 		s.steps(&g)
 	}
 	g.normal = true
-	s.returnToken()
+	// Any stripe serves (see Scheduler.afterSeal): a random one spreads the
+	// goroutines' ends over the shards, and keeps the session's shard out
+	// of this frame, which a wake-up's stack has no room for.
+	s.addTokens(&s.shards[rand.Uint64()&s.mask], -1)
 }
 
 // guardState is what work and steps know of the user code a goroutine
