@@ -308,6 +308,9 @@ type base struct {
 	// lending once a wait tried to (see worker.userDone).
 	loan          loan
 	open, lending atomic.Bool
+	// spare is its shard's spare parker (see parkers), for the Awaits of
+	// its futures; set when the session is made.
+	spare *atomic.Pointer[parker]
 }
 
 // behind reports whether a wait for work of session b, by a caller running
