@@ -204,6 +204,29 @@ func holds(st state, work bool) bool {
 // (checkMoves) count it.
 func (s *Scheduler[K]) fire(sh *shard[K], sess *session[K], on event) {
 	from := sess.state
+	// Every activation makes these two moves; they are the table's edges
+	// and the effects below, written out for them: a session in either
+	// state holds no token of its own (see holds), and only running counts
+	// as busy.
+	switch {
+	case on == evSpawn && from == stateIdle:
+		if sess.links[listIdle].in {
+			sh.idle.remove(sess)
+		}
+		sess.state = stateRunning
+		s.begin(&sess.w)
+		sh.busy++
+		s.live.Add(1) // the goroutine's
+		return
+	case on == evRetire && from == stateRunning:
+		sess.highRun = 0
+		sess.state = stateIdle
+		sh.busy--
+		if sess.handles == 0 {
+			s.keepIdle(sh, sess)
+		}
+		return
+	}
 	to, ok := transition(from, on, sess.pause)
 	if !ok {
 		if checkMoves {
@@ -238,7 +261,7 @@ func (s *Scheduler[K]) fire(sh *shard[K], sess *session[K], on event) {
 		sh.paced++
 	case stateRunning:
 		if from != stateHeld { // a successor goes on with its predecessor's turn
-			sess.w.begin()
+			s.begin(&sess.w)
 		}
 	case stateGone:
 		if sh.sessions[sess.key] == sess { // a predecessor a successor replaced is not
@@ -400,21 +423,26 @@ func (sh *shard[K]) recount(sess *session[K], was bool) {
 // own frame, since a wake-up's stack is deepest there (see
 // Scheduler.accept).
 func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (idle bool) {
-	was := sess.busy()
 	t.sess = &sess.base
 	sh.submitted++
 	sh.queued[t.prio]++
+	q := &sess.normal
 	if t.prio == High {
-		sess.high.push(t)
-	} else {
-		sess.normal.push(t)
+		q = &sess.high
 	}
-	sh.recount(sess, was)
-	switch sess.state {
-	case stateIdle:
-		sh.unlistIdle(sess) // here, not in fire, for the same reason
+	if sess.state == stateIdle {
+		// An idle session counts as busy neither before t nor after: the
+		// move that schedules it does.
+		q.push(t)
+		if sess.links[listIdle].in { // here, not in fire, for the same reason
+			sh.idle.remove(sess)
+		}
 		return true
-	case statePaused:
+	}
+	was := sess.busy()
+	q.push(t)
+	sh.recount(sess, was)
+	if sess.state == statePaused {
 		s.fire(sh, sess, evAdmit) // its first work takes a live token
 	}
 	return false // it runs, waits for a slot, is held or paused: its worker will find t

@@ -72,8 +72,16 @@ const (
 	userRate      // the WithRate function
 )
 
-// begin marks the start of a turn.
-func (w *worker[K]) begin() { w.newTurn = true }
+// begin starts a turn: at once when it needs neither the weight function
+// (user code, which runs only in a step of the worker: beginTurn) nor the
+// clock, else in the worker's next step.
+func (s *Scheduler[K]) begin(w *worker[K]) {
+	if s.weight == nil && s.opts.yieldInterval == 0 {
+		w.newTurn, w.n, w.limit = false, 0, s.opts.yieldAfter
+		return
+	}
+	w.newTurn = true
+}
 
 // work is the one guard of every goroutine the scheduler starts, in
 // singleflight's doCall shape: two deferred frames (work's own and
@@ -391,7 +399,7 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	case w.pace != nil && sess.queued() > 0 && s.paceNext(sh, sess):
 		leave = true
 	case turnOver && sess.queued() > 0:
-		w.begin() // the next advance takes the next task, after beginTurn
+		s.begin(w) // the next advance takes the next task, after beginTurn if the turn needs it
 		yield = true
 		next = s.rq.yield(sh, sess)
 	case s.nextTask(sh, sess) == nil:
