@@ -132,6 +132,10 @@ func (f *Future[T]) wait(ctx context.Context) bool {
 		}
 	}
 	var done, parent, force <-chan struct{}
+	// taken says the wait took a wake-up from p: f's, the only one f
+	// sends, unless a stale one came first (see below: a stale one costs
+	// a look), so there is none left in p to clear.
+	taken := false
 	t, _ := ctx.(*task)
 	light := t != nil && t.done.CompareAndSwap(nil, &p.light)
 	if light {
@@ -156,6 +160,7 @@ func (f *Future[T]) wait(ctx context.Context) bool {
 	case done == nil: // a ctx that never ends: the common wait from outside a task
 		for !f.resolved() {
 			<-p.ch
+			taken = true
 		}
 	default:
 		for !f.resolved() {
@@ -174,9 +179,11 @@ func (f *Future[T]) wait(ctx context.Context) bool {
 	// t's slot and wakes p when its ctx ends: that parker is left to it.
 	f.signal.CompareAndSwap(&p.w, nil)
 	if !light || t.done.CompareAndSwap(&p.light, nil) {
-		select {
-		case <-p.ch:
-		default:
+		if !taken {
+			select {
+			case <-p.ch:
+			default:
+			}
 		}
 		ps.put(b, p)
 	}

@@ -220,6 +220,9 @@ func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 		s.beginTurn(sess)
 	case w.t != nil && w.stage == stageRun:
 		s.runTask(sess)
+		if w.stage == stageDone && s.onlyTask(w) {
+			return s.advance(sess) // the next step's, without its dispatch
+		}
 	case w.t != nil && w.stage == stageReport:
 		w.stage = stageDone
 		s.report(sess, w.t)
@@ -229,9 +232,28 @@ func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 		w.reporting = w.reporting[1:]
 		s.report(sess, t)
 	default:
-		return s.advance(sess)
+		next := s.advance(sess)
+		if next != sess || w.t == nil || !s.onlyTask(w) {
+			return next
+		}
+		// advance took a task to run (stageRun), and nothing comes before
+		// it: run it, and advance again, in this step, as the next steps
+		// would.
+		s.runTask(sess)
+		if w.stage == stageDone && s.onlyTask(w) {
+			return s.advance(sess)
+		}
 	}
 	return sess
+}
+
+// onlyTask reports whether w has nothing to do before the task in hand's own
+// next step (see step): no slot to enter, no replaced task to finish, no
+// record to write, the rate read, no turn to begin, no failure of a
+// dropped task to report.
+func (s *Scheduler[K]) onlyTask(w *worker[K]) bool {
+	return w.handed == evNone && len(w.replaced)+len(w.logs)+len(w.reporting) == 0 && !w.newTurn &&
+		(s.rate == nil || w.rateRead)
 }
 
 // enter moves a session handed a slot from the ready queue to running,
@@ -271,10 +293,14 @@ func (s *Scheduler[K]) beginTurn(sess *session[K]) {
 // turnOver reports whether the turn has run its count of tasks or, with
 // WithYieldInterval, its time (after at least one task).
 func (w *worker[K]) turnOver(interval time.Duration) bool {
-	if w.n >= w.limit {
-		return true
-	}
-	return interval > 0 && w.n > 0 && time.Since(w.turnStart) >= interval
+	return w.n >= w.limit || interval > 0 && w.timeUp(interval)
+}
+
+// timeUp reports whether the turn, with at least one task run, has lasted
+// interval (WithYieldInterval): apart from turnOver, so that turnOver is
+// inlined and reads no clock without the option.
+func (w *worker[K]) timeUp(interval time.Duration) bool {
+	return w.n > 0 && time.Since(w.turnStart) >= interval
 }
 
 // runTask runs the task in hand, or skips it: once Shutdown gave up, once
@@ -402,7 +428,9 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		s.begin(w) // the next advance takes the next task, after beginTurn if the turn needs it
 		yield = true
 		next = s.rq.yield(sh, sess)
-	case s.nextTask(sh, sess) == nil:
+	case sess.queued() > 0:
+		s.nextTask(sh, sess) // takes one: pick finds a task in a lane that holds one
+	default:
 		succ, spawned := s.retire(sh, sess)
 		if succ != nil && !spawned {
 			next = succ // the key goes on in its successor, on this goroutine (see release)
