@@ -370,8 +370,15 @@ type session[K comparable] struct {
 
 	high, normal fifo
 	highRun      int     // consecutive High tasks picked (WithHighBurst)
-	cur          *task   // the task its worker has in hand
+	cur          *task   // the task its worker has in hand, or has staged
 	reports      []*task // posted tasks dropped by Discard or the give-up, still to report
+
+	// staged is the task Submit handed an idle session's new goroutine
+	// (see stage): the goroutine takes it with one swap, and every other
+	// lock section that needs the session's lanes as they are puts it back
+	// first (unstage), so that it has not started until the goroutine
+	// runs it.
+	staged atomic.Pointer[task]
 
 	handles int  // open handles; a session with handles is never an idle record
 	handled bool // a handle ever held it
@@ -591,6 +598,7 @@ func (s *Scheduler[K]) startClosing(sh *shard[K], sess *session[K]) *drain {
 // give-up one with reports is made running. drop returns the session whose
 // goroutine the caller must start, if any: sess, or a successor released.
 func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome, resolved []wakeUp) ([]wakeUp, *session[K]) {
+	s.unstage(sh, sess)
 	was := sess.busy()
 	for {
 		t := sh.pick(sess, 0)
@@ -715,6 +723,16 @@ func (q *fifo) push(t *task) {
 	q.n++
 }
 
+// pushFront puts t back first, where it was popped from.
+func (q *fifo) pushFront(t *task) {
+	t.next = q.head
+	if q.head == nil {
+		q.tail = t
+	}
+	q.head = t
+	q.n++
+}
+
 func (q *fifo) pop() *task {
 	t := q.head
 	if t == nil {
@@ -763,4 +781,57 @@ func (s *Scheduler[K]) nextTaskControlled(sh *shard[K], sess *session[K]) *task 
 		s.makeRoom(sh, sess, t.prio)
 	}
 	return t
+}
+
+// stage hands the only task of sess, just spawned from idle by Submit,
+// to the goroutine Submit starts, in the lock section that admitted it:
+// the task is taken off its lane and counted as running (as nextTask
+// does), and the goroutine takes it with one swap (see
+// Scheduler.claim) instead of a lock section of its own. Until then it
+// has not started: Pause, Discard, the give-up and Queued put it back
+// (unstage) and see it queued, and the goroutine finds it in its lane.
+// Only a session that no per-key control, queue bound or slot limit
+// touches is staged (see Scheduler.accept).
+func (s *Scheduler[K]) stage(sh *shard[K], sess *session[K]) {
+	t := sh.pop(sess, s.opts.highBurst)
+	sh.running++
+	sess.cur = t
+	sess.w.first = true
+	sess.staged.Store(t)
+}
+
+// unstage puts sess's staged task, if its goroutine has not taken it,
+// back at the head of its lane, as it was before stage. Called with
+// sh.mu held.
+func (s *Scheduler[K]) unstage(sh *shard[K], sess *session[K]) {
+	t := sess.staged.Swap(nil)
+	if t == nil {
+		return
+	}
+	if t.prio == High {
+		sess.high.pushFront(t)
+	} else {
+		sess.normal.pushFront(t)
+	}
+	sh.queued[t.prio]++
+	sh.running--
+	sess.cur = nil
+	sess.highRun = 0 // an idle session's, before stage
+}
+
+// claim takes the task stage handed sess's goroutine into its hand, to
+// run, and reports whether it did: false when there was none, or when a
+// lock section put it back first (unstage).
+func (s *Scheduler[K]) claim(sess *session[K]) bool {
+	w := &sess.w
+	if !w.first {
+		return false
+	}
+	w.first = false
+	t := sess.staged.Swap(nil)
+	if t == nil {
+		return false
+	}
+	w.t, w.stage = t, stageRun
+	return true
 }

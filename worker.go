@@ -44,6 +44,7 @@ type worker[K comparable] struct {
 
 	nexts    []func(context.Context) error // the interceptors' nexts (intercept.go), made once
 	replaced []wakeUp                      // tasks makeRoom replaced under the lock, to finish without it
+	first    bool                          // stage handed it a task: claim it before advancing
 
 	logs      []record     // records to write, each taken off before it is written
 	reporting []*task      // failures of dropped posted tasks, to report (see Scheduler.drop)
@@ -232,8 +233,11 @@ func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 		w.reporting = w.reporting[1:]
 		s.report(sess, t)
 	default:
-		next := s.advance(sess)
-		if next != sess || w.t == nil || !s.onlyTask(w) {
+		if s.claim(sess) {
+			if !s.onlyTask(w) {
+				return sess
+			}
+		} else if next := s.advance(sess); next != sess || w.t == nil || !s.onlyTask(w) {
 			return next
 		}
 		// advance took a task to run (stageRun), and nothing comes before
