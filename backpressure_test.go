@@ -7,6 +7,7 @@ package seqsched_test
 import (
 	"context"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -245,4 +246,28 @@ func TestWaitForRoomIntoALaneWithRoomReadsNoCtx(t *testing.T) {
 	require.Zero(t, calls.Load(), "calls of the ctx's methods by Go")
 	release()
 	awaitAll(t, g, f)
+}
+
+// A task posted to an idle key waits until the key's goroutine takes it:
+// Queued counts it until then, by key and through a handle, and it still
+// runs once the goroutine goes on.
+func TestQueuedCountsATaskPostedToAnIdleKeyBeforeItsGoroutineTakesIt(t *testing.T) {
+	opt, entered, open := weightGate()
+	s := newScheduler[string](t, opt)
+	letGo := sync.OnceFunc(func() { close(open) })
+	defer letGo() // a failed check still lets k's goroutine go on
+	h, err := s.Open("k")
+	require.NoError(t, err)
+	f, err := h.Go(context.Background(), func(context.Context) error { return nil }, seqsched.High)
+	require.NoError(t, err)
+	<-entered // k's goroutine runs, and has not taken the task
+	high, normal := s.Queued("k")
+	require.Equal(t, [2]int{1, 0}, [2]int{high, normal}, "Queued(k) = (high, normal)")
+	high, normal = h.Queued()
+	require.Equal(t, [2]int{1, 0}, [2]int{high, normal}, "h.Queued() = (high, normal)")
+	letGo()
+	awaitAll(t, f)
+	high, normal = h.Queued()
+	require.Equal(t, [2]int{0, 0}, [2]int{high, normal}, "h.Queued() once the task ran")
+	require.NoError(t, h.Close(context.Background()))
 }

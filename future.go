@@ -117,10 +117,10 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 // where end and a later state find it, and watches the submit ctx's and
 // the force's channels itself.
 func (f *Future[T]) wait(ctx context.Context) bool {
-	ps := &f.t.sess.core.parkers
-	p := ps.get()
+	ps, b := &f.t.sess.core.parkers, f.t.sess
+	p := ps.get(b)
 	if !f.signal.CompareAndSwap(nil, &p.w) {
-		ps.put(p)
+		ps.put(b, p)
 		if f.resolved() {
 			return true
 		}
@@ -132,6 +132,10 @@ func (f *Future[T]) wait(ctx context.Context) bool {
 		}
 	}
 	var done, parent, force <-chan struct{}
+	// taken says the wait took a wake-up from p: f's, the only one f
+	// sends, unless a stale one came first (see below: a stale one costs
+	// a look), so there is none left in p to clear.
+	taken := false
 	t, _ := ctx.(*task)
 	light := t != nil && t.done.CompareAndSwap(nil, &p.light)
 	if light {
@@ -156,6 +160,7 @@ func (f *Future[T]) wait(ctx context.Context) bool {
 	case done == nil: // a ctx that never ends: the common wait from outside a task
 		for !f.resolved() {
 			<-p.ch
+			taken = true
 		}
 	default:
 		for !f.resolved() {
@@ -174,11 +179,13 @@ func (f *Future[T]) wait(ctx context.Context) bool {
 	// t's slot and wakes p when its ctx ends: that parker is left to it.
 	f.signal.CompareAndSwap(&p.w, nil)
 	if !light || t.done.CompareAndSwap(&p.light, nil) {
-		select {
-		case <-p.ch:
-		default:
+		if !taken {
+			select {
+			case <-p.ch:
+			default:
+			}
 		}
-		ps.put(p)
+		ps.put(b, p)
 	}
 	return f.resolved()
 }
@@ -202,9 +209,19 @@ type parker struct {
 // again: a scheduler started in a testing/synctest bubble is used in it,
 // and so its parkers' channels belong to it, and a wait on them is one the
 // bubble knows is blocked.
+//
+// Each shard keeps one parker aside (shard.spare, reached through the
+// awaited task's session: base.spare), taken and put back with one atomic
+// operation each; the pool, whose per-P bookkeeping costs several times
+// that, holds the rest. A round trip (a task submitted, then awaited) uses
+// the spare of its own key's shard, so waits on different keys rarely
+// share it.
 type parkers struct{ pool sync.Pool }
 
-func (ps *parkers) get() *parker {
+func (ps *parkers) get(b *base) *parker {
+	if p := b.spare.Swap(nil); p != nil {
+		return p
+	}
 	if p, ok := ps.pool.Get().(*parker); ok {
 		return p
 	}
@@ -213,7 +230,11 @@ func (ps *parkers) get() *parker {
 	return p
 }
 
-func (ps *parkers) put(p *parker) { ps.pool.Put(p) }
+func (ps *parkers) put(b *base, p *parker) {
+	if !b.spare.CompareAndSwap(nil, p) {
+		ps.pool.Put(p)
+	}
+}
 
 // wake gives p a wake-up, unless it holds one.
 func (p *parker) wake() {

@@ -115,6 +115,7 @@ func (h *Session[K]) Queued() (high, normal int) {
 		return 0, 0
 	}
 	for p := h.sess; p != nil; p = p.pred {
+		h.s.unstage(sh, p)
 		high += p.high.n
 		normal += p.normal.n
 	}

@@ -149,6 +149,8 @@ func (s *Scheduler[K]) pause(sh *shard[K], sess *session[K]) {
 	for p := sess; p != nil; p = p.pred {
 		p.pause = true
 		switch p.state {
+		case stateRunning:
+			s.unstage(sh, p) // not started: its worker parks instead
 		case stateIdle:
 			s.fire(sh, p, evPause)
 		case statePaced:

@@ -326,11 +326,23 @@ func (s *Scheduler[K]) accept(h *Session[K], key K, t *task) error {
 		return ErrQueueFull
 	}
 	start := s.admit(sh, sess, t) && s.rq.schedule(sh, sess)
+	if start && s.stages(sess) {
+		s.stage(sh, sess)
+	}
 	sh.mu.Unlock()
 	if start {
 		go sess.start()
 	}
 	return nil
+}
+
+// stages reports whether sess, which Submit just spawned from idle, may
+// have its task staged for its goroutine (see stage): nothing but its
+// goroutine's take may look at the task before it starts, so no queue
+// bound, slot limit, rate or per-key control.
+func (s *Scheduler[K]) stages(sess *session[K]) bool {
+	return s.opts.maxQueue == 0 && s.opts.maxConcurrency == 0 && s.rate == nil && sess.ctl == nil &&
+		sess.w.pace == nil && !sess.pause
 }
 
 // acceptControlled is accept for a task tagged for Replace or one that may
@@ -426,6 +438,7 @@ func (s *Scheduler[K]) Queued(key K) (high, normal int) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for sess := sh.sessions[key]; sess != nil; sess = sess.pred {
+		s.unstage(sh, sess)
 		high += sess.high.n
 		normal += sess.normal.n
 	}

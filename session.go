@@ -204,6 +204,29 @@ func holds(st state, work bool) bool {
 // (checkMoves) count it.
 func (s *Scheduler[K]) fire(sh *shard[K], sess *session[K], on event) {
 	from := sess.state
+	// Every activation makes these two moves; they are the table's edges
+	// and the effects below, written out for them: a session in either
+	// state holds no token of its own (see holds), and only running counts
+	// as busy.
+	switch {
+	case on == evSpawn && from == stateIdle:
+		if sess.links[listIdle].in {
+			sh.idle.remove(sess)
+		}
+		sess.state = stateRunning
+		s.begin(&sess.w)
+		sh.busy++
+		s.addTokens(sh, 1) // the goroutine's
+		return
+	case on == evRetire && from == stateRunning:
+		sess.highRun = 0
+		sess.state = stateIdle
+		sh.busy--
+		if sess.handles == 0 {
+			s.keepIdle(sh, sess)
+		}
+		return
+	}
 	to, ok := transition(from, on, sess.pause)
 	if !ok {
 		if checkMoves {
@@ -238,7 +261,7 @@ func (s *Scheduler[K]) fire(sh *shard[K], sess *session[K], on event) {
 		sh.paced++
 	case stateRunning:
 		if from != stateHeld { // a successor goes on with its predecessor's turn
-			sess.w.begin()
+			s.begin(&sess.w)
 		}
 	case stateGone:
 		if sh.sessions[sess.key] == sess { // a predecessor a successor replaced is not
@@ -308,6 +331,9 @@ type base struct {
 	// lending once a wait tried to (see worker.userDone).
 	loan          loan
 	open, lending atomic.Bool
+	// spare is its shard's spare parker (see parkers), for the Awaits of
+	// its futures; set when the session is made.
+	spare *atomic.Pointer[parker]
 }
 
 // behind reports whether a wait for work of session b, by a caller running
@@ -344,8 +370,15 @@ type session[K comparable] struct {
 
 	high, normal fifo
 	highRun      int     // consecutive High tasks picked (WithHighBurst)
-	cur          *task   // the task its worker has in hand
+	cur          *task   // the task its worker has in hand, or has staged
 	reports      []*task // posted tasks dropped by Discard or the give-up, still to report
+
+	// staged is the task Submit handed an idle session's new goroutine
+	// (see stage): the goroutine takes it with one swap, and every other
+	// lock section that needs the session's lanes as they are puts it back
+	// first (unstage), so that it has not started until the goroutine
+	// runs it.
+	staged atomic.Pointer[task]
 
 	handles int  // open handles; a session with handles is never an idle record
 	handled bool // a handle ever held it
@@ -397,21 +430,26 @@ func (sh *shard[K]) recount(sess *session[K], was bool) {
 // own frame, since a wake-up's stack is deepest there (see
 // Scheduler.accept).
 func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (idle bool) {
-	was := sess.busy()
 	t.sess = &sess.base
 	sh.submitted++
 	sh.queued[t.prio]++
+	q := &sess.normal
 	if t.prio == High {
-		sess.high.push(t)
-	} else {
-		sess.normal.push(t)
+		q = &sess.high
 	}
-	sh.recount(sess, was)
-	switch sess.state {
-	case stateIdle:
-		sh.unlistIdle(sess) // here, not in fire, for the same reason
+	if sess.state == stateIdle {
+		// An idle session counts as busy neither before t nor after: the
+		// move that schedules it does.
+		q.push(t)
+		if sess.links[listIdle].in { // here, not in fire, for the same reason
+			sh.idle.remove(sess)
+		}
 		return true
-	case statePaused:
+	}
+	was := sess.busy()
+	q.push(t)
+	sh.recount(sess, was)
+	if sess.state == statePaused {
 		s.fire(sh, sess, evAdmit) // its first work takes a live token
 	}
 	return false // it runs, waits for a slot, is held or paused: its worker will find t
@@ -560,6 +598,7 @@ func (s *Scheduler[K]) startClosing(sh *shard[K], sess *session[K]) *drain {
 // give-up one with reports is made running. drop returns the session whose
 // goroutine the caller must start, if any: sess, or a successor released.
 func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome, resolved []wakeUp) ([]wakeUp, *session[K]) {
+	s.unstage(sh, sess)
 	was := sess.busy()
 	for {
 		t := sh.pick(sess, 0)
@@ -684,6 +723,16 @@ func (q *fifo) push(t *task) {
 	q.n++
 }
 
+// pushFront puts t back first, where it was popped from.
+func (q *fifo) pushFront(t *task) {
+	t.next = q.head
+	if q.head == nil {
+		q.tail = t
+	}
+	q.head = t
+	q.n++
+}
+
 func (q *fifo) pop() *task {
 	t := q.head
 	if t == nil {
@@ -732,4 +781,57 @@ func (s *Scheduler[K]) nextTaskControlled(sh *shard[K], sess *session[K]) *task 
 		s.makeRoom(sh, sess, t.prio)
 	}
 	return t
+}
+
+// stage hands the only task of sess, just spawned from idle by Submit,
+// to the goroutine Submit starts, in the lock section that admitted it:
+// the task is taken off its lane and counted as running (as nextTask
+// does), and the goroutine takes it with one swap (see
+// Scheduler.claim) instead of a lock section of its own. Until then it
+// has not started: Pause, Discard, the give-up and Queued put it back
+// (unstage) and see it queued, and the goroutine finds it in its lane.
+// Only a session that no per-key control, queue bound or slot limit
+// touches is staged (see Scheduler.accept).
+func (s *Scheduler[K]) stage(sh *shard[K], sess *session[K]) {
+	t := sh.pop(sess, s.opts.highBurst)
+	sh.running++
+	sess.cur = t
+	sess.w.first = true
+	sess.staged.Store(t)
+}
+
+// unstage puts sess's staged task, if its goroutine has not taken it,
+// back at the head of its lane, as it was before stage. Called with
+// sh.mu held.
+func (s *Scheduler[K]) unstage(sh *shard[K], sess *session[K]) {
+	t := sess.staged.Swap(nil)
+	if t == nil {
+		return
+	}
+	if t.prio == High {
+		sess.high.pushFront(t)
+	} else {
+		sess.normal.pushFront(t)
+	}
+	sh.queued[t.prio]++
+	sh.running--
+	sess.cur = nil
+	sess.highRun = 0 // an idle session's, before stage
+}
+
+// claim takes the task stage handed sess's goroutine into its hand, to
+// run, and reports whether it did: false when there was none, or when a
+// lock section put it back first (unstage).
+func (s *Scheduler[K]) claim(sess *session[K]) bool {
+	w := &sess.w
+	if !w.first {
+		return false
+	}
+	w.first = false
+	t := sess.staged.Swap(nil)
+	if t == nil {
+		return false
+	}
+	w.t, w.stage = t, stageRun
+	return true
 }

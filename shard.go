@@ -45,7 +45,12 @@ type shard[K comparable] struct {
 	queued    [2]int // tasks waiting, by priority
 	submitted uint64
 	counts    [2][nOutcomes]uint64 // tasks resolved, by priority and outcome
-	_         [64]byte             // keep shards' locks on separate cache lines
+
+	// spare is a parker kept for the next Await of a future of this
+	// shard's sessions (see parkers); taken and put back atomically,
+	// without mu.
+	spare atomic.Pointer[parker]
+	_     [64]byte // keep shards' locks on separate cache lines
 }
 
 // idleRecords is how many idle sessions a scheduler keeps for reuse, over
@@ -79,7 +84,7 @@ func (s *Scheduler[K]) makeSession(sh *shard[K], key K) *session[K] {
 		sess.start = func() { s.work(sess) }
 	}
 	sess.key, sess.sh = key, sh
-	sess.base.core = &s.core
+	sess.base.core, sess.base.spare = &s.core, &sh.spare
 	if sh.sessions == nil {
 		sh.sessions = make(map[K]*session[K])
 	}

@@ -45,6 +45,7 @@ type worker[K comparable] struct {
 
 	nexts    []func(context.Context) error // the interceptors' nexts (intercept.go), made once
 	replaced []wakeUp                      // tasks makeRoom replaced under the lock, to finish without it
+	first    bool                          // stage handed it a task: claim it before advancing
 
 	logs      []record     // records to write, each taken off before it is written
 	reporting []*task      // failures of dropped posted tasks, to report (see Scheduler.drop)
@@ -73,8 +74,16 @@ const (
 	userRate      // the WithRate function
 )
 
-// begin marks the start of a turn.
-func (w *worker[K]) begin() { w.newTurn = true }
+// begin starts a turn: at once when it needs neither the weight function
+// (user code, which runs only in a step of the worker: beginTurn) nor the
+// clock, else in the worker's next step.
+func (s *Scheduler[K]) begin(w *worker[K]) {
+	if s.weight == nil && s.opts.yieldInterval == 0 {
+		w.newTurn, w.n, w.limit = false, 0, s.opts.yieldAfter
+		return
+	}
+	w.newTurn = true
+}
 
 // work is the one guard of every goroutine the scheduler starts, in
 // singleflight's doCall shape: two deferred frames (work's own and
@@ -216,6 +225,9 @@ func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 		s.beginTurn(sess)
 	case w.t != nil && w.stage == stageRun:
 		s.runTask(sess)
+		if w.stage == stageDone && s.onlyTask(w) {
+			return s.advance(sess) // the next step's, without its dispatch
+		}
 	case w.t != nil && w.stage == stageReport:
 		w.stage = stageDone
 		s.report(sess, w.t)
@@ -225,9 +237,31 @@ func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 		w.reporting = w.reporting[1:]
 		s.report(sess, t)
 	default:
-		return s.advance(sess)
+		if s.claim(sess) {
+			if !s.onlyTask(w) {
+				return sess
+			}
+		} else if next := s.advance(sess); next != sess || w.t == nil || !s.onlyTask(w) {
+			return next
+		}
+		// advance took a task to run (stageRun), and nothing comes before
+		// it: run it, and advance again, in this step, as the next steps
+		// would.
+		s.runTask(sess)
+		if w.stage == stageDone && s.onlyTask(w) {
+			return s.advance(sess)
+		}
 	}
 	return sess
+}
+
+// onlyTask reports whether w has nothing to do before the task in hand's own
+// next step (see step): no slot to enter, no replaced task to finish, no
+// record to write, the rate read, no turn to begin, no failure of a
+// dropped task to report.
+func (s *Scheduler[K]) onlyTask(w *worker[K]) bool {
+	return w.handed == evNone && len(w.replaced)+len(w.logs)+len(w.reporting) == 0 && !w.newTurn &&
+		(s.rate == nil || w.rateRead)
 }
 
 // enter moves a session handed a slot from the ready queue to running,
@@ -267,10 +301,14 @@ func (s *Scheduler[K]) beginTurn(sess *session[K]) {
 // turnOver reports whether the turn has run its count of tasks or, with
 // WithYieldInterval, its time (after at least one task).
 func (w *worker[K]) turnOver(interval time.Duration) bool {
-	if w.n >= w.limit {
-		return true
-	}
-	return interval > 0 && w.n > 0 && time.Since(w.turnStart) >= interval
+	return w.n >= w.limit || interval > 0 && w.timeUp(interval)
+}
+
+// timeUp reports whether the turn, with at least one task run, has lasted
+// interval (WithYieldInterval): apart from turnOver, so that turnOver is
+// inlined and reads no clock without the option.
+func (w *worker[K]) timeUp(interval time.Duration) bool {
+	return w.n > 0 && time.Since(w.turnStart) >= interval
 }
 
 // runTask runs the task in hand, or skips it: once Shutdown gave up, once
@@ -395,10 +433,12 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	case w.pace != nil && sess.queued() > 0 && s.paceNext(sh, sess):
 		leave = true
 	case turnOver && sess.queued() > 0:
-		w.begin() // the next advance takes the next task, after beginTurn
+		s.begin(w) // the next advance takes the next task, after beginTurn if the turn needs it
 		yield = true
 		next = s.rq.yield(sh, sess)
-	case s.nextTask(sh, sess) == nil:
+	case sess.queued() > 0:
+		s.nextTask(sh, sess) // takes one: pick finds a task in a lane that holds one
+	default:
 		succ, spawned := s.retire(sh, sess)
 		if succ != nil && !spawned {
 			next = succ // the key goes on in its successor, on this goroutine (see release)
