@@ -51,7 +51,9 @@ type config struct {
 	drainTimeout time.Duration
 	logger       *slog.Logger
 	interceptors []Interceptor
-	batch        int // WithBatchedCompletion's n; 0: one transaction per job
+	batch        int // WithBatchedCompletion's n; 0: the job's transaction
+	groupJobs    int // WithGroupCommit's n
+	groupDelay   time.Duration
 	errs         []error
 }
 
@@ -62,6 +64,8 @@ const (
 	DefaultAttempts       = 3
 	DefaultPollInterval   = time.Second
 	DefaultDrainTimeout   = 15 * time.Second
+	DefaultGroupJobs      = 16
+	DefaultGroupDelay     = 50 * time.Millisecond
 )
 
 func newConfig(opts []Option) config {
@@ -73,6 +77,8 @@ func newConfig(opts []Option) config {
 		pollInterval: DefaultPollInterval,
 		listen:       true,
 		drainTimeout: DefaultDrainTimeout,
+		groupJobs:    DefaultGroupJobs,
+		groupDelay:   DefaultGroupDelay,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -164,7 +170,30 @@ func WithInterceptor(f Interceptor) Option { return &interceptorOption{f} }
 // for what it buys.
 func WithBatchedCompletion(n int) Option { return batchOption(n) }
 
+// WithGroupCommit sets how a key's consecutive jobs commit: together, in
+// one transaction, each job under a savepoint of its own, up to n jobs
+// (1..32) or until maxDelay (> 0) has passed since the first of them
+// started, whichever comes first, and as soon as the key has no job
+// ready; default DefaultGroupJobs and DefaultGroupDelay. n = 1 commits
+// each job alone.
+//
+// Each job's writes and its completion still commit together, so effects
+// in this database stay exactly once; a failed job's writes roll back
+// alone, and its failure commits with the group's completions before it.
+// What a group changes: a job's writes become visible to others when its
+// group commits, up to n-1 jobs of its key later (or maxDelay plus the
+// running job's time); and a worker that dies, or loses its lease, with a
+// group open loses the group's completions with its writes, so up to n
+// jobs run again, in order, elsewhere. Pause, a halt, a new High job,
+// Replace and Discard still take effect at the key's next job. Ignored
+// under WithBatchedCompletion.
+func WithGroupCommit(n int, maxDelay time.Duration) Option { return groupOption{n, maxDelay} }
+
 type (
+	groupOption struct {
+		n     int
+		delay time.Duration
+	}
 	batchOption       int
 	concurrencyOption int
 	leaseOption       time.Duration
@@ -187,6 +216,20 @@ func (o batchOption) apply(c *config) {
 	}
 	c.batch = int(o)
 }
+
+func (o groupOption) apply(c *config) {
+	if o.n < 1 || o.n > maxGroupJobs || o.delay <= 0 {
+		c.bad(o, fmt.Sprintf("n must be 1..%d and maxDelay > 0", maxGroupJobs))
+		return
+	}
+	c.groupJobs, c.groupDelay = o.n, o.delay
+}
+
+// maxGroupJobs bounds a group: each job's savepoint is a subtransaction,
+// and PostgreSQL slows down every snapshot while a transaction has more
+// than 64 of them (its subtransaction cache overflows); a handler's own
+// nested transactions count too.
+const maxGroupJobs = 32
 
 func (o concurrencyOption) apply(c *config) {
 	if o < 1 {
@@ -245,6 +288,9 @@ func (o *interceptorOption) apply(c *config) {
 	c.interceptors = append(c.interceptors, o.f)
 }
 
+func (o groupOption) String() string {
+	return fmt.Sprintf("WithGroupCommit(%d, %v)", o.n, o.delay)
+}
 func (o batchOption) String() string       { return fmt.Sprintf("WithBatchedCompletion(%d)", int(o)) }
 func (o concurrencyOption) String() string { return fmt.Sprintf("WithMaxConcurrency(%d)", int(o)) }
 func (o leaseOption) String() string       { return fmt.Sprintf("WithLease(%v)", time.Duration(o)) }
