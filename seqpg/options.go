@@ -180,13 +180,13 @@ func WithBatchedCompletion(n int) Option { return batchOption(n) }
 // Each job's writes and its completion still commit together, so effects
 // in this database stay exactly once; a failed job's writes roll back
 // alone, and its failure commits with the group's completions before it.
-// What a group changes: a job's writes become visible to others when its
-// group commits, up to n-1 jobs of its key later (or maxDelay plus the
-// running job's time); and a worker that dies, or loses its lease, with a
-// group open loses the group's completions with its writes, so up to n
-// jobs run again, in order, elsewhere. Pause, a halt, a new High job,
-// Replace and Discard still take effect at the key's next job. Ignored
-// under WithBatchedCompletion.
+// What a group changes: a job's writes become visible to others, and
+// release their row locks, when its group commits, up to n-1 jobs of its
+// key later (or maxDelay plus the running job's time); and a worker that
+// dies, or loses its lease, with a group open loses the group's
+// completions with its writes, so up to n jobs run again, in order,
+// elsewhere. Pause, a halt, a new High job, Replace and Discard still
+// take effect at the key's next job. Ignored under WithBatchedCompletion.
 func WithGroupCommit(n int, maxDelay time.Duration) Option { return groupOption{n, maxDelay} }
 
 type (
