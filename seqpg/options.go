@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 )
 
@@ -41,7 +42,7 @@ type Option interface {
 }
 
 type config struct {
-	concurrency  int
+	concurrency  int // 0: defaultConcurrency
 	lease        time.Duration
 	attempts     int
 	backoff      BackoffFunc
@@ -59,18 +60,16 @@ type config struct {
 
 // Defaults of the worker's options.
 const (
-	DefaultMaxConcurrency = 64
-	DefaultLease          = 30 * time.Second
-	DefaultAttempts       = 3
-	DefaultPollInterval   = time.Second
-	DefaultDrainTimeout   = 15 * time.Second
-	DefaultGroupJobs      = 16
-	DefaultGroupDelay     = 50 * time.Millisecond
+	DefaultLease        = 30 * time.Second
+	DefaultAttempts     = 3
+	DefaultPollInterval = time.Second
+	DefaultDrainTimeout = 15 * time.Second
+	DefaultGroupJobs    = 16
+	DefaultGroupDelay   = 50 * time.Millisecond
 )
 
 func newConfig(opts []Option) config {
 	c := config{
-		concurrency:  DefaultMaxConcurrency,
 		lease:        DefaultLease,
 		attempts:     DefaultAttempts,
 		backoff:      DefaultBackoff,
@@ -88,6 +87,15 @@ func newConfig(opts []Option) config {
 	return c
 }
 
+// concurrencyPerProc is WithMaxConcurrency's default per GOMAXPROCS.
+const concurrencyPerProc = 8
+
+// defaultConcurrency is WithMaxConcurrency's default for a pool of
+// maxConns connections.
+func defaultConcurrency(maxConns int32) int {
+	return max(1, min(concurrencyPerProc*runtime.GOMAXPROCS(0), int(maxConns)-2))
+}
+
 func (c *config) log() *slog.Logger {
 	if c.logger != nil {
 		return c.logger
@@ -100,8 +108,16 @@ func (c *config) bad(o Option, reason string) {
 }
 
 // WithMaxConcurrency bounds the keys a worker holds at once, and so the
-// jobs it runs at once (one per key); default DefaultMaxConcurrency. It
-// is also the bound of its seqsched scheduler's concurrency.
+// jobs it runs at once (one per key); it is also the bound of its
+// seqsched scheduler's concurrency. The default is 8 per GOMAXPROCS, at
+// most the pool's MaxConns less two (at least 1): in the default mode a
+// held key keeps a pooled connection for its group's transaction, and
+// the worker needs one for listening and one for claims, renewals and
+// releases. More keys at once than the database serves well costs CPU per
+// job and throughput (BENCHMARKS.md: on two cores shared by the worker
+// and PostgreSQL, 8 or 16 keys at once ran small jobs at a median 155 or
+// 161 µs of CPU each, 64 at 210 µs, 100 at 253 µs); raise it for handlers
+// that wait on other services, with a pool to match.
 func WithMaxConcurrency(n int) Option { return concurrencyOption(n) }
 
 // WithLease sets how long a worker's hold on a key lasts without renewal;

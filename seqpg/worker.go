@@ -96,6 +96,9 @@ func NewWorker(pool *pgxpool.Pool, handler Handler, opts ...Option) (*Worker, er
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
+	if cfg.concurrency == 0 {
+		cfg.concurrency = defaultConcurrency(pool.Config().MaxConns)
+	}
 	sopts := []seqsched.Option{seqsched.WithMaxConcurrency(cfg.concurrency)}
 	if cfg.logger != nil {
 		sopts = append(sopts, seqsched.WithLogger(cfg.logger))

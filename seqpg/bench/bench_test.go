@@ -81,12 +81,13 @@ func (f *failures) report(b *testing.B) {
 	b.ReportMetric(float64(f.leaseExpiredRunning), "leases-expired-running")
 }
 
-// seqpgWorker starts a seqpg worker whose handler calls done.
+// seqpgWorker starts a seqpg worker whose handler calls done; without
+// WithMaxConcurrency in opts, at its default concurrency.
 func seqpgWorker(b testing.TB, pool *pgxpool.Pool, done func(*seqpg.Job), opts ...seqpg.Option) *seqpg.Worker {
 	w, err := seqpg.NewWorker(pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
 		done(job)
 		return nil
-	}, append([]seqpg.Option{seqpg.WithMaxConcurrency(workers)}, opts...)...)
+	}, opts...)
 	must(b, err)
 	ran := make(chan error, 1)
 	go func() { ran <- w.Run(context.Background()) }()
@@ -171,6 +172,7 @@ func BenchmarkThroughput(b *testing.B) {
 		name string
 		opts []seqpg.Option
 	}{
+		{"concurrency=default", nil},
 		{"concurrency=100", []seqpg.Option{seqpg.WithMaxConcurrency(workers)}},
 		{"concurrency=64", []seqpg.Option{seqpg.WithMaxConcurrency(64)}},
 		{"concurrency=32", []seqpg.Option{seqpg.WithMaxConcurrency(32)}},
