@@ -80,10 +80,12 @@ func (t *jobTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Statemen
 }
 
 // Exec sends the job's savepoint, if not yet made, in the same round trip
-// when the statement has arguments (one without is sent with the simple
-// protocol, which may hold several statements, and goes alone).
+// when the statement has arguments. One without is sent with the simple
+// protocol, which may hold several statements, and one whose first
+// argument is a pgx.QueryExecMode chooses a mode a batch does not take:
+// those go after the savepoint.
 func (t *jobTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if t.sp || len(args) == 0 {
+	if _, mode := firstArg(args).(pgx.QueryExecMode); t.sp || len(args) == 0 || mode {
 		if err := t.savepoint(ctx); err != nil {
 			return pgconn.CommandTag{}, err
 		}
@@ -120,6 +122,13 @@ func (t *jobTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 func (t *jobTx) Conn() *pgx.Conn {
 	t.savepoint(t.ctx) // an error here is the caller's first statement's
 	return t.Tx.Conn()
+}
+
+func firstArg(args []any) any {
+	if len(args) == 0 {
+		return nil
+	}
+	return args[0]
 }
 
 type errRow struct{ err error }

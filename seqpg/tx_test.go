@@ -145,27 +145,60 @@ func createEffects(t testing.TB, pool *pgxpool.Pool) {
 }
 
 // A job that fails inside a group of its key's jobs rolls back its own
-// writes alone: the jobs before it in the group run once and keep theirs,
-// committed with the failure, and it runs again after the backoff.
+// writes alone, whichever way its handler first used tx: the jobs before
+// it in the group run once and keep theirs, committed with the failure,
+// and it runs again after the backoff.
 func TestFailedJobInGroupRollsBackAlone(t *testing.T) {
-	pool, _ := newDB(t)
-	createEffects(t, pool)
-	enqueueAll(t, pool, "k", "a", "b", "c")
-	r := newRecorder()
-	startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
-		r.add(job)
-		p := fmt.Sprintf("%s/%d", job.Payload, job.Attempt)
-		if _, err := tx.Exec(ctx, `INSERT INTO effects (payload) VALUES ($1)`, p); err != nil {
+	const insert = `INSERT INTO effects (payload) VALUES ($1)`
+	for name, write := range map[string]func(ctx context.Context, tx pgx.Tx, p string) error{
+		"exec": func(ctx context.Context, tx pgx.Tx, p string) error {
+			_, err := tx.Exec(ctx, insert, p)
 			return err
-		}
-		if string(job.Payload) == "b" && job.Attempt == 1 {
-			return errors.New("b fails once")
-		}
-		return nil
-	}, seqpg.WithGroupCommit(16, time.Hour))
-	assert.Equal(t, []string{"a", "b", "b", "c"}, r.wait(t, 4))
-	eventually(t, "the key to end", func() bool { return state(t, pool, "k").Pending == 0 })
-	assert.Equal(t, []string{"a/1", "b/2", "c/1"}, effects(t, pool))
+		},
+		"exec-without-args": func(ctx context.Context, tx pgx.Tx, p string) error {
+			_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO effects (payload) VALUES ('%s')`, p))
+			return err
+		},
+		"exec-simple-protocol": func(ctx context.Context, tx pgx.Tx, p string) error {
+			_, err := tx.Exec(ctx, insert, pgx.QueryExecModeSimpleProtocol, p)
+			return err
+		},
+		"query-row": func(ctx context.Context, tx pgx.Tx, p string) error {
+			var id int64
+			return tx.QueryRow(ctx, insert+` RETURNING id`, p).Scan(&id)
+		},
+		"batch": func(ctx context.Context, tx pgx.Tx, p string) error {
+			b := &pgx.Batch{}
+			b.Queue(insert, p)
+			return tx.SendBatch(ctx, b).Close()
+		},
+		"nested": func(ctx context.Context, tx pgx.Tx, p string) error {
+			return pgx.BeginFunc(ctx, tx, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, insert, p)
+				return err
+			})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pool, _ := newDB(t)
+			createEffects(t, pool)
+			enqueueAll(t, pool, "k", "a", "b", "c")
+			r := newRecorder()
+			startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+				r.add(job)
+				if err := write(ctx, tx, fmt.Sprintf("%s/%d", job.Payload, job.Attempt)); err != nil {
+					return err
+				}
+				if string(job.Payload) == "b" && job.Attempt == 1 {
+					return errors.New("b fails once")
+				}
+				return nil
+			}, seqpg.WithGroupCommit(16, time.Hour))
+			assert.Equal(t, []string{"a", "b", "b", "c"}, r.wait(t, 4))
+			eventually(t, "the key to end", func() bool { return state(t, pool, "k").Pending == 0 })
+			assert.Equal(t, []string{"a/1", "b/2", "c/1"}, effects(t, pool))
+		})
+	}
 }
 
 // A group commits every n jobs: while a key's third job runs, the writes
