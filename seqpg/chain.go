@@ -1,25 +1,29 @@
 package seqpg
 
 // Group commit (the default mode): a held key runs its next jobs in one
-// transaction, each job under a savepoint of its own, and commits them
-// together, every WithGroupCommit n jobs, after its time bound, or when the
-// key has no job left. A job's completion and the read of the key's next
-// job are one statement, sent with the next job's savepoint in one round
-// trip:
+// transaction, each job's writes under a savepoint of its own, and
+// commits them together: every WithGroupCommit n jobs, after its time
+// bound, or when the key has no job left. A job's completion and the
+// read of the key's next job are one statement, in one round trip:
 //
+//	RELEASE SAVEPOINT seqpg_job  -- if the handler made it (jobtx.go)
 //	delete job n, and read and lock the key's next job (fenced, as every read of a job)
-//	SAVEPOINT seqpg_job          -- job n+1's writes roll back alone if it fails
 //
-// A group's commit records its completions on the key's row (fenced: it
-// raises seqpg_lease_lost() if the lease is not ours, and nothing
-// commits), and, unless the chain is cut there, chains the next group's
+// The savepoint is made by the handler's tx before its first statement,
+// so a handler that does not use tx costs none. A group's commit records
+// its completions on the key's row (fenced: it raises seqpg_lease_lost()
+// if the lease is not ours, and nothing commits), and, unless the chain
+// is cut there or the key has no job left, chains the next group's
 // transaction onto the commit and reads the key's next job in it:
 //
 //	settle the group's k jobs (fenced) and delete job n
 //	COMMIT AND CHAIN             -- the group commits; the next one begins
 //	SET LOCAL idle_in_transaction_session_timeout
 //	read and lock the key's next job
-//	SAVEPOINT seqpg_job
+//
+// Each read also returns the key's pending count, so that the group of
+// the key's last known job commits with it, giving the key back in the
+// same statement, rather than after one more read that finds nothing.
 //
 // A failed job rolls back to its savepoint, and its failure (retry, halt,
 // dead letter) is recorded and committed with the group's completions

@@ -3,8 +3,9 @@ package seqpg
 // The handler's tx: a view of the job's group transaction (chain.go) that
 // cannot end it, and that opens the job's savepoint on its first use, so
 // that a failed job's writes roll back alone. A handler that does not use
-// tx costs the group no savepoint at all; the first Exec with arguments
-// sends the savepoint in its own round trip.
+// tx costs the group no savepoint at all; a first Exec with arguments
+// carries the savepoint in its own round trip, other first uses send it
+// in one more.
 
 import (
 	"context"
