@@ -30,8 +30,7 @@ import (
 // independent checker then reads what the handlers applied, in their
 // transactions: every job applied exactly once, each key's jobs in commit
 // order, and a stuck key's long jobs overlapped by other keys' progress.
-// Each seed runs twice: with the job's transaction (the default mode,
-// whose groups of a key's jobs the producer's bursts fill), and under
+// Each seed runs twice: with the job's transaction, and under
 // WithBatchedCompletion, whose handler applies each job as its docs say a
 // handler must: fenced by the lease's token and idempotent.
 //
@@ -52,7 +51,6 @@ const (
 	propLease   = 500 * time.Millisecond
 	propKeys    = 16
 	propPerKey  = 25
-	propBurst   = 5
 	stuckKey    = "stuck"
 	stuckJobs   = 3
 	stuckHandle = 300 * time.Millisecond // well inside the lease
@@ -155,14 +153,9 @@ func propertyRun(t *testing.T, seed uint64, batched bool) {
 					return
 				}
 			}
-			// Spread over the faults, so that they meet work, in bursts of
-			// propBurst jobs per key, so that keys have backlogs: the
-			// default mode runs a backlog's jobs in groups, under one
-			// transaction, and the faults must meet open groups too.
-			if n%propBurst == propBurst-1 {
-				pace := int(*flagChaos / (propPerKey / propBurst) / time.Millisecond)
-				time.Sleep(time.Duration(prng.IntN(2*pace+1)) * time.Millisecond)
-			}
+			// Spread over the faults, so that they meet work.
+			pace := int(*flagChaos / propPerKey / time.Millisecond)
+			time.Sleep(time.Duration(prng.IntN(2*pace+1)) * time.Millisecond)
 		}
 	}()
 
