@@ -149,7 +149,7 @@ func (w *Worker) finishBatched(ctx context.Context, l *lease, job *Job, herr err
 		w.lostBatch(l)
 		return
 	}
-	w.finish(ctx, l, 0, nil, job, herr)
+	w.fail(ctx, l, job, herr, nil)
 }
 
 // flush records the completions of the jobs run since the last read and,

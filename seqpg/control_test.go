@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/seqsched/seqsched/seqpg"
@@ -172,4 +173,50 @@ func TestDiscardDropsBacklogNotRunningJob(t *testing.T) {
 	eventually(t, "the key to empty", func() bool { return state(t, pool, "k").Pending == 0 })
 	enqueue(t, pool, "k", "c")
 	assert.Equal(t, []string{"running", "c"}, r.wait(t, 2))
+}
+
+// Pause and a new High job take effect at the key's next job while the
+// key's group is open (its jobs so far not yet committed): each read of a
+// job sees what others committed before it.
+func TestControlsTakeEffectInsideAGroup(t *testing.T) {
+	for _, control := range []string{"pause", "high"} {
+		t.Run(control, func(t *testing.T) {
+			pool, _ := newDB(t)
+			ctx := context.Background()
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				for _, p := range []string{"1", "2", "3"} {
+					if _, err := seqpg.Enqueue(ctx, tx, "k", []byte(p)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			require.NoError(t, err)
+			second, release := make(chan struct{}), make(chan struct{})
+			r := newRecorder()
+			startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+				r.add(job)
+				if string(job.Payload) == "2" {
+					close(second)
+					waitOrDone(ctx, release)
+				}
+				return nil
+			}, seqpg.WithGroupCommit(16, time.Hour))
+			<-second // job 1 is done, in the open group
+			switch control {
+			case "pause":
+				require.NoError(t, seqpg.Pause(ctx, pool, "k"))
+				close(release)
+				assert.Equal(t, []string{"1", "2"}, r.wait(t, 2))
+				eventually(t, "the key to be given back", func() bool { return !state(t, pool, "k").Leased })
+				assert.Equal(t, seqpg.KeyState{Pending: 1, Paused: true}, state(t, pool, "k"))
+				require.NoError(t, seqpg.Resume(ctx, pool, "k"))
+				assert.Equal(t, []string{"3"}, r.wait(t, 1))
+			case "high":
+				enqueue(t, pool, "k", "h", seqpg.High())
+				close(release)
+				assert.Equal(t, []string{"1", "2", "h", "3"}, r.wait(t, 4))
+			}
+		})
+	}
 }

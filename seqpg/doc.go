@@ -42,7 +42,13 @@
 //     (WithPollInterval) covers lost notifications and poolers.
 //   - Inside a worker, keys run as sessions of a seqsched.Scheduler.
 //
-// For throughput, WithBatchedCompletion gives up the job's transaction:
+// A held key's consecutive jobs share one transaction, each under a
+// savepoint of its own, and commit together (WithGroupCommit): a job's
+// writes become visible when its group commits, and a worker that dies
+// with a group open leaves its jobs to run again, their effects rolled
+// back with them.
+//
+// For more throughput, WithBatchedCompletion gives up the job's transaction:
 // a key's jobs are read several at a time and their completions recorded
 // in one statement, so effects become at least once (fence and dedupe
 // them); order, the fenced lease and durability stay.
@@ -52,7 +58,7 @@
 // No scheduled (run-at) jobs, no cron, no unique jobs beyond Replace, no
 // job priorities across keys (High is within a key), no UI. A key's jobs
 // run one at a time everywhere, so a key's throughput is one job per
-// handler call plus a commit. Enqueuers of one key wait for each other's
+// handler call and round trip. Enqueuers of one key wait for each other's
 // commits.
 //
 // # The contract with your code

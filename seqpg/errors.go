@@ -43,6 +43,12 @@ var (
 	// The worker logs it and counts it in Stats.LeaseLost.
 	ErrLeaseLost = errors.New("seqpg: lease lost")
 
+	// ErrJobTx is wrapped by the error of Commit and Rollback of a
+	// handler's tx, which do nothing: the job's transaction is the
+	// worker's, and commits with the job's completion (return nil) or
+	// rolls back to the job's start (return an error).
+	ErrJobTx = errors.New("seqpg: the job's transaction ends with the job")
+
 	// ErrTerminal marks a handler's error as not worth retrying (see
 	// Terminal).
 	ErrTerminal = errors.New("seqpg: terminal error")

@@ -153,11 +153,12 @@ func (w *Worker) expiredRunning(l *lease, tx pgx.Tx, job *Job) {
 // it locally.
 func (w *Worker) release(l *lease) {
 	defer w.drop(l)
-	// The key's next job, locked in the chained transaction, is let go
-	// first: the worker that takes the key next must not wait for it.
-	l.closeChain()
+	// The key's open group commits first, and its next job, locked in
+	// the group's transaction, is let go: the worker that takes the key
+	// next must not wait for it.
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.lease)
 	defer cancel()
+	w.settleChain(ctx, l)
 	w.flushOnRelease(ctx, l)
 	var again bool
 	err := w.pool.QueryRow(ctx, sqlRelease, l.key, l.token).Scan(&again)
@@ -169,21 +170,21 @@ func (w *Worker) release(l *lease) {
 	}
 }
 
-// releaseAll gives back every key still held, at the end of Run.
+// releaseAll gives back every key still held, at the end of Run, with
+// what its open group or batch completed.
 func (w *Worker) releaseAll() {
-	if w.cfg.batch > 0 {
-		w.mu.Lock()
-		held := make([]*lease, 0, len(w.leases))
-		for _, l := range w.leases {
-			held = append(held, l)
-		}
-		w.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.lease)
-		for _, l := range held {
-			w.flushOnRelease(ctx, l)
-		}
-		cancel()
+	w.mu.Lock()
+	open := make([]*lease, 0, len(w.leases))
+	for _, l := range w.leases {
+		open = append(open, l)
 	}
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.lease)
+	for _, l := range open {
+		w.settleChain(ctx, l)
+		w.flushOnRelease(ctx, l)
+	}
+	cancel()
 	w.mu.Lock()
 	var keys []string
 	var tokens []int64
@@ -201,7 +202,7 @@ func (w *Worker) releaseAll() {
 	if len(keys) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.lease)
+	ctx, cancel = context.WithTimeout(context.Background(), w.cfg.lease)
 	defer cancel()
 	if _, err := w.pool.Exec(ctx, sqlReleaseAll, keys, tokens); err != nil {
 		w.dbError(ctx, "release", err)

@@ -67,8 +67,8 @@ func TestLostLeaseCannotComplete(t *testing.T) {
 	// A's refused completion aborted its transaction, which let B go on,
 	// before A counted it.
 	eventually(t, "A to count its lost lease", func() bool { return a.Stats().LeaseLost == 1 })
+	eventually(t, "B to count its completion", func() bool { return b.Stats().Completed == 1 })
 	assert.Equal(t, uint64(0), a.Stats().Completed)
-	assert.Equal(t, uint64(1), b.Stats().Completed)
 	var token int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT token FROM effects WHERE job = $1`, e.ID).Scan(&token))
 	assert.Equal(t, fb, token, "the effect is B's, once")
@@ -244,6 +244,7 @@ func TestLeaseExpiredWhileRunningIsRolledBackVisibly(t *testing.T) {
 	assert.Less(t, time.Since(released), 5*time.Second)
 	assert.Greater(t, second, first)
 	eventually(t, "the job to complete", func() bool { return state(t, pool, "k").Pending == 0 })
+	eventually(t, "the completion to be counted", func() bool { return w.Stats().Completed == 1 })
 	var token int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT token FROM effects WHERE job = $1`, e.ID).Scan(&token))
 	assert.Equal(t, second, token, "the effect is the second run's, once")
@@ -298,4 +299,65 @@ func (r *records) find(msg string) []record {
 		}
 	}
 	return out
+}
+
+// A worker that lost its lease with a group of its key's jobs open
+// commits none of them: the group's completions roll back with their
+// effects, and the worker that took the key over runs every job of the
+// group again, each effect applied once, with its token.
+func TestLostLeaseRollsBackTheWholeGroup(t *testing.T) {
+	pool, _ := newDB(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `CREATE TABLE effects (payload text PRIMARY KEY, token bigint)`)
+	require.NoError(t, err)
+	effect := func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+		f, _ := seqpg.LeaseOf(ctx)
+		_, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, $2)`, string(job.Payload), f.Token)
+		return err
+	}
+	second, release := make(chan struct{}), make(chan struct{})
+	a := startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+		if err := effect(ctx, tx, job); err != nil {
+			return err
+		}
+		if string(job.Payload) == "2" {
+			close(second)
+			waitOrDone(ctx, release) // frozen past its lease
+		}
+		return nil
+	}, seqpg.WithMaxConcurrency(1), seqpg.WithGroupCommit(16, time.Hour))
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		for _, p := range []string{"1", "2"} {
+			if _, err := seqpg.Enqueue(ctx, tx, "k", []byte(p)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	<-second // job 1 is done in A's open group
+
+	_, err = pool.Exec(ctx, `UPDATE seqpg_keys SET lease_until = now() - interval '1 second', run_after = now() - interval '1 second' WHERE key = 'k'`)
+	require.NoError(t, err)
+	r := newRecorder()
+	b := startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+		r.add(job)
+		return effect(ctx, tx, job)
+	})
+	eventually(t, "B to claim the key", func() bool { return b.Stats().Claimed == 1 })
+	close(release)
+
+	assert.Equal(t, []string{"1", "2"}, r.wait(t, 2), "B runs the whole group again")
+	eventually(t, "the key to end", func() bool { return state(t, pool, "k").Pending == 0 })
+	eventually(t, "A to count its lost lease", func() bool { return a.Stats().LeaseLost == 1 })
+	// B counts its completions after its commit returns, which the
+	// database shows first.
+	eventually(t, "B to count its completions", func() bool { return b.Stats().Completed == 2 })
+	assert.Equal(t, uint64(0), a.Stats().Completed)
+	rows, err := pool.Query(ctx, `SELECT token FROM effects ORDER BY payload`)
+	require.NoError(t, err)
+	tokens, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Len(t, tokens, 2)
+	assert.Equal(t, tokens[0], tokens[1], "both effects are B's, once each")
 }

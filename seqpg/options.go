@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 )
 
@@ -41,7 +42,7 @@ type Option interface {
 }
 
 type config struct {
-	concurrency  int
+	concurrency  int // 0: defaultConcurrency
 	lease        time.Duration
 	attempts     int
 	backoff      BackoffFunc
@@ -51,28 +52,32 @@ type config struct {
 	drainTimeout time.Duration
 	logger       *slog.Logger
 	interceptors []Interceptor
-	batch        int // WithBatchedCompletion's n; 0: one transaction per job
+	batch        int // WithBatchedCompletion's n; 0: the job's transaction
+	groupJobs    int // WithGroupCommit's n
+	groupDelay   time.Duration
 	errs         []error
 }
 
 // Defaults of the worker's options.
 const (
-	DefaultMaxConcurrency = 64
-	DefaultLease          = 30 * time.Second
-	DefaultAttempts       = 3
-	DefaultPollInterval   = time.Second
-	DefaultDrainTimeout   = 15 * time.Second
+	DefaultLease        = 30 * time.Second
+	DefaultAttempts     = 3
+	DefaultPollInterval = time.Second
+	DefaultDrainTimeout = 15 * time.Second
+	DefaultGroupJobs    = 16
+	DefaultGroupDelay   = 50 * time.Millisecond
 )
 
 func newConfig(opts []Option) config {
 	c := config{
-		concurrency:  DefaultMaxConcurrency,
 		lease:        DefaultLease,
 		attempts:     DefaultAttempts,
 		backoff:      DefaultBackoff,
 		pollInterval: DefaultPollInterval,
 		listen:       true,
 		drainTimeout: DefaultDrainTimeout,
+		groupJobs:    DefaultGroupJobs,
+		groupDelay:   DefaultGroupDelay,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -80,6 +85,15 @@ func newConfig(opts []Option) config {
 		}
 	}
 	return c
+}
+
+// concurrencyPerProc is WithMaxConcurrency's default per GOMAXPROCS.
+const concurrencyPerProc = 8
+
+// defaultConcurrency is WithMaxConcurrency's default for a pool of
+// maxConns connections.
+func defaultConcurrency(maxConns int32) int {
+	return max(1, min(concurrencyPerProc*runtime.GOMAXPROCS(0), int(maxConns)-2))
 }
 
 func (c *config) log() *slog.Logger {
@@ -94,8 +108,16 @@ func (c *config) bad(o Option, reason string) {
 }
 
 // WithMaxConcurrency bounds the keys a worker holds at once, and so the
-// jobs it runs at once (one per key); default DefaultMaxConcurrency. It
-// is also the bound of its seqsched scheduler's concurrency.
+// jobs it runs at once (one per key); it is also the bound of its
+// seqsched scheduler's concurrency. The default is 8 per GOMAXPROCS, at
+// most the pool's MaxConns less two (at least 1): in the default mode a
+// held key keeps a pooled connection for its group's transaction, and
+// the worker needs one for listening and one for claims, renewals and
+// releases. More keys at once than the database serves well costs CPU per
+// job and throughput (BENCHMARKS.md: on two cores shared by the worker
+// and PostgreSQL, 8 or 16 keys at once ran small jobs at a median 155 or
+// 161 µs of CPU each, 64 at 210 µs, 100 at 253 µs); raise it for handlers
+// that wait on other services, with a pool to match.
 func WithMaxConcurrency(n int) Option { return concurrencyOption(n) }
 
 // WithLease sets how long a worker's hold on a key lasts without renewal;
@@ -164,7 +186,30 @@ func WithInterceptor(f Interceptor) Option { return &interceptorOption{f} }
 // for what it buys.
 func WithBatchedCompletion(n int) Option { return batchOption(n) }
 
+// WithGroupCommit sets how a key's consecutive jobs commit: together, in
+// one transaction, each job under a savepoint of its own, up to n jobs
+// (1..32) or until maxDelay (> 0) has passed since the first of them
+// started, whichever comes first, and as soon as the key has no job
+// ready; default DefaultGroupJobs and DefaultGroupDelay. n = 1 commits
+// each job alone.
+//
+// Each job's writes and its completion still commit together, so effects
+// in this database stay exactly once; a failed job's writes roll back
+// alone, and its failure commits with the group's completions before it.
+// What a group changes: a job's writes become visible to others, and
+// release their row locks, when its group commits, up to n-1 jobs of its
+// key later (or maxDelay plus the running job's time); and a worker that
+// dies, or loses its lease, with a group open loses the group's
+// completions with its writes, so up to n jobs run again, in order,
+// elsewhere. Pause, a halt, a new High job, Replace and Discard still
+// take effect at the key's next job. Ignored under WithBatchedCompletion.
+func WithGroupCommit(n int, maxDelay time.Duration) Option { return groupOption{n, maxDelay} }
+
 type (
+	groupOption struct {
+		n     int
+		delay time.Duration
+	}
 	batchOption       int
 	concurrencyOption int
 	leaseOption       time.Duration
@@ -187,6 +232,20 @@ func (o batchOption) apply(c *config) {
 	}
 	c.batch = int(o)
 }
+
+func (o groupOption) apply(c *config) {
+	if o.n < 1 || o.n > maxGroupJobs || o.delay <= 0 {
+		c.bad(o, fmt.Sprintf("n must be 1..%d and maxDelay > 0", maxGroupJobs))
+		return
+	}
+	c.groupJobs, c.groupDelay = o.n, o.delay
+}
+
+// maxGroupJobs bounds a group: each job's savepoint is a subtransaction,
+// and PostgreSQL slows down every snapshot while a transaction has more
+// than 64 of them (its subtransaction cache overflows); a handler's own
+// nested transactions count too.
+const maxGroupJobs = 32
 
 func (o concurrencyOption) apply(c *config) {
 	if o < 1 {
@@ -245,6 +304,9 @@ func (o *interceptorOption) apply(c *config) {
 	c.interceptors = append(c.interceptors, o.f)
 }
 
+func (o groupOption) String() string {
+	return fmt.Sprintf("WithGroupCommit(%d, %v)", o.n, o.delay)
+}
 func (o batchOption) String() string       { return fmt.Sprintf("WithBatchedCompletion(%d)", int(o)) }
 func (o concurrencyOption) String() string { return fmt.Sprintf("WithMaxConcurrency(%d)", int(o)) }
 func (o leaseOption) String() string       { return fmt.Sprintf("WithLease(%v)", time.Duration(o)) }

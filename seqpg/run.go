@@ -1,17 +1,18 @@
 package seqpg
 
 // Running a key: each leased key is a seqsched session, and each of its
-// jobs one task on it. A step takes the job's transaction (opened by the
-// previous job's completion, chain.go, or else begun here), in which the
-// key's next job was read (the first row of (key, lane, seq), locked);
-// it runs the handler and records the outcome: complete (in the same
-// transaction, which commits and chains the next job's), retry, halt or
-// dead-letter (each in one statement after the rollback). Every outcome
-// is fenced: it is recorded only if the key's lease is still this
+// jobs one task on it. A step takes the job's transaction (its key's
+// open group, chain.go, or else one begun here in the round trip of the
+// first read), in which the key's next job was read (the first row of
+// (key, lane, seq), locked); it runs the handler and records the outcome:
+// complete (in the group), retry, halt or dead-letter (each rolled back
+// to the job's savepoint, recorded and committed with the group). Every
+// outcome is fenced: it commits only if the key's lease is still this
 // worker's token, unexpired, checked under the key's row lock. After a
 // complete or a dead-letter the step posts the key's next step;
-// otherwise the chain ends and the key is given back or dropped. The
-// completion of a key's last job gives the key back itself.
+// otherwise the group ends and the key is given back or dropped. The
+// commit of a group that ran the key's last jobs gives the key back
+// itself.
 
 import (
 	"context"
@@ -30,31 +31,16 @@ import (
 var errNoRows = pgx.ErrNoRows
 
 const (
+	// sqlHead reads and locks the key's next job, if the lease is still
+	// ours and the key neither paused nor halted, with the key's pending
+	// count (chain.go).
 	sqlHead = `
-SELECT j.id, j.lane, j.seq, j.kind, j.payload, coalesce(j.tag, ''), j.attempt, j.enqueued_at
-FROM seqpg_jobs j
-WHERE j.key = $1 AND EXISTS (
-	SELECT 1 FROM seqpg_keys k
-	WHERE k.key = $1 AND k.lease_token = $2 AND k.lease_until > clock_timestamp()
-		AND NOT k.paused AND NOT k.halted)
+SELECT j.id, j.lane, j.seq, j.kind, j.payload, coalesce(j.tag, ''), j.attempt, j.enqueued_at, k.pending
+FROM seqpg_jobs j JOIN seqpg_keys k ON k.key = j.key
+WHERE j.key = $1 AND k.lease_token = $2 AND k.lease_until > clock_timestamp()
+	AND NOT k.paused AND NOT k.halted
 ORDER BY j.lane, j.seq LIMIT 1
-FOR UPDATE`
-
-	// sqlComplete deletes the job and extends the lease, or, when it was
-	// the key's last job, gives the key back; it returns the key's jobs
-	// left. It raises seqpg_lease_lost() when the lease is no longer
-	// ours (chain.go).
-	sqlComplete = `
-WITH k AS (
-	UPDATE seqpg_keys SET pending = pending - 1,
-		lease_owner = CASE WHEN pending > 1 THEN lease_owner END,
-		lease_until = CASE WHEN pending > 1 THEN clock_timestamp() + $4 * interval '1 millisecond' ELSE '-infinity' END,
-		run_after = CASE WHEN pending > 1 THEN clock_timestamp() + $4 * interval '1 millisecond' ELSE clock_timestamp() END
-	WHERE key = $1 AND lease_token = $2 AND lease_until > clock_timestamp()
-	RETURNING pending),
-d AS (
-	DELETE FROM seqpg_jobs WHERE id = $3 AND key = $1 AND EXISTS (SELECT 1 FROM k) RETURNING 1)
-SELECT CASE WHEN EXISTS (SELECT 1 FROM d) THEN (SELECT pending FROM k) ELSE seqpg_lease_lost() END`
+FOR UPDATE OF j`
 
 	// sqlFence locks the key's row if the lease is still ours; the
 	// failure statements build on it.
@@ -131,39 +117,40 @@ func (w *Worker) runJob(ctx context.Context, l *lease) {
 	defer stopOnLoss()
 
 	c := l.takeChain()
-	tx, job := c.tx, c.job
-	if tx == nil {
-		var err error
-		if tx, err = w.pool.Begin(ctx); err != nil {
-			w.dbError(ctx, "begin", err)
-			w.release(l)
-			return
-		}
+	if c.tx == nil {
+		// The begin goes in the round trip of the first read.
 		b := &pgx.Batch{}
-		w.queueHead(b, l, &job)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			rollback(tx)
+		b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		w.queueHead(b, l, &c.job, &c.last)
+		br := w.pool.SendBatch(ctx, b)
+		c.tx = br.Tx()
+		if err := br.Close(); err != nil {
+			rollback(c.tx)
 			w.dbError(ctx, "read job", err)
 			w.release(l)
 			return
 		}
-		if job == nil {
-			rollback(tx)
+		if c.job == nil {
+			rollback(c.tx)
 			w.release(l)
 			return
 		}
 	}
+	if c.k == 0 {
+		c.since = time.Now()
+	}
 	// The transaction is rolled back when the step ends, unless finish
-	// chained the key's next job's transaction onto it.
-	chained := false
+	// committed it or left it in the lease for the key's next job.
+	settled := false
 	defer func() {
-		if !chained {
-			tx.Rollback(context.WithoutCancel(ctx))
+		if !settled {
+			c.tx.Rollback(context.WithoutCancel(ctx))
 		}
 	}()
 
 	hctx := context.WithValue(ctx, fenceKey{}, Fence{Key: l.key, Token: l.token})
 	hctx = context.WithValue(hctx, workerKey{}, w)
+	jtx := &jobTx{Tx: c.tx, ctx: hctx}
 	returned := false
 	var herr error
 	defer func() {
@@ -173,16 +160,19 @@ func (w *Worker) runJob(ctx context.Context, l *lease) {
 			} else {
 				herr = errGoexit
 			}
-			chained = w.finish(ctx, l, c.n, tx, job, herr)
+			c.sp = jtx.sp
+			settled = w.finish(ctx, l, c, herr)
 		}
 	}()
-	herr = w.call(hctx, tx, job)
+	herr = w.call(hctx, jtx, c.job)
 	returned = true
+	c.sp = jtx.sp
 	if l.ctx.Err() != nil {
-		w.expiredRunning(l, tx, job)
+		w.expiredRunning(l, c.tx, c.job)
+		settled = true
 		return
 	}
-	chained = w.finish(ctx, l, c.n, tx, job, herr)
+	settled = w.finish(ctx, l, c, herr)
 }
 
 var errGoexit = fmt.Errorf("seqpg: handler called runtime.Goexit: %w", seqsched.ErrGoexit)
@@ -193,65 +183,107 @@ func (w *Worker) call(ctx context.Context, tx pgx.Tx, job *Job) error {
 	return intercept.Chain(h, w.cfg.interceptors)(ctx, job)
 }
 
-// finish records the outcome of job's attempt and continues or ends l.
-// tx has run ran jobs of its chain before job (chain.go); finish reports
-// whether it chained the key's next job's transaction onto tx (then tx
-// belongs to the lease, and must not be rolled back).
-func (w *Worker) finish(ctx context.Context, l *lease, ran int, tx pgx.Tx, job *Job, herr error) (chained bool) {
+// finish records the outcome of c.job's attempt in c's transaction and
+// continues or ends l. It reports whether it committed or rolled back
+// c.tx, or left it in the lease for the key's next job (then the caller
+// must not roll it back).
+func (w *Worker) finish(ctx context.Context, l *lease, c chain, herr error) (settled bool) {
 	if herr == nil {
-		return w.complete(ctx, l, ran, tx, job)
+		return w.complete(ctx, l, c)
 	}
-	if tx != nil {
-		tx.Rollback(context.WithoutCancel(ctx))
-	}
+	w.fail(ctx, l, c.job, herr, &c)
+	return true
+}
+
+// fail records the failure of job's attempt, fenced: in c's transaction,
+// after a rollback to the job's savepoint (if its handler used the
+// transaction) and with the completions of
+// c's group before it, all committed in one round trip; or, without c
+// (WithBatchedCompletion), in a statement of its own.
+func (w *Worker) fail(ctx context.Context, l *lease, job *Job, herr error, c *chain) {
 	// The outcome is recorded even when ctx ended (Close gave up): a
 	// failure is a fact, and the fence still guards it.
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.lease)
 	defer cancel()
 	terminal := errors.Is(herr, ErrTerminal)
 	msg := herr.Error()
-	var n int
-	var err error
+	var kind failKind
+	var sql string
+	var args []any
+	var d time.Duration
 	switch {
 	case !terminal && job.Attempt < w.cfg.attempts:
-		d := w.backoff(octx, job, herr)
-		err = w.pool.QueryRow(octx, sqlRetry, l.key, l.token, job.ID, msg, ms(d)).Scan(&n)
-		if err == nil && n == 1 {
-			w.n.retried.Add(1)
-			w.log(slog.LevelWarn, "seqpg: job failed; retrying after backoff", "key", logkey.Cut(l.key),
-				"job", job.ID, "attempt", job.Attempt, "backoff", d, "err", herr)
-			w.drop(l) // the key is given back, ready after the backoff
-			return false
-		}
+		kind, d = failRetry, w.backoff(octx, job, herr)
+		sql, args = sqlRetry, []any{l.key, l.token, job.ID, msg, ms(d)}
 	case w.cfg.haltOnError:
-		err = w.pool.QueryRow(octx, sqlHalt, l.key, l.token, job.ID, msg).Scan(&n)
-		if err == nil && n == 1 {
-			w.n.halted.Add(1)
-			w.log(slog.LevelError, "seqpg: job failed; key halted until Resume or Discard", "key", logkey.Cut(l.key),
-				"job", job.ID, "attempts", job.Attempt, "err", herr)
-			w.drop(l)
-			return false
-		}
+		kind = failHalt
+		sql, args = sqlHalt, []any{l.key, l.token, job.ID, msg}
 	default:
-		sent := time.Now()
-		err = w.pool.QueryRow(octx, sqlDead, l.key, l.token, job.ID, msg, ms(w.cfg.lease)).Scan(&n)
-		if err == nil && n == 1 {
-			l.renewed(sent, w.cfg.lease)
-			w.n.deadLettered.Add(1)
-			w.log(slog.LevelError, "seqpg: job failed; moved to seqpg_dead", "key", logkey.Cut(l.key),
-				"job", job.ID, "attempts", job.Attempt, "err", herr)
-			w.next(l)
-			return false
+		kind = failDead
+		sql, args = sqlDead, []any{l.key, l.token, job.ID, msg, ms(w.cfg.lease)}
+	}
+	sent := time.Now()
+	var n int
+	var err error
+	group := 0
+	if c == nil {
+		err = w.pool.QueryRow(octx, sql, args...).Scan(&n)
+	} else {
+		group = c.k
+		b := &pgx.Batch{}
+		if c.sp {
+			b.Queue(sqlRollbackSavepoint)
 		}
+		if group > 0 {
+			b.Queue(sqlSettle, l.key, l.token, 0, ms(w.cfg.lease), group)
+		}
+		b.Queue(sql, args...).QueryRow(func(r pgx.Row) error { return r.Scan(&n) })
+		if err = c.tx.SendBatch(octx, b).Close(); err == nil && n == 1 {
+			err = c.tx.Commit(octx)
+		} else {
+			rollback(c.tx)
+		}
+	}
+	if isLeaseLost(err) {
+		n, err = 0, nil
 	}
 	if err != nil {
 		w.dbError(octx, "record failure", err)
 		w.release(l)
-		return false
+		return
 	}
-	w.lost(l, job)
-	return false
+	if n != 1 {
+		w.lost(l, job)
+		return
+	}
+	w.n.completed.Add(uint64(group))
+	switch kind {
+	case failRetry:
+		w.n.retried.Add(1)
+		w.log(slog.LevelWarn, "seqpg: job failed; retrying after backoff", "key", logkey.Cut(l.key),
+			"job", job.ID, "attempt", job.Attempt, "backoff", d, "err", herr)
+		w.drop(l) // the key is given back, ready after the backoff
+	case failHalt:
+		w.n.halted.Add(1)
+		w.log(slog.LevelError, "seqpg: job failed; key halted until Resume or Discard", "key", logkey.Cut(l.key),
+			"job", job.ID, "attempts", job.Attempt, "err", herr)
+		w.drop(l)
+	default:
+		l.renewed(sent, w.cfg.lease)
+		w.n.deadLettered.Add(1)
+		w.log(slog.LevelError, "seqpg: job failed; moved to seqpg_dead", "key", logkey.Cut(l.key),
+			"job", job.ID, "attempts", job.Attempt, "err", herr)
+		w.next(l)
+	}
 }
+
+type failKind int
+
+const (
+	failRetry failKind = iota
+	failHalt
+	failDead
+)
 
 // backoff calls the BackoffFunc on a goroutine of its own, so that a
 // panic or runtime.Goexit in it is logged and DefaultBackoff gives the

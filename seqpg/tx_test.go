@@ -5,10 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/seqsched/seqsched/seqpg"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -96,6 +99,11 @@ func TestEnqueueBadInput(t *testing.T) {
 	assert.ErrorIs(t, err, seqpg.ErrInvalidOption)
 	assert.ErrorContains(t, err, "seqpg: WithMaxConcurrency(0): must be >= 1: invalid option")
 	assert.ErrorContains(t, err, "seqpg: WithLease(0s): must be >= 100ms: invalid option")
+	for _, o := range []seqpg.Option{seqpg.WithGroupCommit(0, time.Second), seqpg.WithGroupCommit(33, time.Second), seqpg.WithGroupCommit(1, 0)} {
+		_, err = seqpg.NewWorker(pool, func(context.Context, pgx.Tx, *seqpg.Job) error { return nil }, o)
+		assert.ErrorIs(t, err, seqpg.ErrInvalidOption)
+		assert.ErrorContains(t, err, "seqpg: "+o.String()+": n must be 1..32 and maxDelay > 0: invalid option")
+	}
 }
 
 // Migrate is idempotent and refuses a database from a newer seqpg.
@@ -106,6 +114,161 @@ func TestMigrateTwiceAndNewer(t *testing.T) {
 	_, err := pool.Exec(ctx, `INSERT INTO seqpg_migrations (version) VALUES (1000)`)
 	require.NoError(t, err)
 	assert.ErrorIs(t, seqpg.Migrate(ctx, pool), seqpg.ErrSchemaNewer)
+}
+
+// enqueueAll adds payloads to key in one transaction, so that a worker
+// finds them all at once and runs them in one group.
+func enqueueAll(t testing.TB, pool *pgxpool.Pool, key string, payloads ...string) {
+	t.Helper()
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		for _, p := range payloads {
+			if _, err := seqpg.Enqueue(context.Background(), tx, key, []byte(p)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+// effects returns the payloads in the effects table, in insertion order.
+func effects(t testing.TB, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT payload FROM effects ORDER BY id`)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return got
+}
+
+func createEffects(t testing.TB, pool *pgxpool.Pool) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `CREATE TABLE effects (id bigserial PRIMARY KEY, payload text)`)
+	require.NoError(t, err)
+}
+
+// A job that fails inside a group of its key's jobs rolls back its own
+// writes alone, whichever way its handler first used tx: the jobs before
+// it in the group run once and keep theirs, committed with the failure,
+// and it runs again after the backoff.
+func TestFailedJobInGroupRollsBackAlone(t *testing.T) {
+	const insert = `INSERT INTO effects (payload) VALUES ($1)`
+	for name, write := range map[string]func(ctx context.Context, tx pgx.Tx, p string) error{
+		"exec": func(ctx context.Context, tx pgx.Tx, p string) error {
+			_, err := tx.Exec(ctx, insert, p)
+			return err
+		},
+		"exec-without-args": func(ctx context.Context, tx pgx.Tx, p string) error {
+			_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO effects (payload) VALUES ('%s')`, p))
+			return err
+		},
+		"exec-simple-protocol": func(ctx context.Context, tx pgx.Tx, p string) error {
+			_, err := tx.Exec(ctx, insert, pgx.QueryExecModeSimpleProtocol, p)
+			return err
+		},
+		"query-row": func(ctx context.Context, tx pgx.Tx, p string) error {
+			var id int64
+			return tx.QueryRow(ctx, insert+` RETURNING id`, p).Scan(&id)
+		},
+		"batch": func(ctx context.Context, tx pgx.Tx, p string) error {
+			b := &pgx.Batch{}
+			b.Queue(insert, p)
+			return tx.SendBatch(ctx, b).Close()
+		},
+		"nested": func(ctx context.Context, tx pgx.Tx, p string) error {
+			return pgx.BeginFunc(ctx, tx, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, insert, p)
+				return err
+			})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pool, _ := newDB(t)
+			createEffects(t, pool)
+			enqueueAll(t, pool, "k", "a", "b", "c")
+			r := newRecorder()
+			startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+				r.add(job)
+				if err := write(ctx, tx, fmt.Sprintf("%s/%d", job.Payload, job.Attempt)); err != nil {
+					return err
+				}
+				if string(job.Payload) == "b" && job.Attempt == 1 {
+					return errors.New("b fails once")
+				}
+				return nil
+			}, seqpg.WithGroupCommit(16, time.Hour))
+			assert.Equal(t, []string{"a", "b", "b", "c"}, r.wait(t, 4))
+			eventually(t, "the key to end", func() bool { return state(t, pool, "k").Pending == 0 })
+			assert.Equal(t, []string{"a/1", "b/2", "c/1"}, effects(t, pool))
+		})
+	}
+}
+
+// A group commits every n jobs: while a key's third job runs, the writes
+// of the two before it are visible under WithGroupCommit(2, ...), and
+// not yet under WithGroupCommit(16, ...), whose group is still open.
+func TestGroupCommitsEveryNJobs(t *testing.T) {
+	for _, n := range []int{2, 16} {
+		t.Run(fmt.Sprint("n=", n), func(t *testing.T) {
+			pool, _ := newDB(t)
+			createEffects(t, pool)
+			enqueueAll(t, pool, "k", "1", "2", "3")
+			third, release := make(chan struct{}), make(chan struct{})
+			w := startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+				if string(job.Payload) == "3" {
+					close(third)
+					waitOrDone(ctx, release)
+				}
+				_, err := tx.Exec(ctx, `INSERT INTO effects (payload) VALUES ($1)`, string(job.Payload))
+				return err
+			}, seqpg.WithGroupCommit(n, time.Hour))
+			<-third
+			want := []string{"1", "2"}
+			if n > 2 {
+				want = []string{}
+			}
+			assert.Equal(t, want, effects(t, pool), "visible while job 3 runs")
+			close(release)
+			// Completed counts after the commit returns, which the
+			// database shows first.
+			eventually(t, "the key's jobs to be counted", func() bool { return w.Stats().Completed == 3 })
+			assert.Equal(t, []string{"1", "2", "3"}, effects(t, pool))
+		})
+	}
+}
+
+// The handler's tx cannot end the job's transaction: Commit and Rollback
+// return ErrJobTx and change nothing; a nested transaction (a savepoint)
+// works as pgx's does; the writes commit with the job.
+func TestHandlerTxIsTheJobs(t *testing.T) {
+	pool, _ := newDB(t)
+	createEffects(t, pool)
+	enqueueAll(t, pool, "k", "1", "2")
+	r := newRecorder()
+	var errs []error
+	startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO effects (payload) VALUES ($1)`, string(job.Payload)); err != nil {
+			return err
+		}
+		nested := pgx.BeginFunc(ctx, tx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO effects (payload) VALUES ('nested')`); err != nil {
+				return err
+			}
+			return errors.New("roll the nested one back")
+		})
+		errs = append(errs, nested, tx.Commit(ctx), tx.Rollback(ctx))
+		r.add(job)
+		return nil
+	})
+	r.wait(t, 2)
+	eventually(t, "the key to end", func() bool { return state(t, pool, "k").Pending == 0 })
+	assert.Equal(t, []string{"1", "2"}, effects(t, pool))
+	require.Len(t, errs, 6)
+	for i := 0; i < len(errs); i += 3 {
+		assert.EqualError(t, errs[i], "roll the nested one back")
+		assert.ErrorIs(t, errs[i+1], seqpg.ErrJobTx)
+		assert.ErrorIs(t, errs[i+2], seqpg.ErrJobTx)
+	}
 }
 
 // A key is at most MaxKeyBytes: a longer one is refused before it reaches

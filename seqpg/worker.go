@@ -20,10 +20,14 @@ import (
 // Handler runs one job. tx is the job's transaction: what the handler
 // writes in it commits together with the job's completion, so a job's
 // effects in this database happen exactly once (River's JobCompleteTx,
-// built in). Returning nil completes the job; an error rolls tx back and
-// counts as a failed attempt (see WithRetries, Terminal). The handler must
-// not commit or roll back tx. Under WithBatchedCompletion tx is nil and
-// a job's effects are at least once.
+// built in). Returning nil completes the job; an error rolls the job's
+// writes in tx back and counts as a failed attempt (see WithRetries,
+// Terminal). tx's Commit and Rollback do nothing and return an error
+// wrapping ErrJobTx; its Begin makes a nested transaction (a savepoint),
+// as pgx's does. tx must not be used after the handler returns. The
+// job's writes become visible to others when its group of the key's jobs
+// commits (WithGroupCommit). Under WithBatchedCompletion tx is nil and a
+// job's effects are at least once.
 //
 // ctx carries the key's lease (LeaseOf) and is canceled when the worker
 // loses the lease, when Close gives up waiting, or when the job's
@@ -91,6 +95,9 @@ func NewWorker(pool *pgxpool.Pool, handler Handler, opts ...Option) (*Worker, er
 	cfg := newConfig(opts)
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
+	}
+	if cfg.concurrency == 0 {
+		cfg.concurrency = defaultConcurrency(pool.Config().MaxConns)
 	}
 	sopts := []seqsched.Option{seqsched.WithMaxConcurrency(cfg.concurrency)}
 	if cfg.logger != nil {

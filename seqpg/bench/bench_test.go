@@ -1,11 +1,16 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,12 +81,13 @@ func (f *failures) report(b *testing.B) {
 	b.ReportMetric(float64(f.leaseExpiredRunning), "leases-expired-running")
 }
 
-// seqpgWorker starts a seqpg worker whose handler calls done.
+// seqpgWorker starts a seqpg worker whose handler calls done; without
+// WithMaxConcurrency in opts, at its default concurrency.
 func seqpgWorker(b testing.TB, pool *pgxpool.Pool, done func(*seqpg.Job), opts ...seqpg.Option) *seqpg.Worker {
 	w, err := seqpg.NewWorker(pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
 		done(job)
 		return nil
-	}, append([]seqpg.Option{seqpg.WithMaxConcurrency(workers)}, opts...)...)
+	}, opts...)
 	must(b, err)
 	ran := make(chan error, 1)
 	go func() { ran <- w.Run(context.Background()) }()
@@ -166,8 +172,14 @@ func BenchmarkThroughput(b *testing.B) {
 		name string
 		opts []seqpg.Option
 	}{
+		{"concurrency=default", nil},
 		{"concurrency=100", []seqpg.Option{seqpg.WithMaxConcurrency(workers)}},
+		{"concurrency=64", []seqpg.Option{seqpg.WithMaxConcurrency(64)}},
+		{"concurrency=32", []seqpg.Option{seqpg.WithMaxConcurrency(32)}},
 		{"concurrency=16", []seqpg.Option{seqpg.WithMaxConcurrency(16)}},
+		{"concurrency=8", []seqpg.Option{seqpg.WithMaxConcurrency(8)}},
+		{"concurrency=4", []seqpg.Option{seqpg.WithMaxConcurrency(4)}},
+		{"concurrency=16/group=1", []seqpg.Option{seqpg.WithMaxConcurrency(16), seqpg.WithGroupCommit(1, time.Second)}},
 		{"concurrency=100/batched=10", []seqpg.Option{seqpg.WithMaxConcurrency(workers), seqpg.WithBatchedCompletion(10)}},
 		{"concurrency=100/batched=100", []seqpg.Option{seqpg.WithMaxConcurrency(workers), seqpg.WithBatchedCompletion(100)}},
 	} {
@@ -176,7 +188,7 @@ func BenchmarkThroughput(b *testing.B) {
 			var c counter
 			w := seqpgWorker(b, pool, func(*seqpg.Job) { c.add() }, append([]seqpg.Option{quiet}, run.opts...)...)
 			ctx := context.Background()
-			var total time.Duration
+			var total, cpu time.Duration
 			for b.Loop() {
 				done := c.expect(throughputJobs)
 				tx, err := pool.Begin(ctx)
@@ -185,12 +197,14 @@ func BenchmarkThroughput(b *testing.B) {
 					_, err := seqpg.Enqueue(ctx, tx, fmt.Sprint("key-", i%orderedKeys), nil)
 					must(b, err)
 				}
-				start := time.Now()
+				start, cpu0 := time.Now(), cpuTime(pool)
 				must(b, tx.Commit(ctx))
 				waitOrDiagnose(b, pool, w, &c, done)
 				total += time.Since(start)
+				cpu += cpuTime(pool) - cpu0
 			}
 			b.ReportMetric(float64(throughputJobs*b.N)/total.Seconds(), "jobs/s")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(throughputJobs*b.N), "cpu-µs/job")
 			var f failures
 			f.add(w.Stats())
 			f.report(b)
@@ -210,22 +224,63 @@ func BenchmarkThroughput(b *testing.B) {
 			for i := range params {
 				params[i] = river.InsertManyParams{Args: benchArgs{N: i}}
 			}
-			var total time.Duration
+			var total, cpu time.Duration
 			for b.Loop() {
 				done := c.expect(throughputJobs)
 				tx, err := pool.Begin(ctx)
 				must(b, err)
 				_, err = client.InsertManyFastTx(ctx, tx, params)
 				must(b, err)
-				start := time.Now()
+				start, cpu0 := time.Now(), cpuTime(pool)
 				must(b, tx.Commit(ctx))
 				<-done
 				total += time.Since(start)
+				cpu += cpuTime(pool) - cpu0
 			}
 			b.ReportMetric(float64(throughputJobs*b.N)/total.Seconds(), "jobs/s")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(throughputJobs*b.N), "cpu-µs/job")
 		})
 	}
 }
+
+// cpuTime is the CPU time used so far by this process and by the
+// database's processes (its backends and background processes, as
+// pg_stat_activity lists them, read from /proc): on a machine shared with
+// other work, the CPU a job costs is steadier than the jobs a second. It
+// is 0 where /proc cannot be read.
+func cpuTime(pool *pgxpool.Pool) time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	rows, err := pool.Query(context.Background(), `SELECT pid FROM pg_stat_activity`)
+	if err != nil {
+		return 0
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return 0
+	}
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // exited
+		}
+		// The fields after the command, which is in parentheses: utime
+		// and stime are the 14th and 15th of the line, in clock ticks.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(ut+st) * time.Second / clockTicks
+	}
+	return total
+}
+
+// clockTicks is Linux's USER_HZ, the unit of /proc's CPU times (100 on
+// every architecture Go runs Linux on).
+const clockTicks = 100
 
 // stallAfter is how long a throughput run may go without a job run
 // before it describes the keys still waiting: a job runs every
