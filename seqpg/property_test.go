@@ -30,7 +30,11 @@ import (
 // independent checker then reads what the handlers applied, in their
 // transactions: every job applied exactly once, each key's jobs in commit
 // order, and a stuck key's long jobs overlapped by other keys' progress.
-// Each seed runs twice: with the job's transaction, and under
+// Each seed runs three times: in the default mode (the job's
+// transaction) with a producer that gives each key about one job at a
+// time; in the default mode again with one that gives keys backlogs, so
+// that the faults meet groups of several jobs in one transaction (the
+// run fails if no transaction applied more than one); and under
 // WithBatchedCompletion, whose handler applies each job as its docs say a
 // handler must: fenced by the lease's token and idempotent.
 //
@@ -54,6 +58,7 @@ const (
 	stuckKey    = "stuck"
 	stuckJobs   = 3
 	stuckHandle = 300 * time.Millisecond // well inside the lease
+	propBurst   = 5                      // jobs of one key at once, with burst set (see propertyRun)
 )
 
 func TestPropertyWorkersKilledAndFrozen(t *testing.T) {
@@ -67,10 +72,13 @@ func TestPropertyWorkersKilledAndFrozen(t *testing.T) {
 		}
 	}
 	for _, seed := range seeds {
-		for _, batched := range []bool{false, true} {
-			t.Run(fmt.Sprintf("seed=%d/batched=%v", seed, batched), func(t *testing.T) {
+		for _, m := range []struct {
+			name           string
+			batched, burst bool
+		}{{"tx", false, false}, {"tx-backlogs", false, true}, {"batched", true, false}} {
+			t.Run(fmt.Sprintf("seed=%d/mode=%s", seed, m.name), func(t *testing.T) {
 				t.Logf("seed %d (rerun: go test -run TestPropertyWorkersKilledAndFrozen -seqpg.seed=%d)", seed, seed)
-				propertyRun(t, seed, batched)
+				propertyRun(t, seed, m.batched, m.burst)
 			})
 		}
 	}
@@ -83,12 +91,18 @@ type proc struct {
 	frozen bool
 }
 
-func propertyRun(t *testing.T, seed uint64, batched bool) {
+// propertyRun runs one seed. Paced, the producer gives each key about one
+// job at a time, so the default mode's groups hold one job; with burst
+// set it gives a random key several jobs at once, over and over, so that
+// keys have backlogs and the faults meet open groups of several jobs,
+// with no gap in the work as long as a stuck job.
+func propertyRun(t *testing.T, seed uint64, batched, burst bool) {
 	pool, dsn := newDB(t)
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `CREATE TABLE applied (
 		id bigserial PRIMARY KEY, key text, n int, prev int, token bigint,
-		started timestamptz, at timestamptz DEFAULT clock_timestamp())`)
+		started timestamptz, at timestamptz DEFAULT clock_timestamp(),
+		xact bigint DEFAULT txid_current())`)
 	require.NoError(t, err)
 	if batched {
 		// The batched handler's idempotence. Not in the tx mode, whose
@@ -141,6 +155,10 @@ func propertyRun(t *testing.T, seed uint64, batched bool) {
 	go func() {
 		var err error
 		defer func() { produced <- err }()
+		if burst {
+			err = produceBacklogs(ctx, pool, prng)
+			return
+		}
 		for n := range propPerKey {
 			for k := range propKeys {
 				key := fmt.Sprint("k", k)
@@ -222,6 +240,14 @@ func propertyRun(t *testing.T, seed uint64, batched bool) {
 		assert.Equal(t, r.N-1, r.Prev, "key %s job %d applied after job %d", r.Key, r.N, r.Prev)
 	}
 	assert.Len(t, applied, total, "applied rows: none lost, none twice")
+	if burst {
+		// The variant is for open groups: some must have held several jobs.
+		var groups, grouped int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE n > 1)
+			FROM (SELECT count(*) AS n FROM applied GROUP BY xact) g`).Scan(&groups, &grouped))
+		t.Logf("%d jobs committed in %d transactions, %d of them with more than one job", total, groups, grouped)
+		assert.NotZero(t, grouped, "no transaction applied more than one job: the backlogs made no groups")
+	}
 	for k := range propKeys {
 		key := fmt.Sprint("k", k)
 		want := make([]int, propPerKey)
@@ -250,6 +276,37 @@ func propertyRun(t *testing.T, seed uint64, batched bool) {
 			t.Errorf("no other key's job was applied during stuck job %d (%v–%v)", s.N, s.Started, s.At)
 		}
 	}
+}
+
+// produceBacklogs is the producer of propertyRun with burst set: each
+// key's jobs 0..propPerKey-1 in order, each in its own transaction, in
+// bursts of propBurst jobs of one random key at a time, spread over the
+// faults by gaps of a few tens of milliseconds, far shorter than a stuck
+// job; the stuck key's jobs among the first bursts.
+func produceBacklogs(ctx context.Context, pool *pgxpool.Pool, prng *rand.Rand) error {
+	next := make([]int, propKeys)
+	bursts := propKeys * ((propPerKey + propBurst - 1) / propBurst)
+	pace := int(*flagChaos / time.Duration(bursts) / time.Millisecond)
+	for b := 0; b < bursts; b++ {
+		if b < stuckJobs {
+			if err := enqueueN(ctx, pool, stuckKey, b); err != nil {
+				return err
+			}
+		}
+		k := prng.IntN(propKeys)
+		for next[k] == propPerKey {
+			k = (k + 1) % propKeys
+		}
+		key := fmt.Sprint("k", k)
+		for i := 0; i < propBurst && next[k] < propPerKey; i++ {
+			if err := enqueueN(ctx, pool, key, next[k]); err != nil {
+				return err
+			}
+			next[k]++
+		}
+		time.Sleep(time.Duration(prng.IntN(2*pace+1)) * time.Millisecond)
+	}
+	return nil
 }
 
 func enqueueN(ctx context.Context, pool *pgxpool.Pool, key string, n int) error {
