@@ -80,7 +80,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 // as kgo reports partitions lost on such errors, and its offsets are its
 // next owner's business: that owner reads again what was done since the
 // partition's last commit, as after a drain timeout. Close logs such
-// partitions at Warn and returns no error for them.
+// partitions at Warn and returns no error for them. Nor does Close wait
+// for the records of a partition that kgo reports lost while Close drains
+// it (the member was evicted): they are no longer this member's, their
+// handlers see their ctx canceled, and Close goes on.
 //
 // If ctx ends first, Close gives up, as the core's Scheduler.Close does at
 // once: running handlers see their ctx canceled, queued records never

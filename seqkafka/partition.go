@@ -47,7 +47,7 @@ type partition struct {
 	committedMeta string // metadata of that commit
 
 	revoking bool          // no more records are taken; waiting to drain
-	drained  chan struct{} // closed when open reaches 0 while revoking
+	drained  chan struct{} // closed when open reaches 0 while revoking, or when forgotten
 	dead     bool          // revoked or lost: settlements change nothing
 }
 

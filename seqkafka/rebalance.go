@@ -161,7 +161,8 @@ func (c *Consumer) stopTaking(revoked map[string][]int32) []*partition {
 	return ps
 }
 
-// drain waits until every record taken from ps is settled, or ctx ends.
+// drain waits until every record taken from ps is settled (or its
+// partition forgotten: lost meanwhile), or ctx ends.
 func drain(ctx context.Context, ps []*partition) {
 	for _, p := range ps {
 		p.mu.Lock()
@@ -217,7 +218,10 @@ func (c *Consumer) discardSessions(ctx context.Context, keys []sessionKey) {
 }
 
 // forget drops ps: settlements still to come change nothing, and the
-// partitions are no longer assigned.
+// partitions are no longer assigned. A drain waiting for one of them (a
+// revocation or Close that began before the group took it as lost) stops
+// waiting: the settlements it waits for no longer count, so its drained
+// would never close.
 func (c *Consumer) forget(ps []*partition) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -226,6 +230,10 @@ func (c *Consumer) forget(ps []*partition) {
 		p.mu.Lock()
 		p.dead = true
 		p.win.forget()
+		if p.drained != nil {
+			close(p.drained)
+			p.drained = nil
+		}
 		p.mu.Unlock()
 		if k := (tp{p.topic, p.part}); c.parts[k] == p {
 			delete(c.parts, k)

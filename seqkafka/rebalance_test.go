@@ -176,3 +176,39 @@ func TestCloseLeavesAPartitionARebalanceTookToItsNextOwner(t *testing.T) {
 		})
 	}
 }
+
+// A partition the group takes from the member (lost: the member was
+// evicted) while Close drains it has nothing left for Close to wait for:
+// its records are no longer this member's, and their handlers see their
+// ctx canceled. Close goes on at once, rather than waiting for the end of
+// its ctx and returning the ctx's error.
+func TestCloseDrainingAPartitionThatIsLostGoesOn(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "0")})
+	g := newGate()
+	logs := newLogSink()
+	cons, err := seqkafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+		return g.wait(ctx, r.Offset) // held until its ctx ends
+	}, seqkafka.WithCommitInterval(time.Hour), seqkafka.WithLogger(logs.logger()))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-g.entered // offset 0 in flight
+
+	closed := make(chan error, 1)
+	go func() { closed <- m.close(t, 10*time.Second) }()
+	<-logs.when("draining revoked partitions") // Close waits for offset 0
+
+	// The coordinator now says the member is unknown: kgo reports the
+	// partition lost, and the handler sees its ctx canceled.
+	var fenced atomic.Bool
+	c.ControlKey(int16(kmsg.Heartbeat), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if fenced.Swap(true) {
+			return nil, nil, false
+		}
+		resp := kmsg.NewPtrHeartbeatResponse()
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil, true
+	})
+	require.NoError(t, <-closed, "Close waited for a partition the group had taken")
+	require.True(t, fenced.Load(), "the member was never fenced: the test proves nothing")
+}
