@@ -212,3 +212,50 @@ func TestCloseDrainingAPartitionThatIsLostGoesOn(t *testing.T) {
 	require.NoError(t, <-closed, "Close waited for a partition the group had taken")
 	require.True(t, fenced.Load(), "the member was never fenced: the test proves nothing")
 }
+
+// Close gives up when its ctx ends, also while a revocation drains: its
+// running handlers see their ctx canceled then, not only once the
+// revocation's drain timeout has passed, and Close returns the ctx's
+// error.
+func TestCloseGivesUpAtItsCtxWhileARevocationDrains(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "0")})
+	g := newGate()
+	logs := newLogSink()
+	canceled := make(chan struct{})
+	a, err := seqkafka.NewConsumer(groupOpts(c, kgo.Balancers(kgo.RangeBalancer())),
+		func(ctx context.Context, r *kgo.Record) error {
+			err := g.wait(ctx, r.Offset)
+			if err != nil {
+				close(canceled)
+			}
+			return err
+		}, seqkafka.WithLogger(logs.logger()), seqkafka.WithCommitInterval(time.Hour),
+		seqkafka.WithDrainTimeout(time.Hour))
+	require.NoError(t, err)
+	ma := startMember(t, a)
+	<-g.entered // offset 0 in flight on a
+
+	// b joins: with the eager range balancer a must revoke its partition,
+	// and its revocation waits for offset 0.
+	b, err := seqkafka.NewConsumer(groupOpts(c, kgo.Balancers(kgo.RangeBalancer())),
+		func(context.Context, *kgo.Record) error { return nil }, seqkafka.WithCommitInterval(time.Hour))
+	require.NoError(t, err)
+	startMember(t, b)
+	<-logs.when("draining revoked partitions")
+
+	closed := make(chan error, 1)
+	go func() { closed <- ma.close(t, 100*time.Millisecond) }()
+	select {
+	case err := <-closed:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(30 * time.Second): // the drain timeout is an hour
+		close(g.open) // let the revocation end, so that the test can
+		t.Fatalf("Close outlasted its 100ms ctx by 30s: it waited for the revocation's drain")
+	}
+	select {
+	case <-canceled:
+	default:
+		t.Fatal("the running handler's ctx was not canceled")
+	}
+}
