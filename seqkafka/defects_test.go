@@ -282,10 +282,7 @@ func TestCommitShrinksMetadataTheBrokerRefuses(t *testing.T) {
 	produce(t, c, manyRanges(n))
 	rc := rejectOn(c, limit, kerr.OffsetMetadataTooLarge.Code)
 	st := newStore()
-	// A session a starved machine cannot miss: evicted, the member would
-	// lose the partition, and a Close before the stuck record ran again
-	// would have nothing to wait for.
-	cons, err := seqkafka.NewConsumer(groupOpts(c, kgo.SessionTimeout(time.Minute)), func(ctx context.Context, r *kgo.Record) error {
+	cons, err := seqkafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
 		if string(r.Key) == "stuck" {
 			<-ctx.Done()
 			return ctx.Err()

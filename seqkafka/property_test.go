@@ -210,7 +210,10 @@ func runProperty(t *testing.T, seed uint64) {
 			seqkafka.WithCommitTimeout(4 * time.Second),
 			seqkafka.WithDrainTimeout(2 * time.Second),
 		}
-		copts := groupOpts(c, kgo.Dialer(ms.dialer.dial))
+		// A killed member is evicted once its session times out; the
+		// others may be too, when the machine stalls them that long,
+		// which the property must survive.
+		copts := groupOpts(c, kgo.Dialer(ms.dialer.dial), kgo.SessionTimeout(time.Second))
 		var cons *seqkafka.Consumer
 		var err error
 		if id%2 == 1 {
