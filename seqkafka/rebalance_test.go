@@ -2,6 +2,7 @@ package seqkafka_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -257,5 +258,62 @@ func TestCloseGivesUpAtItsCtxWhileARevocationDrains(t *testing.T) {
 	case <-canceled:
 	default:
 		t.Fatal("the running handler's ctx was not canceled")
+	}
+}
+
+// A revocation that meets a partition Close is draining waits for that
+// drain, as for its own: the group hands the partition on only once this
+// member is done with its records, so a key's record never runs on the
+// next owner while it still runs here.
+func TestRevocationDuringCloseWaitsForItsDrain(t *testing.T) {
+	c := cluster(t, 2)
+	produce(t, c, []*kgo.Record{rec(0, "a", "0"), rec(0, "a", "1"), rec(1, "b", "0"), rec(1, "b", "1")})
+	g := newGate()
+	logs := newLogSink()
+	// The group waits for a's rejoin as long as the test may take: given
+	// up on, a would be left out and b given both partitions at once.
+	opts := groupOpts(c, kgo.Balancers(kgo.RangeBalancer()), kgo.RebalanceTimeout(time.Minute))
+	a, err := seqkafka.NewConsumer(opts,
+		func(ctx context.Context, r *kgo.Record) error {
+			if r.Offset == 0 {
+				return g.wait(ctx, r.Offset)
+			}
+			return nil
+		}, seqkafka.WithLogger(logs.logger()), seqkafka.WithCommitInterval(time.Hour))
+	require.NoError(t, err)
+	ma := startMember(t, a)
+	<-g.entered
+	<-g.entered // offset 0 of both partitions in flight on a
+
+	closed := make(chan error, 1)
+	go func() { closed <- ma.close(t, 20*time.Second) }()
+	<-logs.when("draining revoked partitions") // Close drains both
+
+	// b joins: with the eager range balancer a revokes both partitions,
+	// and b is given one of them.
+	early := make(chan string, 4)
+	b, err := seqkafka.NewConsumer(opts,
+		func(ctx context.Context, r *kgo.Record) error {
+			select {
+			case <-g.open:
+			default:
+				early <- fmt.Sprintf("partition %d offset %d", r.Partition, r.Offset)
+			}
+			return nil
+		}, seqkafka.WithCommitInterval(time.Hour))
+	require.NoError(t, err)
+	startMember(t, b)
+	select {
+	case <-logs.when("waiting for a revocation in progress of the same partitions"):
+	case r := <-early:
+		close(g.open)
+		t.Fatalf("b ran %s while a still ran offset 0 of it", r)
+	}
+	close(g.open)
+	require.NoError(t, <-closed)
+	select {
+	case r := <-early:
+		t.Fatalf("b ran %s while a still ran offset 0 of it", r)
+	default:
 	}
 }
