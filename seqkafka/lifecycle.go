@@ -91,9 +91,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 // committed (within the commit timeout), the group is left and the client
 // closed, and Close returns ctx.Err() (joined with a *CommitError if the
 // commit failed). Records not done are read again by the partitions' next
-// owner. Close is safe to call more than once and
-// concurrently; later calls wait for the first to finish and return nil
-// (or ctx.Err()).
+// owner. Close is safe to call more than once and concurrently; later
+// calls wait for the first to finish and return nil (or ctx.Err()).
 //
 // From one of the consumer's callbacks (a handler, a backoff or
 // dead-letter function, the logger), pass the ctx the callback was given,
