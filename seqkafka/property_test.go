@@ -16,10 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seqsched/seqsched/seqkafka"
 )
@@ -373,24 +370,4 @@ func runProperty(t *testing.T, seed uint64) {
 		t.Fatalf("applied %d distinct records; want %d", got, n)
 	}
 	t.Logf("%d commits checked", len(w.all()))
-}
-
-// fence makes the coordinator answer cons's next heartbeat with
-// UNKNOWN_MEMBER_ID, as when it evicted the member: kgo reports its
-// partitions lost, and the member rejoins. The channel is closed once the
-// heartbeat was answered so.
-func fence(c *kfake.Cluster, cons *seqkafka.Consumer) <-chan struct{} {
-	done := make(chan struct{})
-	c.ControlKey(int16(kmsg.Heartbeat), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		req := kr.(*kmsg.HeartbeatRequest)
-		if member, _ := cons.Client().GroupMetadata(); member == "" || req.MemberID != member {
-			return nil, nil, false // someone else's: kept for the next
-		}
-		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-		resp.Version = req.Version
-		resp.ErrorCode = kerr.UnknownMemberID.Code
-		close(done)
-		return resp, nil, true
-	})
-	return done
 }
