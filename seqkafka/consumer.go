@@ -44,7 +44,7 @@ type Consumer struct {
 	batches *seqsched.Scheduler[sessionKey] // runs the batches, one session each (NewBatchConsumer)
 	timers  *seqsched.Scheduler[sessionKey] // runs backoff and linger waits, unbounded
 
-	life       context.Context // parent of every partition's ctx; canceled when Close ends
+	life       context.Context // parent of every partition's ctx; canceled when Close ends or gives up
 	cancelLife context.CancelFunc
 
 	mu     sync.Mutex

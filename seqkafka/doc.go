@@ -141,4 +141,7 @@ package seqkafka
 // then discards the partition's sessions (seqsched's Scheduler.Discard),
 // waiting, within the revocation's bound, for the handlers still running.
 // A lost partition is discarded without a wait (noWait): another member
-// may own it already.
+// may own it already. A revocation that meets partitions another one is
+// revoking already (Close's, or kgo's while Close runs) leaves them to it,
+// but returns only once they are forgotten, so that kgo hands none on
+// while its records still run here.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -53,7 +54,14 @@ func groupOpts(c *kfake.Cluster, extra ...kgo.Opt) []kgo.Opt {
 		kgo.ConsumerGroup("g"),
 		kgo.ConsumeTopics("t"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.SessionTimeout(time.Second),
+		// A session a starved machine does not miss (a race-built test
+		// process on a loaded 2-core machine can stall past a second):
+		// evicted, a member loses its partitions and handles their
+		// records again, which a test counting calls or waiting on a held
+		// record does not expect. Tests that evict do it on purpose
+		// (fence), and the property test, whose killed members must be
+		// evicted, sets its own.
+		kgo.SessionTimeout(time.Minute),
 		// A killed member never rejoins: rebalances wait this long for it.
 		kgo.RebalanceTimeout(3 * time.Second),
 		kgo.HeartbeatInterval(100 * time.Millisecond),
@@ -204,4 +212,24 @@ func keyed(n int, parts int32, keys int) []*kgo.Record {
 // fixedBackoff is a BackoffFunc that waits d before every retry.
 func fixedBackoff(d time.Duration) seqkafka.BackoffFunc {
 	return func(context.Context, *kgo.Record, int, error) time.Duration { return d }
+}
+
+// fence makes the coordinator answer cons's next heartbeat with
+// UNKNOWN_MEMBER_ID, as when it evicted the member: kgo reports its
+// partitions lost, and the member rejoins. The channel is closed once the
+// heartbeat was answered so.
+func fence(c *kfake.Cluster, cons *seqkafka.Consumer) <-chan struct{} {
+	done := make(chan struct{})
+	c.ControlKey(int16(kmsg.Heartbeat), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.HeartbeatRequest)
+		if member, _ := cons.Client().GroupMetadata(); member == "" || req.MemberID != member {
+			return nil, nil, false // someone else's: kept for the next
+		}
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.Version = req.Version
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		close(done)
+		return resp, nil, true
+	})
+	return done
 }

@@ -80,16 +80,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 // as kgo reports partitions lost on such errors, and its offsets are its
 // next owner's business: that owner reads again what was done since the
 // partition's last commit, as after a drain timeout. Close logs such
-// partitions at Warn and returns no error for them.
+// partitions at Warn and returns no error for them. Nor does Close wait
+// for the records of a partition that kgo reports lost while Close drains
+// it (the member was evicted): they are no longer this member's, their
+// handlers see their ctx canceled, and Close goes on.
 //
 // If ctx ends first, Close gives up, as the core's Scheduler.Close does at
-// once: running handlers see their ctx canceled, queued records never
-// start, what is done is committed (within the commit timeout), the group
-// is left and the client closed, and Close returns ctx.Err() (joined with a
-// *CommitError if the commit failed). Records not done are read again by
-// the partitions' next owner. Close is safe to call more than once and
-// concurrently; later calls wait for the first to finish and return nil
-// (or ctx.Err()).
+// once: running handlers see their ctx canceled (those a revocation in
+// progress is draining too), queued records never start, what is done is
+// committed (within the commit timeout), the group is left and the client
+// closed, and Close returns ctx.Err() (joined with a *CommitError if the
+// commit failed). Records not done are read again by the partitions' next
+// owner. Close is safe to call more than once and concurrently; later
+// calls wait for the first to finish and return nil (or ctx.Err()).
 //
 // From one of the consumer's callbacks (a handler, a backoff or
 // dead-letter function, the logger), pass the ctx the callback was given,
@@ -159,10 +162,19 @@ func (c *Consumer) close(ctx context.Context) error {
 	if done != nil {
 		stop()
 		// The poll returns once its ctx ends and any rebalance in progress
-		// is over (kgo's rule; a revocation is bounded by the drain
-		// timeout). Closing the client under it would leave the group
-		// mid-rebalance.
-		<-done
+		// is over (kgo's rule): a revocation drains for up to the drain
+		// timeout, then commits. Closing the client under it would leave
+		// the group mid-rebalance, so Close waits for it; but once ctx
+		// ends, Close gives up as below: the running handlers, a
+		// revocation's included, see their ctx canceled at once, and only
+		// the revocation's commit (bounded by the commit timeout) is left
+		// to wait for.
+		select {
+		case <-done:
+		case <-ctx.Done():
+			c.cancelLife()
+			<-done
+		}
 	}
 
 	// Drain everything taken, as a revocation of every partition would,

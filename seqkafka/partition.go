@@ -30,6 +30,7 @@ type partition struct {
 	ctx    context.Context    // canceled when the partition is lost, its drain times out, or Close gives up
 	cancel context.CancelFunc //
 	stop   chan struct{}      // closed when revocation begins: records waiting out a Pause give up
+	gone   chan struct{}      // closed when the partition is forgotten (revoked or lost)
 	counts *partCounters      // this (topic, partition)'s counters over the consumer's life
 
 	mu        sync.Mutex
@@ -47,7 +48,7 @@ type partition struct {
 	committedMeta string // metadata of that commit
 
 	revoking bool          // no more records are taken; waiting to drain
-	drained  chan struct{} // closed when open reaches 0 while revoking
+	drained  chan struct{} // closed when open reaches 0 while revoking, or when forgotten
 	dead     bool          // revoked or lost: settlements change nothing
 }
 
@@ -63,7 +64,7 @@ func newPartition(parent context.Context, k tp, gen uint64, counts *partCounters
 	ctx, cancel := context.WithCancel(parent)
 	return &partition{
 		topic: k.topic, part: k.part, gen: gen,
-		ctx: ctx, cancel: cancel, stop: make(chan struct{}), counts: counts,
+		ctx: ctx, cancel: cancel, stop: make(chan struct{}), gone: make(chan struct{}), counts: counts,
 		offs:      offsets{next: -1},
 		polled:    -1,
 		win:       newWindow(high, low),

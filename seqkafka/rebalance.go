@@ -112,33 +112,39 @@ func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 
 // revoke gives up the revoked partitions: it stops taking their records,
 // waits until their records are settled or ctx ends, cancels what is left,
-// commits what is done and forgets them. It returns the commit's errors
-// (see commit).
+// commits what is done and forgets them. Revoked partitions that another
+// revocation is giving up already (Close's, and kgo's while Close runs)
+// are that one's to commit, but revoke returns only once they are
+// forgotten too, or ctx ends: kgo hands a partition on when its revocation
+// callback returns, and the next owner must not run a key's record while
+// this member still runs one. It returns the commit's errors (see commit).
 func (c *Consumer) revoke(ctx context.Context, revoked map[string][]int32) (failed, lost *CommitError) {
-	ps := c.stopTaking(revoked)
-	if len(ps) == 0 {
-		return nil, nil
-	}
-	c.log(ctx, slog.LevelDebug, "seqkafka: draining revoked partitions", "partitions", len(ps))
-	drain(ctx, ps)
-	c.discardSessions(ctx, cancelLeftovers(ps))
+	ps, others := c.stopTaking(revoked)
+	if len(ps) > 0 {
+		c.log(ctx, slog.LevelDebug, "seqkafka: draining revoked partitions", "partitions", len(ps))
+		drain(ctx, ps)
+		c.discardSessions(ctx, cancelLeftovers(ps))
 
-	c.commitMu.Lock()
-	failed, lost = c.commit(ps)
-	c.forget(ps)
-	c.commitMu.Unlock()
-	c.syncFetch(keysOf(ps))
-	c.wakePoll() // the partitions left may be all the poll waits for
+		c.commitMu.Lock()
+		failed, lost = c.commit(ps)
+		c.forget(ps)
+		c.commitMu.Unlock()
+		c.syncFetch(keysOf(ps))
+		c.wakePoll() // the partitions left may be all the poll waits for
+	}
+	if len(others) > 0 { // after its own: the other may be waiting for them
+		c.log(ctx, slog.LevelDebug, "seqkafka: waiting for a revocation in progress of the same partitions", "partitions", len(others))
+		waitForgotten(ctx, others)
+	}
 	return failed, lost
 }
 
 // stopTaking marks the revoked partitions revoking (the poll loop takes no
 // more of their records, and records waiting out a Pause give up) and
-// returns them.
-func (c *Consumer) stopTaking(revoked map[string][]int32) []*partition {
+// returns them, and those another revocation marked already (others).
+func (c *Consumer) stopTaking(revoked map[string][]int32) (ps, others []*partition) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var ps []*partition
 	for t, parts := range revoked {
 		for _, part := range parts {
 			p := c.parts[tp{t, part}]
@@ -146,7 +152,11 @@ func (c *Consumer) stopTaking(revoked map[string][]int32) []*partition {
 				continue
 			}
 			p.mu.Lock()
-			if !p.dead && !p.revoking {
+			switch {
+			case p.dead:
+			case p.revoking:
+				others = append(others, p)
+			default:
 				p.revoking = true
 				p.win.forget()
 				close(p.stop)
@@ -158,10 +168,22 @@ func (c *Consumer) stopTaking(revoked map[string][]int32) []*partition {
 			p.mu.Unlock()
 		}
 	}
-	return ps
+	return ps, others
 }
 
-// drain waits until every record taken from ps is settled, or ctx ends.
+// waitForgotten waits until each of ps is forgotten, or ctx ends.
+func waitForgotten(ctx context.Context, ps []*partition) {
+	for _, p := range ps {
+		select {
+		case <-p.gone:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// drain waits until every record taken from ps is settled (or its
+// partition forgotten: lost meanwhile), or ctx ends.
 func drain(ctx context.Context, ps []*partition) {
 	for _, p := range ps {
 		p.mu.Lock()
@@ -217,15 +239,25 @@ func (c *Consumer) discardSessions(ctx context.Context, keys []sessionKey) {
 }
 
 // forget drops ps: settlements still to come change nothing, and the
-// partitions are no longer assigned.
+// partitions are no longer assigned. A drain waiting for one of them (a
+// revocation or Close that began before the group took it as lost) stops
+// waiting: the settlements it waits for no longer count, so its drained
+// would never close.
 func (c *Consumer) forget(ps []*partition) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range ps {
 		p.cancel()
 		p.mu.Lock()
+		if !p.dead {
+			close(p.gone)
+		}
 		p.dead = true
 		p.win.forget()
+		if p.drained != nil {
+			close(p.drained)
+			p.drained = nil
+		}
 		p.mu.Unlock()
 		if k := (tp{p.topic, p.part}); c.parts[k] == p {
 			delete(c.parts, k)

@@ -2,6 +2,7 @@ package seqkafka_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -174,5 +175,136 @@ func TestCloseLeavesAPartitionARebalanceTookToItsNextOwner(t *testing.T) {
 				t.Fatalf("logs = %q; want the taken partitions logged", logs.msgs)
 			}
 		})
+	}
+}
+
+// A partition the group takes from the member (lost: the member was
+// evicted) while Close drains it has nothing left for Close to wait for:
+// its records are no longer this member's, and their handlers see their
+// ctx canceled. Close goes on at once, rather than waiting for the end of
+// its ctx and returning the ctx's error.
+func TestCloseDrainingAPartitionThatIsLostGoesOn(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "0")})
+	g := newGate()
+	logs := newLogSink()
+	cons, err := seqkafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+		return g.wait(ctx, r.Offset) // held until its ctx ends
+	}, seqkafka.WithCommitInterval(time.Hour), seqkafka.WithLogger(logs.logger()))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-g.entered // offset 0 in flight
+
+	closed := make(chan error, 1)
+	go func() { closed <- m.close(t, 10*time.Second) }()
+	<-logs.when("draining revoked partitions") // Close waits for offset 0
+
+	// The coordinator now says the member is unknown: kgo reports the
+	// partition lost, and the handler sees its ctx canceled.
+	<-fence(c, cons)
+	require.NoError(t, <-closed, "Close waited for a partition the group had taken")
+}
+
+// Close gives up when its ctx ends, also while a revocation drains: its
+// running handlers see their ctx canceled then, not only once the
+// revocation's drain timeout has passed, and Close returns the ctx's
+// error.
+func TestCloseGivesUpAtItsCtxWhileARevocationDrains(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "0")})
+	g := newGate()
+	logs := newLogSink()
+	canceled := make(chan struct{})
+	a, err := seqkafka.NewConsumer(groupOpts(c, kgo.Balancers(kgo.RangeBalancer())),
+		func(ctx context.Context, r *kgo.Record) error {
+			err := g.wait(ctx, r.Offset)
+			if err != nil {
+				close(canceled)
+			}
+			return err
+		}, seqkafka.WithLogger(logs.logger()), seqkafka.WithCommitInterval(time.Hour),
+		seqkafka.WithDrainTimeout(time.Hour))
+	require.NoError(t, err)
+	ma := startMember(t, a)
+	<-g.entered // offset 0 in flight on a
+
+	// b joins: with the eager range balancer a must revoke its partition,
+	// and its revocation waits for offset 0.
+	b, err := seqkafka.NewConsumer(groupOpts(c, kgo.Balancers(kgo.RangeBalancer())),
+		func(context.Context, *kgo.Record) error { return nil }, seqkafka.WithCommitInterval(time.Hour))
+	require.NoError(t, err)
+	startMember(t, b)
+	<-logs.when("draining revoked partitions")
+
+	closed := make(chan error, 1)
+	go func() { closed <- ma.close(t, 100*time.Millisecond) }()
+	select {
+	case err := <-closed:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(30 * time.Second): // the drain timeout is an hour
+		close(g.open) // let the revocation end, so that the test can
+		t.Fatalf("Close outlasted its 100ms ctx by 30s: it waited for the revocation's drain")
+	}
+	select {
+	case <-canceled:
+	default:
+		t.Fatal("the running handler's ctx was not canceled")
+	}
+}
+
+// A revocation that meets a partition Close is draining waits for that
+// drain, as for its own: the group hands the partition on only once this
+// member is done with its records, so a key's record never runs on the
+// next owner while it still runs here.
+func TestRevocationDuringCloseWaitsForItsDrain(t *testing.T) {
+	c := cluster(t, 2)
+	produce(t, c, []*kgo.Record{rec(0, "a", "0"), rec(0, "a", "1"), rec(1, "b", "0"), rec(1, "b", "1")})
+	g := newGate()
+	logs := newLogSink()
+	// The group waits for a's rejoin as long as the test may take: given
+	// up on, a would be left out and b given both partitions at once.
+	opts := groupOpts(c, kgo.Balancers(kgo.RangeBalancer()), kgo.RebalanceTimeout(time.Minute))
+	a, err := seqkafka.NewConsumer(opts,
+		func(ctx context.Context, r *kgo.Record) error {
+			if r.Offset == 0 {
+				return g.wait(ctx, r.Offset)
+			}
+			return nil
+		}, seqkafka.WithLogger(logs.logger()), seqkafka.WithCommitInterval(time.Hour))
+	require.NoError(t, err)
+	ma := startMember(t, a)
+	<-g.entered
+	<-g.entered // offset 0 of both partitions in flight on a
+
+	closed := make(chan error, 1)
+	go func() { closed <- ma.close(t, 20*time.Second) }()
+	<-logs.when("draining revoked partitions") // Close drains both
+
+	// b joins: with the eager range balancer a revokes both partitions,
+	// and b is given one of them.
+	early := make(chan string, 4)
+	b, err := seqkafka.NewConsumer(opts,
+		func(ctx context.Context, r *kgo.Record) error {
+			select {
+			case <-g.open:
+			default:
+				early <- fmt.Sprintf("partition %d offset %d", r.Partition, r.Offset)
+			}
+			return nil
+		}, seqkafka.WithCommitInterval(time.Hour))
+	require.NoError(t, err)
+	startMember(t, b)
+	select {
+	case <-logs.when("waiting for a revocation in progress of the same partitions"):
+	case r := <-early:
+		close(g.open)
+		t.Fatalf("b ran %s while a still ran offset 0 of it", r)
+	}
+	close(g.open)
+	require.NoError(t, <-closed)
+	select {
+	case r := <-early:
+		t.Fatalf("b ran %s while a still ran offset 0 of it", r)
+	default:
 	}
 }
