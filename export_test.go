@@ -1,6 +1,11 @@
 package seqsched
 
-import "unsafe"
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"unsafe"
+)
 
 // WithShards sets how many shards a scheduler has (a power of two). With 1,
 // every key shares one shard, so tests exercise what shard-mates do to each
@@ -77,3 +82,45 @@ func Seal[K comparable](s *Scheduler[K]) { s.seal() }
 
 // Quiet is closed once no live token is held after the seal.
 func Quiet[K comparable](s *Scheduler[K]) <-chan struct{} { return s.quiet }
+
+// RecycleIdle forgets key's session, which must be an idle record, and
+// recycles it, as keepIdle does with its oldest record past the cap. It
+// returns the fields the recycled record did not zero, besides the three
+// it keeps (base.core, base.spare, start).
+func RecycleIdle[K comparable](s *Scheduler[K], key K) ([]string, error) {
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sess := sh.sessions[key]
+	if sess == nil || sess.state != stateIdle || !sess.links[listIdle].in {
+		return nil, fmt.Errorf("%v is not an idle record", key)
+	}
+	sh.unlistIdle(sess)
+	s.fire(sh, sess, evForget)
+	s.recycle(sess)
+	var kept []string
+	v := reflect.ValueOf(sess).Elem()
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		switch name {
+		case "start":
+			continue
+		case "base":
+			b := v.Field(i)
+			for j := range b.NumField() {
+				if n := b.Type().Field(j).Name; n != "core" && n != "spare" && !b.Field(j).IsZero() {
+					kept = append(kept, "base."+n)
+				}
+			}
+			continue
+		}
+		if !v.Field(i).IsZero() {
+			kept = append(kept, name)
+		}
+	}
+	return kept, nil
+}
+
+// WaitPastItsCheck is Await's wait, as an Await that found f unresolved
+// and was then held up reaches it.
+func WaitPastItsCheck[T any](f *Future[T], ctx context.Context) bool { return f.wait(ctx) }

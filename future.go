@@ -210,12 +210,13 @@ type parker struct {
 // and so its parkers' channels belong to it, and a wait on them is one the
 // bubble knows is blocked.
 //
-// Each shard keeps one parker aside (shard.spare, reached through the
-// awaited task's session: base.spare), taken and put back with one atomic
-// operation each; the pool, whose per-P bookkeeping costs several times
-// that, holds the rest. A round trip (a task submitted, then awaited) uses
-// the spare of its own key's shard, so waits on different keys rarely
-// share it.
+// Each session record keeps one parker aside (base.spare, reached through
+// the awaited task), taken and put back with one atomic operation each; the
+// pool, whose per-P bookkeeping costs several times that, holds the rest. A
+// round trip (a task submitted, then awaited) uses its own key's spare. The
+// task may resolve, and its record be forgotten and made another key's,
+// while its Await still holds the parker: the record keeps its spare when
+// it is recycled, so the parker goes back there all the same.
 type parkers struct{ pool sync.Pool }
 
 func (ps *parkers) get(b *base) *parker {

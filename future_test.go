@@ -175,3 +175,38 @@ func TestAwaitOnANilOrZeroFutureIsAnError(t *testing.T) {
 		t.Fatal("Done of a zero Future is not closed: a select on it would hang")
 	}
 }
+
+// A future outlives its task's session: once the task resolves, the
+// session may go idle, be forgotten among the idle records and its record
+// made another key's. An Await that passed its check before the task
+// resolved (WaitPastItsCheck stands for one the scheduler preempted there)
+// must still end cleanly, with its task's result, and leave the record's
+// reuse unharmed: it reaches only what a recycled record keeps.
+func TestAwaitThatOutlivesItsSessionsRecordEndsCleanly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler[string](t)
+		ctx := context.Background()
+		f, err := seqsched.Submit(ctx, s, "a", func(context.Context) (string, error) { return "a", nil })
+		require.NoError(t, err)
+		v, err := f.Await(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "a", v)
+		synctest.Wait() // a's goroutine has retired it: an idle record
+
+		kept, err := seqsched.RecycleIdle(s, "a")
+		require.NoError(t, err)
+		require.Empty(t, kept, "a recycled record keeps only its scheduler, its spare parker and its start")
+
+		require.True(t, seqsched.WaitPastItsCheck(f, ctx))
+		v, err = f.Await(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "a", v)
+
+		// The record, now b's, works as a new one.
+		g, err := seqsched.Submit(ctx, s, "b", func(context.Context) (string, error) { return "b", nil })
+		require.NoError(t, err)
+		v, err = g.Await(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "b", v)
+	})
+}

@@ -331,9 +331,21 @@ type base struct {
 	// lending once a wait tried to (see worker.userDone).
 	loan          loan
 	open, lending atomic.Bool
-	// spare is its shard's spare parker (see parkers), for the Awaits of
-	// its futures; set when the session is made.
-	spare *atomic.Pointer[parker]
+	// spare is the record's spare parker (see parkers), for the Awaits of
+	// its futures; taken and put back atomically, without a lock. A record
+	// keeps it when it is recycled, as it keeps core.
+	spare atomic.Pointer[parker]
+}
+
+// reset clears b for its record's reuse (see recycle), but for core and
+// spare.
+func (b *base) reset() {
+	b.slot = false
+	b.pred.Store(nil)
+	b.cut.Store(nil)
+	b.loan = loan{}
+	b.open.Store(false)
+	b.lending.Store(false)
 }
 
 // behind reports whether a wait for work of session b, by a caller running

@@ -46,11 +46,7 @@ type shard[K comparable] struct {
 	submitted uint64
 	counts    [2][nOutcomes]uint64 // tasks resolved, by priority and outcome
 
-	// spare is a parker kept for the next Await of a future of this
-	// shard's sessions (see parkers); taken and put back atomically,
-	// without mu.
-	spare atomic.Pointer[parker]
-	_     [64]byte // keep shards' locks on separate cache lines
+	_ [64]byte // keep shards' locks on separate cache lines
 }
 
 // idleRecords is how many idle sessions a scheduler keeps for reuse, over
@@ -81,10 +77,10 @@ func (s *Scheduler[K]) makeSession(sh *shard[K], key K) *session[K] {
 	sess, _ := s.records.Get().(*session[K])
 	if sess == nil {
 		sess = new(session[K])
+		sess.core = &s.core
 		sess.start = func() { s.work(sess) }
 	}
 	sess.key, sess.sh = key, sh
-	sess.base.core, sess.base.spare = &s.core, &sh.spare
 	if sh.sessions == nil {
 		sh.sessions = make(map[K]*session[K])
 	}
@@ -104,13 +100,24 @@ func (sh *shard[K]) count(t *task) { sh.counts[t.prio][t.outcome]++ }
 // (see callerOf), and cut is cleared here. A paced key's record is not
 // recycled either: a stopped pace timer's callback may still look at it
 // (see Scheduler.paced).
+//
+// Such a task's future may still be awaited, by an Await that began before
+// the task resolved, and its ctx read: they reach the record's base, never
+// the rest. So base is reset field by field, with atomic stores where they
+// load, and keeps what they use without a lock, the scheduler and the spare
+// parker, which no record ever changes; the rest is zeroed.
 func (s *Scheduler[K]) recycle(sess *session[K]) {
 	if sess.handled || sess.w.pace != nil {
 		return
 	}
-	start := sess.start
-	*sess = session[K]{}
-	sess.start = start
+	sess.base.reset()
+	var key K
+	sess.key, sess.sh, sess.state, sess.tok, sess.drain = key, nil, stateIdle, false, nil
+	sess.high, sess.normal, sess.highRun, sess.cur, sess.reports = fifo{}, fifo{}, 0, nil, nil
+	sess.staged.Store(nil)
+	sess.handles, sess.handled, sess.pause, sess.ctl = 0, false, false, nil
+	sess.pred, sess.succ, sess.links = nil, nil, [nLists]links[K]{}
+	sess.w = worker[K]{}
 	s.records.Put(sess)
 }
 
