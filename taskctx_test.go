@@ -402,3 +402,38 @@ func TestAwaitGivenTheTasksCtxEndsWithIt(t *testing.T) {
 }
 
 var errBecause = errors.New("because")
+
+// A task's ctx kept past the task (handed to a goroutine that outlives it)
+// stays done, with Canceled, even once the task's session was forgotten
+// and its record made another key's: the ctx reaches only what a recycled
+// record keeps.
+func TestTaskCtxKeptPastItsSessionsRecordStaysDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler[string](t)
+		bg := context.Background()
+		var kept context.Context
+		f, err := seqsched.Submit(bg, s, "a", func(ctx context.Context) (any, error) {
+			kept = ctx
+			return nil, nil
+		})
+		require.NoError(t, err)
+		_, err = f.Await(bg)
+		require.NoError(t, err)
+		synctest.Wait() // a's goroutine has retired it: an idle record
+		rest, err := seqsched.RecycleIdle(s, "a")
+		require.NoError(t, err)
+		require.Empty(t, rest)
+
+		// Its done state is made only now, the first time it is asked for.
+		select {
+		case <-kept.Done():
+		default:
+			t.Fatal("the kept ctx's Done is not closed")
+		}
+		require.ErrorIs(t, kept.Err(), context.Canceled)
+		require.ErrorIs(t, context.Cause(kept), context.Canceled)
+		child, cancel := context.WithCancel(kept)
+		defer cancel()
+		<-child.Done()
+	})
+}
