@@ -199,7 +199,7 @@ func newConsumer(clientOpts []kgo.Opt, cfg *config, h Handler, bh BatchHandler) 
 		// say that, rather than kgo's message about autocommit.
 		if probe, perr := kgo.NewClient(own...); perr == nil {
 			ok := hasGroupAndTopics(probe)
-			probe.Close()
+			closeClient(probe)
 			if !ok {
 				return nil, ErrNoGroup
 			}
@@ -207,13 +207,13 @@ func newConsumer(clientOpts []kgo.Opt, cfg *config, h Handler, bh BatchHandler) 
 		return nil, fmt.Errorf("seqkafka: kgo.NewClient: %w", err)
 	}
 	if !hasGroupAndTopics(cl) {
-		cl.Close()
+		closeClient(cl)
 		c.cancelLife()
 		return nil, ErrNoGroup
 	}
 	c.cl = cl
 	if err := c.newSchedulers(bh != nil); err != nil { // cannot happen: cfg.concurrency >= 1
-		cl.Close()
+		closeClient(cl)
 		c.cancelLife()
 		return nil, fmt.Errorf("seqkafka: %w", err)
 	}

@@ -102,7 +102,10 @@ package seqkafka
 // linger waits, unbounded; awaited from a task, so the task's slot is lent
 // meanwhile). The client calls the rebalance callbacks on its own
 // goroutines. A log line runs the logger on a goroutine of its own (see
-// log).
+// log). Close leaves the group itself, then closes the client with
+// closeClient, which opens kgo's rebalance gate for good afterwards: the
+// leave goroutine kgo's Client.Close starts may reach that gate after
+// Client.Close's own last poll has shut it, and would wait there for ever.
 //
 // Locks: commitMu, then mu, then a partition's mu; fetchMu, then mu, then a
 // partition's mu; pauseMu alone. None is held while user code runs or

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Run consumes until ctx ends or Close is called: it fetches records and
@@ -213,7 +215,7 @@ func (c *Consumer) close(ctx context.Context) error {
 	if lerr := c.cl.LeaveGroupContext(lctx); lerr != nil && err == nil && !errors.Is(lerr, context.DeadlineExceeded) {
 		leaveErr = fmt.Errorf("seqkafka: leave group: %w", lerr)
 	}
-	c.cl.Close()
+	closeClient(c.cl)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
@@ -227,4 +229,21 @@ func (c *Consumer) close(ctx context.Context) error {
 		return errs[0] // unchanged: a ctx error stays comparable, a *CommitError stays itself
 	}
 	return errors.Join(errs...)
+}
+
+// closeClient closes cl, then opens kgo's rebalance gate
+// (BlockRebalanceOnPoll) for good. Client.Close starts a goroutine that
+// leaves the group, passing that gate first, and waits only until the
+// group is left, which Close's own leave has begun already; so it may
+// return before that goroutine has run. Its own last poll,
+// PollFetches(nil), holds the gate when it drains something (a fetch
+// telling of a group error that no Run polled, as after a fence while
+// Close drains), and nothing releases it afterwards: should the goroutine
+// reach the gate only then (scheduled late, on a loaded machine), it would
+// wait there for ever. Nothing polls a closed client, so allowing
+// rebalances then changes nothing but that: the goroutine goes on, finds
+// the group left, and ends.
+func closeClient(cl *kgo.Client) {
+	cl.Close()
+	cl.AllowRebalance()
 }

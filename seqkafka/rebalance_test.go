@@ -3,6 +3,8 @@ package seqkafka_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -203,6 +205,68 @@ func TestCloseDrainingAPartitionThatIsLostGoesOn(t *testing.T) {
 	// partition lost, and the handler sees its ctx canceled.
 	<-fence(c, cons)
 	require.NoError(t, <-closed, "Close waited for a partition the group had taken")
+}
+
+// Close leaves no goroutine of its client waiting on kgo's rebalance gate
+// (BlockRebalanceOnPoll). kgo's Client.Close starts a goroutine that
+// leaves the group through that gate, and returns without waiting for it
+// once the group is left already (Close leaves it first, within the commit
+// timeout); Client.Close's own last poll, PollFetches(nil), holds the gate
+// when it drains something, such as the notice of a fence that no Run
+// polled. A leave goroutine that reaches the gate after that poll (one
+// scheduled late, as on a loaded machine) then waited for ever: goleak saw
+// one at the end of a package run. The test fences the member while Close
+// drains, so that the notice is there for that last poll, then plays the
+// late goroutine with a leave of its own (its ctx done, so that only the
+// goroutine is left to run) and wants it to end.
+func TestCloseLeavesNoLeaveWaitingForAPollRelease(t *testing.T) {
+	c := cluster(t, 1)
+	produce(t, c, []*kgo.Record{rec(0, "a", "0")})
+	g := newGate()
+	logs := newLogSink()
+	cons, err := seqkafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
+		return g.wait(ctx, r.Offset) // held until its ctx ends
+	}, seqkafka.WithCommitInterval(time.Hour), seqkafka.WithLogger(logs.logger()))
+	require.NoError(t, err)
+	m := startMember(t, cons)
+	<-g.entered // offset 0 in flight
+
+	closed := make(chan error, 1)
+	go func() { closed <- m.close(t, 10*time.Second) }()
+	<-logs.when("draining revoked partitions") // Run is over: nothing polls the fence's notice
+	<-fence(c, cons)
+	require.NoError(t, <-closed)
+
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = cons.Client().LeaveGroupContext(done) // nil or Canceled: the group is left, and done is done
+	var left []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if left = goroutinesIn("kgo.(*Client).LeaveGroupContext"); len(left) == 0 {
+			return
+		}
+	}
+	t.Fatalf("a leave that reached the rebalance gate after Close still waits:\n%s", strings.Join(left, "\n\n"))
+}
+
+// goroutinesIn returns the stacks of the goroutines with fn in their stack.
+func goroutinesIn(fn string) []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // Close gives up when its ctx ends, also while a revocation drains: its
