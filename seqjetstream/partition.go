@@ -456,12 +456,14 @@ func (p *partition) dispatch(h *held) {
 			}
 			delete(p.withheld, h.seq)
 			p.mu.Unlock()
+			// Counted before the answer goes out, so that whoever sees the
+			// answer at the server sees the count too.
+			p.st.duplicates.Add(1)
 			if termed {
 				_ = h.msg.Term()
 			} else {
 				_ = h.msg.Ack()
 			}
-			p.st.duplicates.Add(1)
 			p.gate.RUnlock()
 			return
 		}
