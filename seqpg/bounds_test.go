@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,4 +47,43 @@ func TestDefaultConcurrencyFitsThePool(t *testing.T) {
 			close(release)
 		})
 	}
+}
+
+// Each group gives its connection back to the pool when it ends: on a
+// pool of three (one key at a time, the listener, the claims), keys run
+// one after the other without waiting for a connection, and once the
+// keys are done only the listener's connection is held.
+func TestGroupsGiveTheirConnectionBack(t *testing.T) {
+	_, dsn := newDB(t)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	cfg.MaxConns = 3
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		// pool.Close waits for every connection: one never given back
+		// would hang the test rather than fail it.
+		closed := make(chan struct{})
+		go func() {
+			pool.Close()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Error("pool.Close: a connection was never given back")
+		}
+	})
+	const keys, perKey = 6, 3
+	for i := range perKey {
+		for k := range keys {
+			enqueue(t, pool, fmt.Sprint("k", k), fmt.Sprintf("k%d-%d", k, i))
+		}
+	}
+	r := newRecorder()
+	w := startWorker(t, pool, r.handler)
+	r.wait(t, keys*perKey)
+	eventually(t, "every key given back", func() bool { return w.Stats().Leased == 0 })
+	eventually(t, "only the listener's connection held", func() bool { return pool.Stat().AcquiredConns() == 1 })
+	assert.Equal(t, uint64(keys*perKey), w.Stats().Completed)
 }

@@ -15,7 +15,9 @@ import (
 
 // Close lets running jobs finish and gives back the keys whose next job
 // has not started: another worker runs them, none lost, none twice, each
-// key in order.
+// key in order. The running jobs return only after Close was called: a
+// handler's ctx begins the close without waiting, so that no step of a
+// key can run between the call and the release of the handlers.
 func TestCloseGivesUnstartedJobsBack(t *testing.T) {
 	pool, _ := newDB(t)
 	ctx := context.Background()
@@ -25,24 +27,24 @@ func TestCloseGivesUnstartedJobsBack(t *testing.T) {
 			enqueue(t, pool, fmt.Sprint("k", k), fmt.Sprintf("k%d-%d", k, i))
 		}
 	}
-	started, release := make(chan struct{}, keys), make(chan struct{})
+	started, release := make(chan context.Context, keys), make(chan struct{})
 	r := newRecorder()
 	a, err := seqpg.NewWorker(pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
 		r.add(job)
-		started <- struct{}{}
+		started <- ctx
 		waitOrDone(ctx, release)
 		return nil
 	}, testOpts()...)
 	require.NoError(t, err)
 	runA := make(chan error, 1)
 	go func() { runA <- a.Run(ctx) }()
+	var hctx context.Context
 	for range keys {
-		<-started
+		hctx = <-started
 	}
-	closed := make(chan error, 1)
-	go func() { closed <- a.Close(ctx) }()
+	require.ErrorIs(t, a.Close(hctx), seqsched.ErrWouldDeadlock, "Close begins from a handler's ctx")
 	close(release)
-	require.NoError(t, <-closed)
+	require.NoError(t, a.Close(ctx))
 	require.NoError(t, <-runA)
 	assert.Equal(t, 0, a.Stats().Leased)
 	assert.Equal(t, uint64(keys), a.Stats().Completed, "each key's running job finished, no new one started")

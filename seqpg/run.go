@@ -90,7 +90,7 @@ func (w *Worker) step(l *lease) func(context.Context) error {
 		w.mu.Lock()
 		stopping := w.stopping
 		w.mu.Unlock()
-		if stopping {
+		if stopping || w.closing() {
 			w.release(l)
 			return nil
 		}

@@ -232,6 +232,18 @@ func (w *Worker) Close(ctx context.Context) error {
 
 type workerKey struct{}
 
+// closing reports whether Close has begun. A key's next step reads it as
+// well as stopping, which Run sets only once it has noticed the close:
+// a job whose step begins after Close was called does not start.
+func (w *Worker) closing() bool {
+	select {
+	case <-w.closeCh:
+		return true
+	default:
+		return false
+	}
+}
+
 // poke rings the fetcher's doorbell.
 func (w *Worker) poke() {
 	select {
