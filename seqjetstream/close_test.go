@@ -349,3 +349,68 @@ func TestPlainConsumerHandlersSeeTheirSequenceAndNoEpoch(t *testing.T) {
 	assert.Equal(t, seen{1, 1, 0}, <-got)
 	assert.Equal(t, seen{2, 2, 0}, <-got)
 }
+
+// Close with WithHandover unpins a partition only once nothing more can
+// go out for it: the server then pins the standby, and redelivers to it
+// what this instance held. An answer of this instance that could still
+// follow the unpin (an Ack sent within its answer window, but slow on a
+// loaded host) could take off the server's count a message the standby
+// already holds, and end its catch-up with an earlier message of the key
+// still out (issue 45). Here the old owner's handler for 1 returns as
+// soon as the unpin is sent, or when its ctx ends: Close's ctx ends
+// first, and Close gives 1 back, then unpins. Before the fix Close
+// unpinned first, and 1 was acknowledged after the unpin. The standby
+// then runs 1 and 2 in order.
+func TestHandoverOnCloseUnpinsOnlyOnceNothingMoreIsSent(t *testing.T) {
+	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms, PinnedTTL 1m
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	var (
+		mu       sync.Mutex
+		events   []string // the old owner's answers for 1, and its unpin
+		unpinned = make(chan struct{})
+		running  = make(chan struct{})
+	)
+	note := func(e string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e)
+		return true
+	}
+	hjs := unpinHook{js, sync.OnceFunc(func() { note("unpin"); close(unpinned) })}
+	oldCons := wrapConsumer{consumerFor(t), func(m jetstream.Msg) jetstream.Msg {
+		return hookMsg{Msg: m,
+			onAck:  func() bool { return note("ack") },
+			onTerm: func() bool { return note("term") },
+			onNak:  func() bool { return note("nak") },
+		}
+	}}
+	old, err := seqjetstream.NewConsumer([]jetstream.Consumer{oldCons}, func(ctx context.Context, m jetstream.Msg) error {
+		close(running)
+		select {
+		case <-unpinned:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, seqjetstream.WithMaxBuffered(100), seqjetstream.WithFetchExpiry(300*time.Millisecond), seqjetstream.WithHandover(hjs))
+	require.NoError(t, err)
+	rOld := start(t, old)
+	require.Equal(t, uint64(1), publish(t, js, "k.a", "1"))
+	<-running
+
+	l := newLedger()
+	c := pinnedConsumer(t, consumerFor(t), l.applier(t), 300*time.Millisecond)
+	start(t, c)
+	eventually(t, func() bool { return info(t, probe).NumWaiting >= 1 }, "the standby's pull waiting")
+
+	err = rOld.close(t, time.Second)
+	mu.Lock()
+	assert.Equal(t, []string{"nak", "unpin"}, events, "the old owner's answers for 1 and its unpin, in order")
+	mu.Unlock()
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "Close past its ctx, 1 still running")
+
+	require.Equal(t, uint64(2), publish(t, js, "k.a", "2")) // pins the standby
+	eventually(t, func() bool { return l.count() == 2 }, "1 and 2 applied by the standby: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Equal(t, []uint64{1, 2}, l.key("k"))
+}

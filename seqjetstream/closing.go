@@ -135,11 +135,25 @@ func (p *partition) close() {
 // unpins (see unpinAll).
 const handoverWait = time.Second
 
-// unpinAll unpins the pinned consumers this instance owns, at once, and
-// waits for the server's answers at most handoverWait (or until ctx
+// unpinAll unpins the pinned consumers this instance owns, all at once,
+// and waits for the server's answers at most handoverWait (or until ctx
 // ends): a request to a server that is down would otherwise wait out
 // ctx, partition after partition. A partition whose unpin gets no answer
 // in time is taken over after its PinnedTTL instead.
+//
+// Close calls it last, once its partitions are closed, as a step-down
+// unpins only after its epoch ended: every answer this instance sent went
+// out before the unpin, on its way to the server ahead of it when both
+// share a connection, and none follows. Unpinned while its handlers still
+// ran, the server could redeliver to the standby a message whose Ack,
+// sent within its answer window but slow on a loaded host, reached the
+// server after its AckWait: it takes the message off the server's count
+// while the standby holds it, and the standby's catch-up, counting it as
+// its own, ended with an earlier message still out, so a later one of its
+// key ran first (issue 45's balanced seed). The standby loses nothing by
+// the wait: its catch-up waited for those answers anyway. (A drain longer
+// than the PinnedTTL still lets the server pin the standby meanwhile, as
+// this instance no longer pulls.)
 func (c *Consumer) unpinAll(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, handoverWait)
 	defer cancel()

@@ -322,12 +322,10 @@ func (c *Consumer) begin() {
 }
 
 // finish waits for the held messages to be done, or for done, then closes
-// every partition (no reply to the server after that) and shuts the
-// schedulers down. It reports whether it gave up at done.
+// every partition (no reply to the server after that), unpins the pinned
+// ones (see unpinAll) and shuts the schedulers down. It reports whether it
+// gave up at done.
 func (c *Consumer) finish(ctx context.Context, done <-chan struct{}) (gaveUp bool) {
-	if c.handover != nil {
-		c.unpinAll(ctx)
-	}
 	for _, p := range c.parts {
 		select {
 		case <-p.drainedCh():
@@ -342,6 +340,11 @@ func (c *Consumer) finish(ctx context.Context, done <-chan struct{}) (gaveUp boo
 		p.close()
 	}
 	c.cancelLife() // handlers still running see their ctx canceled
+	if c.handover != nil {
+		// Even past ctx: a standby then takes over at once, not after
+		// PinnedTTL; the unpins wait at most handoverWait.
+		c.unpinAll(context.WithoutCancel(ctx))
+	}
 	sctx := ctx
 	if gaveUp {
 		sctx = c.life // done: the schedulers give up at once

@@ -242,9 +242,12 @@ func WithFetchExpiry(d time.Duration) Option {
 
 // WithHandover lets Close unpin the pinned consumers this instance owns,
 // through js, so that a standby instance takes each over at once instead
-// of after its PinnedTTL. The standby catches up first (see the package
-// doc), so key order holds while this instance finishes its messages.
-// Close waits at most a second for the server to answer the unpins; a
+// of after its PinnedTTL. Close unpins last, once its running handlers
+// are done (or its ctx ended) and nothing more can be sent for the
+// partitions; the standby catches up first (see the package doc), so key
+// order holds. Give js the connection of the consumers' own messages:
+// then the unpin follows every answer on the wire. Close waits at most a
+// second for the server to answer the unpins, even past its ctx; a
 // partition whose unpin gets no answer in time (the server is down) is
 // taken over after its PinnedTTL, as without this option.
 //

@@ -1,6 +1,7 @@
 package seqjetstream_test
 
 import (
+	"context"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -88,4 +89,29 @@ func (m hookMsg) InProgress() error {
 		return nil
 	}
 	return m.Msg.InProgress()
+}
+
+// unpinHook is a JetStream whose streams' UnpinConsumer calls before
+// first: how a test sees when an instance unpins a partition.
+type unpinHook struct {
+	jetstream.JetStream
+	before func()
+}
+
+func (j unpinHook) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	s, err := j.JetStream.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return unpinHookStream{s, j.before}, nil
+}
+
+type unpinHookStream struct {
+	jetstream.Stream
+	before func()
+}
+
+func (s unpinHookStream) UnpinConsumer(ctx context.Context, consumer, group string) error {
+	s.before()
+	return s.Stream.UnpinConsumer(ctx, consumer, group)
 }
