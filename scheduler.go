@@ -141,6 +141,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	s.core.loans = s.rq
 	for i := range s.shards {
 		sh := &s.shards[i]
+		sh.index = uint32(i)
 		sh.pending.which = listReady
 		sh.starter = func() { startQueues[K]{s}.startFrom(sh) }
 	}

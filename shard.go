@@ -18,6 +18,7 @@ import (
 type shard[K comparable] struct {
 	mu       sync.Mutex
 	live     atomic.Int64 // a stripe of the live tokens (see Scheduler.afterSeal)
+	index    uint32       // its place in Scheduler.shards
 	sessions map[K]*session[K]
 
 	idle sessionList[K] // idle records, newest first

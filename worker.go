@@ -2,7 +2,6 @@ package seqsched
 
 import (
 	"context"
-	"math/rand/v2"
 	"runtime/debug"
 	"time"
 )
@@ -107,7 +106,7 @@ func (s *Scheduler[K]) begin(w *worker[K]) {
 // on (bench's wake-up stack target): a task that posts to an idle key
 // runs the submit path on this goroutine's first, small stack.
 func (s *Scheduler[K]) work(sess *session[K]) {
-	g := guardState[K]{sess: sess}
+	g := guardState[K]{sess: sess, stripe: sess.sh.index}
 	defer func() {
 		if g.normal {
 			return
@@ -121,18 +120,22 @@ func (s *Scheduler[K]) work(sess *session[K]) {
 		s.steps(&g)
 	}
 	g.normal = true
-	// Any stripe serves (see Scheduler.afterSeal): a random one spreads the
-	// goroutines' ends over the shards, and keeps the session's shard out
-	// of this frame, which a wake-up's stack has no room for.
-	s.addTokens(&s.shards[rand.Uint64()&s.mask], -1)
+	// Any stripe serves (see Scheduler.afterSeal): the first session's
+	// shard's (whose stripe took the token, unless a slot's hand-off
+	// started the goroutine) spreads the goroutines' ends over the shards
+	// as their keys are, and costs no random number. Its index, not the
+	// shard, is kept: it fits in guardState's padding, and this frame is
+	// on a wake-up's stack, which has no room to spare.
+	s.addTokens(&s.shards[g.stripe], -1)
 }
 
 // guardState is what work and steps know of the user code a goroutine
 // runs: the session at hand, and how the last of it ended.
 type guardState[K comparable] struct {
 	sess    *session[K]
-	normal  bool // work returned: no Goexit
-	handled bool // steps recovered a panic, which unwound has turned into an outcome
+	stripe  uint32 // the shard whose stripe takes the goroutine's live token back (see work)
+	normal  bool   // work returned: no Goexit
+	handled bool   // steps recovered a panic, which unwound has turned into an outcome
 }
 
 // steps runs g.sess's steps until the goroutine has nothing left (g.sess
