@@ -61,6 +61,27 @@ type loans interface {
 	userDone(b *base)
 }
 
+// The run queue's calls on every task's path (schedule in accept, leave
+// in advance, userBegin and userDone around fn) go to startQueues directly
+// when there is no limit: a call through s.rq costs an interface call and
+// a generic wrapper, about 40 instructions a round trip in all
+// (docs/perf-log.md).
+
+// userBegin marks user code that may lend sess's slot as running.
+func (s *Scheduler[K]) userBegin(sess *session[K], u user) {
+	sess.w.user = u
+	if s.opts.maxConcurrency > 0 {
+		s.rq.userBegin(&sess.base)
+	}
+}
+
+// userDone ends what userBegin began.
+func (s *Scheduler[K]) userDone(sess *session[K]) {
+	if s.opts.maxConcurrency > 0 {
+		s.rq.userDone(&sess.base)
+	}
+}
+
 // startQueues is the run queue without a limit: each shard's start queue
 // (shard.pending), its goroutines (shard.workers) and its starter.
 type startQueues[K comparable] struct{ s *Scheduler[K] }

@@ -326,7 +326,12 @@ func (s *Scheduler[K]) accept(h *Session[K], key K, t *task) error {
 		sh.mu.Unlock()
 		return ErrQueueFull
 	}
-	start := s.admit(sh, sess, t) && s.rq.schedule(sh, sess)
+	start := s.admit(sh, sess, t)
+	if start && s.opts.maxConcurrency > 0 {
+		start = s.rq.schedule(sh, sess)
+	} else if start {
+		start = startQueues[K]{s}.schedule(sh, sess) // s.rq.schedule, called directly (see runQueue)
+	}
 	if start && s.stages(sess) {
 		s.stage(sh, sess)
 	}

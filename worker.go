@@ -379,17 +379,11 @@ func (s *Scheduler[K]) stamp(sess *session[K], t *task) {
 	}
 }
 
-// userBegin marks user code that may lend sess's slot as running.
-func (s *Scheduler[K]) userBegin(sess *session[K], u user) {
-	sess.w.user = u
-	s.rq.userBegin(&sess.base)
-}
-
 // afterFn is the bookkeeping once fn returned, panicked or called Goexit:
 // the slot, if an Await lent it, and the run time.
 func (s *Scheduler[K]) afterFn(sess *session[K], t *task) {
 	w := &sess.w
-	s.rq.userDone(&sess.base)
+	s.userDone(sess)
 	if w.began.IsZero() {
 		return
 	}
@@ -453,7 +447,11 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		leave = true
 	}
 	if leave {
-		next, passOn = s.rq.leave(sh, sess)
+		if s.opts.maxConcurrency > 0 {
+			next, passOn = s.rq.leave(sh, sess)
+		} else {
+			next = startQueues[K]{s}.startNext(sh) // s.rq.leave, called directly (see runQueue)
+		}
 	}
 	s.unlock(sh)
 	if done != nil {
