@@ -64,7 +64,7 @@ type loans interface {
 // The run queue's calls on every task's path (schedule in accept, leave
 // in advance, userBegin and userDone around fn) go to startQueues directly
 // when there is no limit: a call through s.rq costs an interface call and
-// a generic wrapper, about 40 instructions a round trip in all
+// a generic wrapper, about 30 instructions a round trip in all
 // (docs/perf-log.md).
 
 // userBegin marks user code that may lend sess's slot as running.

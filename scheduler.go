@@ -333,7 +333,7 @@ func (s *Scheduler[K]) accept(h *Session[K], key K, t *task) error {
 		start = startQueues[K]{s}.schedule(sh, sess) // s.rq.schedule, called directly (see runQueue)
 	}
 	if start && s.stages(sess) {
-		s.stage(sh, sess)
+		s.stage(sh, sess, t)
 	}
 	sh.mu.Unlock()
 	if start {

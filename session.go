@@ -783,17 +783,25 @@ func (s *Scheduler[K]) nextTaskControlled(sh *shard[K], sess *session[K]) *task 
 	return t
 }
 
-// stage hands the only task of sess, just spawned from idle by Submit,
-// to the goroutine Submit starts, in the lock section that admitted it:
-// the task is taken off its lane and counted as running (as nextTask
-// does), and the goroutine takes it with one swap (see
+// stage hands t, the only task of sess, just spawned from idle by
+// Submit, to the goroutine Submit starts, in the lock section that
+// admitted it: t is taken off its lane and counted as running (as
+// nextTask does), and the goroutine takes it with one swap (see
 // Scheduler.claim) instead of a lock section of its own. Until then it
 // has not started: Pause, Discard, the give-up and Queued put it back
 // (unstage) and see it queued, and the goroutine finds it in its lane.
 // Only a session that no per-key control, queue bound or slot limit
 // touches is staged (see Scheduler.accept).
-func (s *Scheduler[K]) stage(sh *shard[K], sess *session[K]) {
-	t := sh.pop(sess, s.opts.highBurst)
+func (s *Scheduler[K]) stage(sh *shard[K], sess *session[K], t *task) {
+	// pop, written out for a lane that holds t alone (sess was idle).
+	if t.prio == High {
+		sess.high = fifo{}
+		sess.highRun++
+	} else {
+		sess.normal = fifo{}
+		sess.highRun = 0
+	}
+	sh.queued[t.prio]--
 	sh.running++
 	sess.cur = t
 	sess.w.first = true
