@@ -177,7 +177,9 @@ func (f *Future[T]) wait(ctx context.Context) bool {
 	// slot before it was cleared: a parker's user looks again after every
 	// wake-up, so a stale one costs a look. A state made since took over
 	// t's slot and wakes p when its ctx ends: that parker is left to it.
-	f.signal.CompareAndSwap(&p.w, nil)
+	if !f.resolved() { // else its signal is resolvedWaiter for ever
+		f.signal.CompareAndSwap(&p.w, nil)
+	}
 	if !light || t.done.CompareAndSwap(&p.light, nil) {
 		if !taken {
 			select {
@@ -276,10 +278,9 @@ func (f *Future[T]) publish() *waiter {
 	return f.signal.Swap(resolvedWaiter)
 }
 
-func (f *Future[T]) wake(w *waiter) {
-	if w == nil {
-		return
-	}
+// wake wakes who waits on a future that publish resolved: it closes
+// Done's channel, and gives an Await's parker a wake-up.
+func (w *waiter) wake() {
 	if w.ch != nil {
 		close(w.ch)
 	}
@@ -316,6 +317,5 @@ func (p *posted) conclude(err error) {
 
 func (p *posted) fail(err error, o outcome) { p.err, p.t.outcome = err, o }
 func (p *posted) publish() *waiter          { p.fn = nil; p.t.resolved.Store(true); return nil }
-func (p *posted) wake(*waiter)              {}
 func (p *posted) failure() error            { return p.err }
 func (p *posted) result() error             { return p.err }

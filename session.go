@@ -703,7 +703,9 @@ type wakeUp struct {
 // its waiter wakes.
 func (u wakeUp) wake() {
 	u.t.end()
-	u.t.job.wake(u.w)
+	if u.w != nil {
+		u.w.wake()
+	}
 }
 
 // fifo is one lane of a session: a singly linked FIFO of tasks.

@@ -224,10 +224,9 @@ type job interface {
 	// panic or a Goexit.
 	fail(err error, o outcome)
 	// publish makes the outcome visible (resolved, Done, Await) and lets go
-	// of fn; it returns the channel to close, if any, for wake. A worker
-	// publishes under its shard lock and wakes after it.
+	// of fn; it returns who waits, if anyone, to wake (waiter.wake). A
+	// worker publishes under its shard lock and wakes after it.
 	publish() *waiter
-	wake(*waiter)
 	// failure is a posted task's error, for the report; nil
 	// for a future or a posted task that succeeded.
 	failure() error

@@ -456,7 +456,9 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	s.unlock(sh)
 	if done != nil {
 		done.end() // before the waiters wake: they find its ctx done
-		done.job.wake(waiter)
+		if waiter != nil {
+			waiter.wake()
+		}
 	}
 	if start != nil {
 		go start.start()
