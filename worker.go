@@ -308,8 +308,10 @@ func (w *worker[K]) turnOver(interval time.Duration) bool {
 }
 
 // timeUp reports whether the turn, with at least one task run, has lasted
-// interval (WithYieldInterval): apart from turnOver, so that turnOver is
-// inlined and reads no clock without the option.
+// interval (WithYieldInterval): apart from turnOver, and never inlined in
+// it, so that turnOver is inlined and reads no clock without the option.
+//
+//go:noinline
 func (w *worker[K]) timeUp(interval time.Duration) bool {
 	return w.n > 0 && time.Since(w.turnStart) >= interval
 }
