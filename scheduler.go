@@ -243,9 +243,14 @@ func (s *Scheduler[K]) Post(ctx context.Context, key K, fn func(context.Context)
 // wrapper closure). It checks what it can before it allocates.
 func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], h *Session[K], key K,
 	fn func(context.Context) (T, error), fn0 func(context.Context) error, opts []TaskOption) (*Future[T], error) {
-	sp, err := s.admissible(ctx, h, key, opts)
-	if err != nil {
-		return nil, err
+	var sp spec
+	var err error
+	// A handle's task with no options has nothing but ctx to check: the
+	// round trip's common case, without admissible's call.
+	if h == nil || ctx == nil || len(opts) > 0 || s.opts.haltOnError {
+		if sp, err = s.admissible(ctx, h, key, opts); err != nil {
+			return nil, err
+		}
 	}
 	f := &Future[T]{fn: fn, fn0: fn0}
 	f.t.parent, f.t.prio, f.t.flags, f.t.job = submitCtx(ctx), sp.prio, sp.flags, f
@@ -266,9 +271,12 @@ func post[K comparable](ctx context.Context, s *Scheduler[K], h *Session[K], key
 	if fn == nil {
 		return ErrNilFunc
 	}
-	sp, err := s.admissible(ctx, h, key, opts)
-	if err != nil {
-		return err
+	var sp spec
+	if h == nil || ctx == nil || len(opts) > 0 || s.opts.haltOnError { // as in submit
+		var err error
+		if sp, err = s.admissible(ctx, h, key, opts); err != nil {
+			return err
+		}
 	}
 	p := &posted{fn: fn}
 	p.t.parent, p.t.prio, p.t.flags, p.t.job = submitCtx(ctx), sp.prio, sp.flags, p
