@@ -94,12 +94,25 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 		return zero, ErrNilContext
 	}
 	if caller := callerOf(ctx); caller != nil {
-		if f.t.sess.behind(caller) {
-			return zero, ErrWouldDeadlock
-		}
-		if reclaim := caller.core.lend(caller); reclaim != nil {
-			defer reclaim()
-		}
+		return f.awaitOn(ctx, caller)
+	}
+	if !f.wait(ctx) {
+		return zero, ctx.Err()
+	}
+	return f.val, f.err
+}
+
+// awaitOn is Await for a caller that runs on caller's worker (a task, or
+// a callback): it refuses a wait that could never end, and lends the
+// caller's slot while it waits. Apart from Await, so that a wait from
+// outside the scheduler, the common one, has no deferred call.
+func (f *Future[T]) awaitOn(ctx context.Context, caller *base) (T, error) {
+	var zero T
+	if f.t.sess.behind(caller) {
+		return zero, ErrWouldDeadlock
+	}
+	if reclaim := caller.core.lend(caller); reclaim != nil {
+		defer reclaim()
 	}
 	if !f.wait(ctx) {
 		return zero, ctx.Err()
