@@ -370,15 +370,18 @@ type session[K comparable] struct {
 
 	high, normal fifo
 	highRun      int     // consecutive High tasks picked (WithHighBurst)
-	cur          *task   // the task its worker has in hand, or has staged
+	cur          *task   // the task its worker has in hand, or has staged (see staged)
 	reports      []*task // posted tasks dropped by Discard or the give-up, still to report
 
-	// staged is the task Submit handed an idle session's new goroutine
-	// (see stage): the goroutine takes it with one swap, and every other
-	// lock section that needs the session's lanes as they are puts it back
-	// first (unstage), so that it has not started until the goroutine
-	// runs it.
-	staged atomic.Pointer[task]
+	// staged says that cur is a task Submit handed an idle session's new
+	// goroutine (see stage): the goroutine takes it by swapping staged to
+	// false, and every other lock section that needs the session's lanes
+	// as they are puts it back first (unstage, which swaps it too), so
+	// that it has not started until the goroutine runs it. Whoever wins
+	// the swap owns cur's task; stage wrote cur before it set staged. A
+	// flag, not the task pointer: no pointer atomics (a runtime call each,
+	// for the write barrier) on the round trip.
+	staged atomic.Bool
 
 	handles int  // open handles; a session with handles is never an idle record
 	handled bool // a handle ever held it
@@ -807,17 +810,17 @@ func (s *Scheduler[K]) stage(sh *shard[K], sess *session[K], t *task) {
 	sh.running++
 	sess.cur = t
 	sess.w.first = true
-	sess.staged.Store(t)
+	sess.staged.Store(true)
 }
 
 // unstage puts sess's staged task, if its goroutine has not taken it,
 // back at the head of its lane, as it was before stage. Called with
 // sh.mu held.
 func (s *Scheduler[K]) unstage(sh *shard[K], sess *session[K]) {
-	t := sess.staged.Swap(nil)
-	if t == nil {
+	if !sess.staged.Swap(false) {
 		return
 	}
+	t := sess.cur
 	if t.prio == High {
 		sess.high.pushFront(t)
 	} else {
@@ -838,10 +841,9 @@ func (s *Scheduler[K]) claim(sess *session[K]) bool {
 		return false
 	}
 	w.first = false
-	t := sess.staged.Swap(nil)
-	if t == nil {
+	if !sess.staged.Swap(false) {
 		return false
 	}
-	w.t, w.stage = t, stageRun
+	w.t, w.stage = sess.cur, stageRun // stage's, read after the swap that won it
 	return true
 }
