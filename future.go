@@ -227,15 +227,26 @@ type parker struct {
 //
 // Each shard keeps one parker aside (shard.spare, reached through the
 // awaited task's session: base.spare), taken and put back with one atomic
-// operation each; the pool, whose per-P bookkeeping costs several times
-// that, holds the rest. A round trip (a task submitted, then awaited) uses
-// the spare of its own key's shard, so waits on different keys rarely
-// share it.
+// operation on a flag each; the pool, whose per-P bookkeeping costs
+// several times that, holds the rest. A round trip (a task submitted, then
+// awaited) uses the spare of its own key's shard, so waits on different
+// keys rarely share it.
 type parkers struct{ pool sync.Pool }
 
+// spareParker is a shard's spare parker: made by the first wait that puts
+// a parker back to a shard with none, it stays the shard's for ever, and
+// free says whether a wait may take it. Whoever swaps free from true to
+// false owns it until it stores true again. A flag, not a pointer swapped
+// in and out: a pointer's atomic write is a runtime call (for the write
+// barrier), two on every Await.
+type spareParker struct {
+	p    atomic.Pointer[parker] // set once
+	free atomic.Bool
+}
+
 func (ps *parkers) get(b *base) *parker {
-	if p := b.spare.Swap(nil); p != nil {
-		return p
+	if b.spare.free.Swap(false) {
+		return b.spare.p.Load()
 	}
 	if p, ok := ps.pool.Get().(*parker); ok {
 		return p
@@ -246,9 +257,12 @@ func (ps *parkers) get(b *base) *parker {
 }
 
 func (ps *parkers) put(b *base, p *parker) {
-	if !b.spare.CompareAndSwap(nil, p) {
-		ps.pool.Put(p)
+	sp := b.spare
+	if sp.p.Load() == p || sp.p.Load() == nil && sp.p.CompareAndSwap(nil, p) {
+		sp.free.Store(true)
+		return
 	}
+	ps.pool.Put(p)
 }
 
 // wake gives p a wake-up, unless it holds one.

@@ -333,7 +333,7 @@ type base struct {
 	open, lending atomic.Bool
 	// spare is its shard's spare parker (see parkers), for the Awaits of
 	// its futures; set when the session is made.
-	spare *atomic.Pointer[parker]
+	spare *spareParker
 }
 
 // behind reports whether a wait for work of session b, by a caller running

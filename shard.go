@@ -50,7 +50,7 @@ type shard[K comparable] struct {
 	// spare is a parker kept for the next Await of a future of this
 	// shard's sessions (see parkers); taken and put back atomically,
 	// without mu.
-	spare atomic.Pointer[parker]
+	spare spareParker
 	_     [64]byte // keep shards' locks on separate cache lines
 }
 
