@@ -247,11 +247,13 @@ func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 		} else if next := s.advance(sess); next != sess || w.t == nil || !s.onlyTask(w) {
 			return next
 		}
-		// advance took a task to run (stageRun), and nothing comes before
-		// it: run it, and advance again, in this step, as the next steps
-		// would.
+		// claim or advance took a task to run (stageRun), and nothing
+		// comes before it: run it, and advance again, in this step, as the
+		// next steps would. Of what onlyTask looks at, running a task can
+		// add only a record to write (WithSlowTask's): the rest is set by
+		// this goroutine's advance, or on a session without a goroutine.
 		s.runTask(sess)
-		if w.stage == stageDone && s.onlyTask(w) {
+		if w.stage == stageDone && len(w.logs) == 0 {
 			return s.advance(sess)
 		}
 	}
