@@ -301,7 +301,6 @@ func (f *Future[T]) fail(err error, o outcome) { f.err, f.t.outcome = err, o }
 
 func (f *Future[T]) publish() *waiter {
 	f.fn, f.fn0 = nil, nil // let go of what fn captured
-	f.t.resolved.Store(true)
 	return f.signal.Swap(resolvedWaiter)
 }
 
@@ -343,6 +342,6 @@ func (p *posted) conclude(err error) {
 }
 
 func (p *posted) fail(err error, o outcome) { p.err, p.t.outcome = err, o }
-func (p *posted) publish() *waiter          { p.fn = nil; p.t.resolved.Store(true); return nil }
+func (p *posted) publish() *waiter          { p.fn = nil; return nil }
 func (p *posted) failure() error            { return p.err }
 func (p *posted) result() error             { return p.err }

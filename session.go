@@ -612,7 +612,7 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		sh.count(t)
 		// Published under the lock, as advance does: once the session can
 		// be seen gone, every accepted future is resolved.
-		resolved = append(resolved, wakeUp{t, t.job.publish()})
+		resolved = append(resolved, wakeUp{t, t.resolve()})
 		if t.job.failure() != nil {
 			sess.reports = append(sess.reports, t)
 		}

@@ -422,7 +422,7 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		w.t, sess.cur = nil, nil
 		sh.running--
 		sh.count(done)
-		waiter = done.job.publish() // before the session can be seen idle or gone
+		waiter = done.resolve() // before the session can be seen idle or gone
 	}
 	leave := false // the goroutine lets go of sess: parked, paced or retired
 	switch {
