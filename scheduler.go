@@ -83,6 +83,7 @@ type Scheduler[K comparable] struct {
 	rateLogged       atomic.Bool                     // a rate out of range, or the function's panic or Goexit, was logged
 	waitHist         *[2]*histogram.Fine             // queue waits by priority, for Wait and WaitHistogram; nil without WithWaitHistogram
 	runHist          *[2]histogram.Recorder          // run times by priority; nil without WithRunHistogram
+	timesFn          bool                            // afterFn has work: slot loans to end, or run times to record (see timeFn)
 }
 
 // core is what a task and the waits need of their scheduler, without the
@@ -158,6 +159,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	if o.runHistogram {
 		s.runHist = new([2]histogram.Recorder)
 	}
+	s.timesFn = o.maxConcurrency > 0 || o.runHistogram || o.slowTask > 0
 	s.core.stamped = o.waitHistogram || len(o.interceptors) > 0
 	if s.core.stamped || o.runHistogram {
 		s.core.epoch = time.Now()

@@ -384,8 +384,18 @@ func (s *Scheduler[K]) stamp(sess *session[K], t *task) {
 }
 
 // afterFn is the bookkeeping once fn returned, panicked or called Goexit:
-// the slot, if an Await lent it, and the run time.
+// the slot, if an Await lent it, and the run time. Without a limit, a run
+// histogram or WithSlowTask there is none: afterFn is inlined, and calls
+// timeFn only when there is.
 func (s *Scheduler[K]) afterFn(sess *session[K], t *task) {
+	if s.timesFn {
+		s.timeFn(sess, t)
+	}
+}
+
+// timeFn is afterFn's bookkeeping: it ends a loan of the slot, and records
+// the run time.
+func (s *Scheduler[K]) timeFn(sess *session[K], t *task) {
 	w := &sess.w
 	s.userDone(sess)
 	if w.began.IsZero() {
