@@ -147,12 +147,19 @@ func (startQueues[K]) userDone(*base)                {}
 // startNext is what a goroutine of sh does when it lets go of its
 // session: it goes on with the oldest session of the start queue, if any,
 // or it stops counting as sh's worker.
+// The common case, nobody waiting, is inlined; handOverNext is the rest.
 func (q startQueues[K]) startNext(sh *shard[K]) *session[K] {
-	next := sh.pending.head
-	if next == nil {
+	if sh.pending.head == nil {
 		sh.workers--
 		return nil
 	}
+	return q.handOverNext(sh)
+}
+
+// handOverNext takes the oldest session of sh's start queue off it, and
+// hands it to the calling goroutine.
+func (q startQueues[K]) handOverNext(sh *shard[K]) *session[K] {
+	next := sh.pending.head
 	sh.pending.remove(next)
 	q.s.fire(sh, next, evHandOver)
 	return next
