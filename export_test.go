@@ -77,3 +77,10 @@ func Seal[K comparable](s *Scheduler[K]) { s.seal() }
 
 // Quiet is closed once no live token is held after the seal.
 func Quiet[K comparable](s *Scheduler[K]) <-chan struct{} { return s.quiet }
+
+// SpareParkerFree reports whether shard i's spare parker (see parkers) is
+// made and free for the next Await.
+func SpareParkerFree[K comparable](s *Scheduler[K], i int) bool {
+	sp := &s.shards[i].spare
+	return sp.p.Load() != nil && sp.free.Load()
+}

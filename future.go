@@ -189,7 +189,8 @@ func (f *Future[T]) wait(ctx context.Context) bool {
 	// took p before the swap below failed), as may an end that read t's
 	// slot before it was cleared: a parker's user looks again after every
 	// wake-up, so a stale one costs a look. A state made since took over
-	// t's slot and wakes p when its ctx ends: that parker is left to it.
+	// t's slot and wakes p when its ctx ends: that parker is left to it,
+	// and if it was its shard's spare, the shard's next put makes another.
 	if !f.resolved() { // else its signal is resolvedWaiter for ever
 		f.signal.CompareAndSwap(&p.w, nil)
 	}
@@ -201,6 +202,8 @@ func (f *Future[T]) wait(ctx context.Context) bool {
 			}
 		}
 		ps.put(b, p)
+	} else {
+		ps.leave(b, p)
 	}
 	return f.resolved()
 }
@@ -234,13 +237,14 @@ type parker struct {
 type parkers struct{ pool sync.Pool }
 
 // spareParker is a shard's spare parker: made by the first wait that puts
-// a parker back to a shard with none, it stays the shard's for ever, and
-// free says whether a wait may take it. Whoever swaps free from true to
+// a parker back to a shard with none, it stays the shard's until a wait
+// leaves it to a task's done state (parkers.leave), and free says whether
+// a wait may take it. Whoever swaps free from true to
 // false owns it until it stores true again. A flag, not a pointer swapped
 // in and out: a pointer's atomic write is a runtime call (for the write
 // barrier), two on every Await.
 type spareParker struct {
-	p    atomic.Pointer[parker] // set once
+	p    atomic.Pointer[parker] // set by put when nil, cleared by leave
 	free atomic.Bool
 }
 
@@ -263,6 +267,15 @@ func (ps *parkers) put(b *base, p *parker) {
 		return
 	}
 	ps.pool.Put(p)
+}
+
+// leave lets go of p, which a wait leaves to a task's done state: if it
+// was b's shard's spare (taken, so no other wait looks at it), the shard
+// has none until the next put makes one.
+func (ps *parkers) leave(b *base, p *parker) {
+	if b.spare.p.Load() == p {
+		b.spare.p.Store(nil)
+	}
 }
 
 // wake gives p a wake-up, unless it holds one.
