@@ -130,10 +130,15 @@ func (f *Future[T]) awaitOn(ctx context.Context, caller *base) (T, error) {
 // where end and a later state find it, and watches the submit ctx's and
 // the force's channels itself.
 func (f *Future[T]) wait(ctx context.Context) bool {
-	ps, b := &f.t.sess.core.parkers, f.t.sess
-	p := ps.get(b)
+	ps, sp := &f.t.sess.core.parkers, f.t.sess.spare
+	p := sp.take()
+	if p == nil {
+		p = ps.get()
+	}
 	if !f.signal.CompareAndSwap(nil, &p.w) {
-		ps.put(b, p)
+		if !sp.give(p) {
+			ps.put(sp, p)
+		}
 		if f.resolved() {
 			return true
 		}
@@ -201,9 +206,11 @@ func (f *Future[T]) wait(ctx context.Context) bool {
 			default:
 			}
 		}
-		ps.put(b, p)
+		if !sp.give(p) {
+			ps.put(sp, p)
+		}
 	} else {
-		ps.leave(b, p)
+		sp.leave(p)
 	}
 	return f.resolved()
 }
@@ -238,9 +245,9 @@ type parkers struct{ pool sync.Pool }
 
 // spareParker is a shard's spare parker: made by the first wait that puts
 // a parker back to a shard with none, it stays the shard's until a wait
-// leaves it to a task's done state (parkers.leave), and free says whether
-// a wait may take it. Whoever swaps free from true to
-// false owns it until it stores true again. A flag, not a pointer swapped
+// leaves it to a task's done state (leave), and free says whether a wait
+// may take it. Whoever swaps free from true to false owns it until it
+// stores true again. A flag, not a pointer swapped
 // in and out: a pointer's atomic write is a runtime call (for the write
 // barrier), two on every Await.
 type spareParker struct {
@@ -248,10 +255,37 @@ type spareParker struct {
 	free atomic.Bool
 }
 
-func (ps *parkers) get(b *base) *parker {
-	if b.spare.free.Swap(false) {
-		return b.spare.p.Load()
+// take takes sp's parker, or returns nil when another wait holds it or
+// none is made: the wait then gets one from the pool (parkers.get). give
+// gives it back, and reports false for a parker that is not sp's: the wait
+// then puts that one back (parkers.put). take and give are inlined in a
+// wait.
+func (sp *spareParker) take() *parker {
+	if sp.free.Swap(false) {
+		return sp.p.Load()
 	}
+	return nil
+}
+
+func (sp *spareParker) give(p *parker) bool {
+	if sp.p.Load() != p {
+		return false
+	}
+	sp.free.Store(true)
+	return true
+}
+
+// leave lets go of p, which a wait leaves to a task's done state: if it
+// is sp's parker (taken, so no other wait looks at it), sp has none until
+// the next put makes one.
+func (sp *spareParker) leave(p *parker) {
+	if sp.p.Load() == p {
+		sp.p.Store(nil)
+	}
+}
+
+// get takes a parker from the pool, or makes one.
+func (ps *parkers) get() *parker {
 	if p, ok := ps.pool.Get().(*parker); ok {
 		return p
 	}
@@ -260,22 +294,14 @@ func (ps *parkers) get(b *base) *parker {
 	return p
 }
 
-func (ps *parkers) put(b *base, p *parker) {
-	sp := b.spare
-	if sp.p.Load() == p || sp.p.Load() == nil && sp.p.CompareAndSwap(nil, p) {
+// put gives back p, which is not sp's parker: it becomes sp's if sp has
+// none, else it goes to the pool.
+func (ps *parkers) put(sp *spareParker, p *parker) {
+	if sp.p.Load() == nil && sp.p.CompareAndSwap(nil, p) {
 		sp.free.Store(true)
 		return
 	}
 	ps.pool.Put(p)
-}
-
-// leave lets go of p, which a wait leaves to a task's done state: if it
-// was b's shard's spare (taken, so no other wait looks at it), the shard
-// has none until the next put makes one.
-func (ps *parkers) leave(b *base, p *parker) {
-	if b.spare.p.Load() == p {
-		b.spare.p.Store(nil)
-	}
 }
 
 // wake gives p a wake-up, unless it holds one.
