@@ -8,6 +8,7 @@ package seqsched_test
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 
 	"github.com/seqsched/seqsched"
 	"github.com/stretchr/testify/require"
@@ -105,4 +106,58 @@ func TestAwaitFromATaskAllocatesNothing(t *testing.T) {
 			}), "allocations per request (the request's task and the answer's future)")
 		})
 	}
+}
+
+// TestASessionKeepsASpareParkerAfterAWaitLeavesItsOwnToATasksCtx: an Await
+// given its task's own ctx parks in that ctx's done slot; when the ctx's
+// done state is made meanwhile (someone calls Done), the state takes the
+// parker over and the wait leaves it to it. If that parker was the awaited
+// session's spare, the session makes another, so that later waits still
+// take their parker with one flag's swap instead of the pool.
+func TestASessionKeepsASpareParkerAfterAWaitLeavesItsOwnToATasksCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bg := context.Background()
+		s := newScheduler[int](t, seqsched.WithShards(1))
+		ask, err := s.Open(1)
+		require.NoError(t, err)
+		answer, err := s.Open(2)
+		require.NoError(t, err)
+		defer ask.Close(bg)
+		defer answer.Close(bg)
+		// A round trip whose Await parks: its task waits at a gate until
+		// the Await is parked, so that it never finds the future resolved.
+		roundTrip := func() {
+			gate := make(chan struct{})
+			f, err := answer.Go(bg, func(context.Context) error { <-gate; return nil })
+			require.NoError(t, err)
+			awaited := make(chan error, 1)
+			go func() { _, err := f.Await(bg); awaited <- err }()
+			synctest.Wait()
+			close(gate)
+			require.NoError(t, <-awaited)
+		}
+		roundTrip()
+		require.True(t, seqsched.SpareParkerFree(s, 2), "a round trip leaves its parker as the session's spare")
+
+		gate := make(chan struct{})
+		asking := make(chan context.Context, 1)
+		asked := make(chan error, 1)
+		require.NoError(t, ask.Post(bg, func(ctx context.Context) error {
+			f, err := answer.Go(ctx, func(context.Context) error { <-gate; return nil })
+			if err == nil {
+				asking <- ctx
+				_, err = f.Await(ctx) // takes the spare, parked in ctx's done slot
+			}
+			asked <- err
+			return nil
+		}))
+		ctx := <-asking
+		synctest.Wait() // the asking task waits in Await, the answer at the gate
+		_ = ctx.Done()  // the done state takes the slot, and the spare, over
+		close(gate)
+		require.NoError(t, <-asked)
+
+		roundTrip()
+		require.True(t, seqsched.SpareParkerFree(s, 2), "after the spare was left to a task's ctx, a round trip leaves another")
+	})
 }

@@ -124,3 +124,16 @@ func RecycleIdle[K comparable](s *Scheduler[K], key K) ([]string, error) {
 // WaitPastItsCheck is Await's wait, as an Await that found f unresolved
 // and was then held up reaches it.
 func WaitPastItsCheck[T any](f *Future[T], ctx context.Context) bool { return f.wait(ctx) }
+
+// SpareParkerFree reports whether the spare parker (see parkers) of key's
+// session record is made and free for the next Await.
+func SpareParkerFree[K comparable](s *Scheduler[K], key K) bool {
+	sh := s.shard(key)
+	sh.mu.Lock()
+	sess := sh.sessions[key]
+	sh.mu.Unlock()
+	if sess == nil {
+		return false
+	}
+	return sess.spare.p.Load() != nil && sess.spare.free.Load()
+}

@@ -94,12 +94,25 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 		return zero, ErrNilContext
 	}
 	if caller := callerOf(ctx); caller != nil {
-		if f.t.sess.behind(caller) {
-			return zero, ErrWouldDeadlock
-		}
-		if reclaim := caller.core.lend(caller); reclaim != nil {
-			defer reclaim()
-		}
+		return f.awaitOn(ctx, caller)
+	}
+	if !f.wait(ctx) {
+		return zero, ctx.Err()
+	}
+	return f.val, f.err
+}
+
+// awaitOn is Await for a caller that runs on caller's worker (a task, or
+// a callback): it refuses a wait that could never end, and lends the
+// caller's slot while it waits. Apart from Await, so that a wait from
+// outside the scheduler, the common one, has no deferred call.
+func (f *Future[T]) awaitOn(ctx context.Context, caller *base) (T, error) {
+	var zero T
+	if f.t.sess.behind(caller) {
+		return zero, ErrWouldDeadlock
+	}
+	if reclaim := caller.core.lend(caller); reclaim != nil {
+		defer reclaim()
 	}
 	if !f.wait(ctx) {
 		return zero, ctx.Err()
@@ -117,10 +130,15 @@ func (f *Future[T]) Await(ctx context.Context) (T, error) {
 // where end and a later state find it, and watches the submit ctx's and
 // the force's channels itself.
 func (f *Future[T]) wait(ctx context.Context) bool {
-	ps, b := &f.t.sess.core.parkers, f.t.sess
-	p := ps.get(b)
+	ps, sp := &f.t.sess.core.parkers, &f.t.sess.spare
+	p := sp.take()
+	if p == nil {
+		p = ps.get()
+	}
 	if !f.signal.CompareAndSwap(nil, &p.w) {
-		ps.put(b, p)
+		if !sp.give(p) {
+			ps.put(sp, p)
+		}
 		if f.resolved() {
 			return true
 		}
@@ -176,8 +194,11 @@ func (f *Future[T]) wait(ctx context.Context) bool {
 	// took p before the swap below failed), as may an end that read t's
 	// slot before it was cleared: a parker's user looks again after every
 	// wake-up, so a stale one costs a look. A state made since took over
-	// t's slot and wakes p when its ctx ends: that parker is left to it.
-	f.signal.CompareAndSwap(&p.w, nil)
+	// t's slot and wakes p when its ctx ends: that parker is left to it,
+	// and if it was its session's spare, the next put there makes another.
+	if !f.resolved() { // else its signal is resolvedWaiter for ever
+		f.signal.CompareAndSwap(&p.w, nil)
+	}
 	if !light || t.done.CompareAndSwap(&p.light, nil) {
 		if !taken {
 			select {
@@ -185,7 +206,11 @@ func (f *Future[T]) wait(ctx context.Context) bool {
 			default:
 			}
 		}
-		ps.put(b, p)
+		if !sp.give(p) {
+			ps.put(sp, p)
+		}
+	} else {
+		sp.leave(p)
 	}
 	return f.resolved()
 }
@@ -211,18 +236,58 @@ type parker struct {
 // bubble knows is blocked.
 //
 // Each session record keeps one parker aside (base.spare, reached through
-// the awaited task), taken and put back with one atomic operation each; the
-// pool, whose per-P bookkeeping costs several times that, holds the rest. A
-// round trip (a task submitted, then awaited) uses its own key's spare. The
-// task may resolve, and its record be forgotten and made another key's,
-// while its Await still holds the parker: the record keeps its spare when
-// it is recycled, so the parker goes back there all the same.
+// the awaited task), taken and given back with one atomic operation on a
+// flag each; the pool, whose per-P bookkeeping costs several times that,
+// holds the rest. A round trip (a task submitted, then awaited) uses its
+// own key's spare. The task may resolve, and its record be forgotten and
+// made another key's, while its Await still holds the parker: the record
+// keeps its spare when it is recycled, so the parker goes back there all
+// the same.
 type parkers struct{ pool sync.Pool }
 
-func (ps *parkers) get(b *base) *parker {
-	if p := b.spare.Swap(nil); p != nil {
-		return p
+// spareParker is a session record's spare parker: made by the first wait
+// that puts a parker back to a record with none, it stays the record's
+// until a wait leaves it to a task's done state (leave), and free says
+// whether a wait may take it. Whoever swaps free from true to false owns
+// it until it stores true again. A flag, not a pointer swapped in and
+// out: a pointer's atomic write is a runtime call (for the write barrier),
+// two on every Await.
+type spareParker struct {
+	p    atomic.Pointer[parker] // set by put when nil, cleared by leave
+	free atomic.Bool
+}
+
+// take takes sp's parker, or returns nil when another wait holds it or
+// none is made: the wait then gets one from the pool (parkers.get). give
+// gives it back, and reports false for a parker that is not sp's: the wait
+// then puts that one back (parkers.put). take and give are inlined in a
+// wait.
+func (sp *spareParker) take() *parker {
+	if sp.free.Swap(false) {
+		return sp.p.Load()
 	}
+	return nil
+}
+
+func (sp *spareParker) give(p *parker) bool {
+	if sp.p.Load() != p {
+		return false
+	}
+	sp.free.Store(true)
+	return true
+}
+
+// leave lets go of p, which a wait leaves to a task's done state: if it
+// is sp's parker (taken, so no other wait looks at it), sp has none until
+// the next put makes one.
+func (sp *spareParker) leave(p *parker) {
+	if sp.p.Load() == p {
+		sp.p.Store(nil)
+	}
+}
+
+// get takes a parker from the pool, or makes one.
+func (ps *parkers) get() *parker {
 	if p, ok := ps.pool.Get().(*parker); ok {
 		return p
 	}
@@ -231,10 +296,14 @@ func (ps *parkers) get(b *base) *parker {
 	return p
 }
 
-func (ps *parkers) put(b *base, p *parker) {
-	if !b.spare.CompareAndSwap(nil, p) {
-		ps.pool.Put(p)
+// put gives back p, which is not sp's parker: it becomes sp's if sp has
+// none, else it goes to the pool.
+func (ps *parkers) put(sp *spareParker, p *parker) {
+	if sp.p.Load() == nil && sp.p.CompareAndSwap(nil, p) {
+		sp.free.Store(true)
+		return
 	}
+	ps.pool.Put(p)
 }
 
 // wake gives p a wake-up, unless it holds one.
@@ -273,14 +342,12 @@ func (f *Future[T]) fail(err error, o outcome) { f.err, f.t.outcome = err, o }
 
 func (f *Future[T]) publish() *waiter {
 	f.fn, f.fn0 = nil, nil // let go of what fn captured
-	f.t.resolved.Store(true)
 	return f.signal.Swap(resolvedWaiter)
 }
 
-func (f *Future[T]) wake(w *waiter) {
-	if w == nil {
-		return
-	}
+// wake wakes who waits on a future that publish resolved: it closes
+// Done's channel, and gives an Await's parker a wake-up.
+func (w *waiter) wake() {
 	if w.ch != nil {
 		close(w.ch)
 	}
@@ -316,7 +383,6 @@ func (p *posted) conclude(err error) {
 }
 
 func (p *posted) fail(err error, o outcome) { p.err, p.t.outcome = err, o }
-func (p *posted) publish() *waiter          { p.fn = nil; p.t.resolved.Store(true); return nil }
-func (p *posted) wake(*waiter)              {}
+func (p *posted) publish() *waiter          { p.fn = nil; return nil }
 func (p *posted) failure() error            { return p.err }
 func (p *posted) result() error             { return p.err }

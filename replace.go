@@ -51,7 +51,7 @@ func (s *Scheduler[K]) replace(sh *shard[K], sess *session[K], t *task, tag stri
 		sh.submitted++
 		old.job.fail(ErrReplaced, outcomeReplaced)
 		sh.count(old)
-		d = wakeUp{old, old.job.publish()}
+		d = wakeUp{old, old.resolve()}
 		if old.job.failure() != nil {
 			s.reportLater(sess, old)
 		}

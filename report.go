@@ -139,5 +139,5 @@ func (s *Scheduler[K]) endCallback(sess *session[K]) {
 		w.cb = nil
 	}
 	w.user = userNone
-	s.rq.userDone(&sess.base)
+	s.userDone(sess)
 }

@@ -61,6 +61,27 @@ type loans interface {
 	userDone(b *base)
 }
 
+// The run queue's calls on every task's path (schedule in accept, leave
+// in advance, userBegin and userDone around fn) go to startQueues directly
+// when there is no limit: a call through s.rq costs an interface call and
+// a generic wrapper, about 30 instructions a round trip in all
+// (docs/perf-log.md).
+
+// userBegin marks user code that may lend sess's slot as running.
+func (s *Scheduler[K]) userBegin(sess *session[K], u user) {
+	sess.w.user = u
+	if s.opts.maxConcurrency > 0 {
+		s.rq.userBegin(&sess.base)
+	}
+}
+
+// userDone ends what userBegin began.
+func (s *Scheduler[K]) userDone(sess *session[K]) {
+	if s.opts.maxConcurrency > 0 {
+		s.rq.userDone(&sess.base)
+	}
+}
+
 // startQueues is the run queue without a limit: each shard's start queue
 // (shard.pending), its goroutines (shard.workers) and its starter.
 type startQueues[K comparable] struct{ s *Scheduler[K] }
@@ -126,12 +147,19 @@ func (startQueues[K]) userDone(*base)                {}
 // startNext is what a goroutine of sh does when it lets go of its
 // session: it goes on with the oldest session of the start queue, if any,
 // or it stops counting as sh's worker.
+// The common case, nobody waiting, is inlined; handOverNext is the rest.
 func (q startQueues[K]) startNext(sh *shard[K]) *session[K] {
-	next := sh.pending.head
-	if next == nil {
+	if sh.pending.head == nil {
 		sh.workers--
 		return nil
 	}
+	return q.handOverNext(sh)
+}
+
+// handOverNext takes the oldest session of sh's start queue off it, and
+// hands it to the calling goroutine.
+func (q startQueues[K]) handOverNext(sh *shard[K]) *session[K] {
+	next := sh.pending.head
 	sh.pending.remove(next)
 	q.s.fire(sh, next, evHandOver)
 	return next

@@ -83,6 +83,7 @@ type Scheduler[K comparable] struct {
 	rateLogged       atomic.Bool                     // a rate out of range, or the function's panic or Goexit, was logged
 	waitHist         *[2]*histogram.Fine             // queue waits by priority, for Wait and WaitHistogram; nil without WithWaitHistogram
 	runHist          *[2]histogram.Recorder          // run times by priority; nil without WithRunHistogram
+	timesFn          bool                            // afterFn has work: slot loans to end, or run times to record (see timeFn)
 }
 
 // core is what a task and the waits need of their scheduler, without the
@@ -141,6 +142,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	s.core.loans = s.rq
 	for i := range s.shards {
 		sh := &s.shards[i]
+		sh.index = uint32(i)
 		sh.pending.which = listReady
 		sh.starter = func() { startQueues[K]{s}.startFrom(sh) }
 	}
@@ -157,6 +159,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 	if o.runHistogram {
 		s.runHist = new([2]histogram.Recorder)
 	}
+	s.timesFn = o.maxConcurrency > 0 || o.runHistogram || o.slowTask > 0
 	s.core.stamped = o.waitHistogram || len(o.interceptors) > 0
 	if s.core.stamped || o.runHistogram {
 		s.core.epoch = time.Now()
@@ -242,9 +245,14 @@ func (s *Scheduler[K]) Post(ctx context.Context, key K, fn func(context.Context)
 // wrapper closure). It checks what it can before it allocates.
 func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], h *Session[K], key K,
 	fn func(context.Context) (T, error), fn0 func(context.Context) error, opts []TaskOption) (*Future[T], error) {
-	sp, err := s.admissible(ctx, h, key, opts)
-	if err != nil {
-		return nil, err
+	var sp spec
+	var err error
+	// A handle's task with no options has nothing but ctx to check: the
+	// round trip's common case, without admissible's call.
+	if h == nil || ctx == nil || len(opts) > 0 || s.opts.haltOnError {
+		if sp, err = s.admissible(ctx, h, key, opts); err != nil {
+			return nil, err
+		}
 	}
 	f := &Future[T]{fn: fn, fn0: fn0}
 	f.t.parent, f.t.prio, f.t.flags, f.t.job = submitCtx(ctx), sp.prio, sp.flags, f
@@ -265,9 +273,12 @@ func post[K comparable](ctx context.Context, s *Scheduler[K], h *Session[K], key
 	if fn == nil {
 		return ErrNilFunc
 	}
-	sp, err := s.admissible(ctx, h, key, opts)
-	if err != nil {
-		return err
+	var sp spec
+	if h == nil || ctx == nil || len(opts) > 0 || s.opts.haltOnError { // as in submit
+		var err error
+		if sp, err = s.admissible(ctx, h, key, opts); err != nil {
+			return err
+		}
 	}
 	p := &posted{fn: fn}
 	p.t.parent, p.t.prio, p.t.flags, p.t.job = submitCtx(ctx), sp.prio, sp.flags, p
@@ -325,9 +336,14 @@ func (s *Scheduler[K]) accept(h *Session[K], key K, t *task) error {
 		sh.mu.Unlock()
 		return ErrQueueFull
 	}
-	start := s.admit(sh, sess, t) && s.rq.schedule(sh, sess)
+	start := s.admit(sh, sess, t)
+	if start && s.opts.maxConcurrency > 0 {
+		start = s.rq.schedule(sh, sess)
+	} else if start {
+		start = startQueues[K]{s}.schedule(sh, sess) // s.rq.schedule, called directly (see runQueue)
+	}
 	if start && s.stages(sess) {
-		s.stage(sh, sess)
+		s.stage(sh, sess, t)
 	}
 	sh.mu.Unlock()
 	if start {

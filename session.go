@@ -332,9 +332,9 @@ type base struct {
 	loan          loan
 	open, lending atomic.Bool
 	// spare is the record's spare parker (see parkers), for the Awaits of
-	// its futures; taken and put back atomically, without a lock. A record
-	// keeps it when it is recycled, as it keeps core.
-	spare atomic.Pointer[parker]
+	// its futures; taken and given back atomically, without a lock. A
+	// record keeps it when it is recycled, as it keeps core.
+	spare spareParker
 }
 
 // reset clears b for its record's reuse (see recycle), but for core and
@@ -382,15 +382,18 @@ type session[K comparable] struct {
 
 	high, normal fifo
 	highRun      int     // consecutive High tasks picked (WithHighBurst)
-	cur          *task   // the task its worker has in hand, or has staged
+	cur          *task   // the task its worker has in hand, or has staged (see staged)
 	reports      []*task // posted tasks dropped by Discard or the give-up, still to report
 
-	// staged is the task Submit handed an idle session's new goroutine
-	// (see stage): the goroutine takes it with one swap, and every other
-	// lock section that needs the session's lanes as they are puts it back
-	// first (unstage), so that it has not started until the goroutine
-	// runs it.
-	staged atomic.Pointer[task]
+	// staged says that cur is a task Submit handed an idle session's new
+	// goroutine (see stage): the goroutine takes it by swapping staged to
+	// false, and every other lock section that needs the session's lanes
+	// as they are puts it back first (unstage, which swaps it too), so
+	// that it has not started until the goroutine runs it. Whoever wins
+	// the swap owns cur's task; stage wrote cur before it set staged. A
+	// flag, not the task pointer: no pointer atomics (a runtime call each,
+	// for the write barrier) on the round trip.
+	staged atomic.Bool
 
 	handles int  // open handles; a session with handles is never an idle record
 	handled bool // a handle ever held it
@@ -621,7 +624,7 @@ func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome
 		sh.count(t)
 		// Published under the lock, as advance does: once the session can
 		// be seen gone, every accepted future is resolved.
-		resolved = append(resolved, wakeUp{t, t.job.publish()})
+		resolved = append(resolved, wakeUp{t, t.resolve()})
 		if t.job.failure() != nil {
 			sess.reports = append(sess.reports, t)
 		}
@@ -715,7 +718,9 @@ type wakeUp struct {
 // its waiter wakes.
 func (u wakeUp) wake() {
 	u.t.end()
-	u.t.job.wake(u.w)
+	if u.w != nil {
+		u.w.wake()
+	}
 }
 
 // fifo is one lane of a session: a singly linked FIFO of tasks.
@@ -795,31 +800,39 @@ func (s *Scheduler[K]) nextTaskControlled(sh *shard[K], sess *session[K]) *task 
 	return t
 }
 
-// stage hands the only task of sess, just spawned from idle by Submit,
-// to the goroutine Submit starts, in the lock section that admitted it:
-// the task is taken off its lane and counted as running (as nextTask
-// does), and the goroutine takes it with one swap (see
+// stage hands t, the only task of sess, just spawned from idle by
+// Submit, to the goroutine Submit starts, in the lock section that
+// admitted it: t is taken off its lane and counted as running (as
+// nextTask does), and the goroutine takes it with one swap (see
 // Scheduler.claim) instead of a lock section of its own. Until then it
 // has not started: Pause, Discard, the give-up and Queued put it back
 // (unstage) and see it queued, and the goroutine finds it in its lane.
 // Only a session that no per-key control, queue bound or slot limit
 // touches is staged (see Scheduler.accept).
-func (s *Scheduler[K]) stage(sh *shard[K], sess *session[K]) {
-	t := sh.pop(sess, s.opts.highBurst)
+func (s *Scheduler[K]) stage(sh *shard[K], sess *session[K], t *task) {
+	// pop, written out for a lane that holds t alone (sess was idle).
+	if t.prio == High {
+		sess.high = fifo{}
+		sess.highRun++
+	} else {
+		sess.normal = fifo{}
+		sess.highRun = 0
+	}
+	sh.queued[t.prio]--
 	sh.running++
 	sess.cur = t
 	sess.w.first = true
-	sess.staged.Store(t)
+	sess.staged.Store(true)
 }
 
 // unstage puts sess's staged task, if its goroutine has not taken it,
 // back at the head of its lane, as it was before stage. Called with
 // sh.mu held.
 func (s *Scheduler[K]) unstage(sh *shard[K], sess *session[K]) {
-	t := sess.staged.Swap(nil)
-	if t == nil {
+	if !sess.staged.Swap(false) {
 		return
 	}
+	t := sess.cur
 	if t.prio == High {
 		sess.high.pushFront(t)
 	} else {
@@ -840,10 +853,9 @@ func (s *Scheduler[K]) claim(sess *session[K]) bool {
 		return false
 	}
 	w.first = false
-	t := sess.staged.Swap(nil)
-	if t == nil {
+	if !sess.staged.Swap(false) {
 		return false
 	}
-	w.t, w.stage = t, stageRun
+	w.t, w.stage = sess.cur, stageRun // stage's, read after the swap that won it
 	return true
 }

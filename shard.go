@@ -18,6 +18,7 @@ import (
 type shard[K comparable] struct {
 	mu       sync.Mutex
 	live     atomic.Int64 // a stripe of the live tokens (see Scheduler.afterSeal)
+	index    uint32       // its place in Scheduler.shards
 	sessions map[K]*session[K]
 
 	idle sessionList[K] // idle records, newest first
@@ -114,7 +115,7 @@ func (s *Scheduler[K]) recycle(sess *session[K]) {
 	var key K
 	sess.key, sess.sh, sess.state, sess.tok, sess.drain = key, nil, stateIdle, false, nil
 	sess.high, sess.normal, sess.highRun, sess.cur, sess.reports = fifo{}, fifo{}, 0, nil, nil
-	sess.staged.Store(nil)
+	sess.staged.Store(false)
 	sess.handles, sess.handled, sess.pause, sess.ctl = 0, false, false, nil
 	sess.pred, sess.succ, sess.links = nil, nil, [nLists]links[K]{}
 	sess.w = worker[K]{}

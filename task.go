@@ -194,8 +194,8 @@ const (
 // A task's life: queued (in a session's FIFO), then taken by the session's
 // goroutine (advance, under the shard lock: only then has it started, for
 // Pause and Replace), which runs or skips it (runTask), resolves it
-// (job.publish, under the shard lock, then job.wake) and ends its ctx
-// (end). A task that Discard, the give-up or Replace drops is
+// (resolve, under the shard lock, then its waiter's wake) and ends its
+// ctx (end). A task that Discard, the give-up or Replace drops is
 // resolved where it is dropped.
 type task struct {
 	next    *task           // next in its session's FIFO
@@ -207,8 +207,8 @@ type task struct {
 	prio    Priority
 	outcome outcome  // set with the job's error, before the task is counted
 	flags   taskFlag // HaltOnError, WaitForRoom, tagged
-	// resolved is set as the job publishes its outcome, before its
-	// waiters are woken.
+	// resolved is set by resolve, just before the job publishes its
+	// outcome and well before its waiters are woken.
 	resolved atomic.Bool
 }
 
@@ -223,16 +223,26 @@ type job interface {
 	// fail records err and o as the task's outcome: a skip, a drop, a
 	// panic or a Goexit.
 	fail(err error, o outcome)
-	// publish makes the outcome visible (resolved, Done, Await) and lets go
-	// of fn; it returns the channel to close, if any, for wake. A worker
-	// publishes under its shard lock and wakes after it.
+	// publish makes a future's outcome visible to Done and Await and lets
+	// go of fn; it returns who waits, if anyone, to wake (waiter.wake).
+	// Called by task.resolve only.
 	publish() *waiter
-	wake(*waiter)
 	// failure is a posted task's error, for the report; nil
 	// for a future or a posted task that succeeded.
 	failure() error
 	// result is the task's error, nil if it succeeded.
 	result() error
+}
+
+// resolve makes t's outcome, which its job recorded, visible: resolved
+// first (callerOf and the ctx's reason read it), then the job's publish;
+// it returns who waits on the future, if anyone, to wake (waiter.wake). A
+// worker resolves under its shard lock and wakes after it. Apart from
+// publish, so that a future's publish is small enough to be inlined in
+// the generic wrapper the interface call goes through.
+func (t *task) resolve() *waiter {
+	t.resolved.Store(true)
+	return t.job.publish()
 }
 
 // The task as fn's context.Context. It carries the submit ctx's values and

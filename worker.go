@@ -2,7 +2,6 @@ package seqsched
 
 import (
 	"context"
-	"math/rand/v2"
 	"runtime/debug"
 	"time"
 )
@@ -107,7 +106,7 @@ func (s *Scheduler[K]) begin(w *worker[K]) {
 // on (bench's wake-up stack target): a task that posts to an idle key
 // runs the submit path on this goroutine's first, small stack.
 func (s *Scheduler[K]) work(sess *session[K]) {
-	g := guardState[K]{sess: sess}
+	g := guardState[K]{sess: sess, stripe: sess.sh.index}
 	defer func() {
 		if g.normal {
 			return
@@ -121,18 +120,22 @@ func (s *Scheduler[K]) work(sess *session[K]) {
 		s.steps(&g)
 	}
 	g.normal = true
-	// Any stripe serves (see Scheduler.afterSeal): a random one spreads the
-	// goroutines' ends over the shards, and keeps the session's shard out
-	// of this frame, which a wake-up's stack has no room for.
-	s.addTokens(&s.shards[rand.Uint64()&s.mask], -1)
+	// Any stripe serves (see Scheduler.afterSeal): the first session's
+	// shard's (whose stripe took the token, unless a slot's hand-off
+	// started the goroutine) spreads the goroutines' ends over the shards
+	// as their keys are, and costs no random number. Its index, not the
+	// shard, is kept: it fits in guardState's padding, and this frame is
+	// on a wake-up's stack, which has no room to spare.
+	s.addTokens(&s.shards[g.stripe], -1)
 }
 
 // guardState is what work and steps know of the user code a goroutine
 // runs: the session at hand, and how the last of it ended.
 type guardState[K comparable] struct {
 	sess    *session[K]
-	normal  bool // work returned: no Goexit
-	handled bool // steps recovered a panic, which unwound has turned into an outcome
+	stripe  uint32 // the shard whose stripe takes the goroutine's live token back (see work)
+	normal  bool   // work returned: no Goexit
+	handled bool   // steps recovered a panic, which unwound has turned into an outcome
 }
 
 // steps runs g.sess's steps until the goroutine has nothing left (g.sess
@@ -244,11 +247,13 @@ func (s *Scheduler[K]) step(sess *session[K]) *session[K] {
 		} else if next := s.advance(sess); next != sess || w.t == nil || !s.onlyTask(w) {
 			return next
 		}
-		// advance took a task to run (stageRun), and nothing comes before
-		// it: run it, and advance again, in this step, as the next steps
-		// would.
+		// claim or advance took a task to run (stageRun), and nothing
+		// comes before it: run it, and advance again, in this step, as the
+		// next steps would. Of what onlyTask looks at, running a task can
+		// add only a record to write (WithSlowTask's): the rest is set by
+		// this goroutine's advance, or on a session without a goroutine.
 		s.runTask(sess)
-		if w.stage == stageDone && s.onlyTask(w) {
+		if w.stage == stageDone && len(w.logs) == 0 {
 			return s.advance(sess)
 		}
 	}
@@ -305,8 +310,10 @@ func (w *worker[K]) turnOver(interval time.Duration) bool {
 }
 
 // timeUp reports whether the turn, with at least one task run, has lasted
-// interval (WithYieldInterval): apart from turnOver, so that turnOver is
-// inlined and reads no clock without the option.
+// interval (WithYieldInterval): apart from turnOver, and never inlined in
+// it, so that turnOver is inlined and reads no clock without the option.
+//
+//go:noinline
 func (w *worker[K]) timeUp(interval time.Duration) bool {
 	return w.n > 0 && time.Since(w.turnStart) >= interval
 }
@@ -376,17 +383,21 @@ func (s *Scheduler[K]) stamp(sess *session[K], t *task) {
 	}
 }
 
-// userBegin marks user code that may lend sess's slot as running.
-func (s *Scheduler[K]) userBegin(sess *session[K], u user) {
-	sess.w.user = u
-	s.rq.userBegin(&sess.base)
+// afterFn is the bookkeeping once fn returned, panicked or called Goexit:
+// the slot, if an Await lent it, and the run time. Without a limit, a run
+// histogram or WithSlowTask there is none: afterFn is inlined, and calls
+// timeFn only when there is.
+func (s *Scheduler[K]) afterFn(sess *session[K], t *task) {
+	if s.timesFn {
+		s.timeFn(sess, t)
+	}
 }
 
-// afterFn is the bookkeeping once fn returned, panicked or called Goexit:
-// the slot, if an Await lent it, and the run time.
-func (s *Scheduler[K]) afterFn(sess *session[K], t *task) {
+// timeFn is afterFn's bookkeeping: it ends a loan of the slot, and records
+// the run time.
+func (s *Scheduler[K]) timeFn(sess *session[K], t *task) {
 	w := &sess.w
-	s.rq.userDone(&sess.base)
+	s.userDone(sess)
 	if w.began.IsZero() {
 		return
 	}
@@ -421,7 +432,7 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		w.t, sess.cur = nil, nil
 		sh.running--
 		sh.count(done)
-		waiter = done.job.publish() // before the session can be seen idle or gone
+		waiter = done.resolve() // before the session can be seen idle or gone
 	}
 	leave := false // the goroutine lets go of sess: parked, paced or retired
 	switch {
@@ -450,12 +461,18 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		leave = true
 	}
 	if leave {
-		next, passOn = s.rq.leave(sh, sess)
+		if s.opts.maxConcurrency > 0 {
+			next, passOn = s.rq.leave(sh, sess)
+		} else {
+			next = startQueues[K]{s}.startNext(sh) // s.rq.leave, called directly (see runQueue)
+		}
 	}
 	s.unlock(sh)
 	if done != nil {
 		done.end() // before the waiters wake: they find its ctx done
-		done.job.wake(waiter)
+		if waiter != nil {
+			waiter.wake()
+		}
 	}
 	if start != nil {
 		go start.start()
