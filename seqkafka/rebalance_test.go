@@ -186,6 +186,17 @@ func TestCloseLeavesAPartitionARebalanceTookToItsNextOwner(t *testing.T) {
 // ctx canceled. Close goes on at once, rather than waiting for the end of
 // its ctx and returning the ctx's error.
 func TestCloseDrainingAPartitionThatIsLostGoesOn(t *testing.T) {
+	_, err := closeFencedWhileDraining(t)
+	require.NoError(t, err, "Close waited for a partition the group had taken")
+}
+
+// closeFencedWhileDraining starts a member whose handler holds offset 0
+// until its ctx ends, begins its Close, and, once Close drains (Run is
+// over: nothing polls any more), makes the coordinator say the member is
+// unknown: kgo reports the partition lost, and the handler sees its ctx
+// canceled. It returns the member's consumer and Close's error.
+func closeFencedWhileDraining(t *testing.T) (*seqkafka.Consumer, error) {
+	t.Helper()
 	c := cluster(t, 1)
 	produce(t, c, []*kgo.Record{rec(0, "a", "0")})
 	g := newGate()
@@ -200,11 +211,8 @@ func TestCloseDrainingAPartitionThatIsLostGoesOn(t *testing.T) {
 	closed := make(chan error, 1)
 	go func() { closed <- m.close(t, 10*time.Second) }()
 	<-logs.when("draining revoked partitions") // Close waits for offset 0
-
-	// The coordinator now says the member is unknown: kgo reports the
-	// partition lost, and the handler sees its ctx canceled.
 	<-fence(c, cons)
-	require.NoError(t, <-closed, "Close waited for a partition the group had taken")
+	return cons, <-closed
 }
 
 // Close leaves no goroutine of its client waiting on kgo's rebalance gate
@@ -220,22 +228,8 @@ func TestCloseDrainingAPartitionThatIsLostGoesOn(t *testing.T) {
 // late goroutine with a leave of its own (its ctx done, so that only the
 // goroutine is left to run) and wants it to end.
 func TestCloseLeavesNoLeaveWaitingForAPollRelease(t *testing.T) {
-	c := cluster(t, 1)
-	produce(t, c, []*kgo.Record{rec(0, "a", "0")})
-	g := newGate()
-	logs := newLogSink()
-	cons, err := seqkafka.NewConsumer(groupOpts(c), func(ctx context.Context, r *kgo.Record) error {
-		return g.wait(ctx, r.Offset) // held until its ctx ends
-	}, seqkafka.WithCommitInterval(time.Hour), seqkafka.WithLogger(logs.logger()))
+	cons, err := closeFencedWhileDraining(t)
 	require.NoError(t, err)
-	m := startMember(t, cons)
-	<-g.entered // offset 0 in flight
-
-	closed := make(chan error, 1)
-	go func() { closed <- m.close(t, 10*time.Second) }()
-	<-logs.when("draining revoked partitions") // Run is over: nothing polls the fence's notice
-	<-fence(c, cons)
-	require.NoError(t, <-closed)
 
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
