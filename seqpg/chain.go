@@ -155,19 +155,11 @@ func (w *Worker) settleChain(ctx context.Context, l *lease) {
 		rollback(c.tx)
 		return
 	}
-	var left int64
-	b := &pgx.Batch{}
-	b.Queue(sqlSettle, l.key, l.token, 0, ms(w.cfg.lease), c.k).QueryRow(func(r pgx.Row) error { return r.Scan(&left) })
-	err := c.tx.SendBatch(ctx, b).Close()
-	if err == nil {
-		err = c.tx.Commit(ctx)
-	}
+	_, err := w.commitGroup(ctx, l, c)
 	switch {
 	case isLeaseLost(err):
-		rollback(c.tx)
 		w.lost(l, c.job)
 	case err != nil:
-		rollback(c.tx)
 		w.dbError(ctx, "complete", err)
 	default:
 		w.n.completed.Add(uint64(c.k))
@@ -327,25 +319,15 @@ func (w *Worker) complete(ctx context.Context, l *lease, c chain) (chained bool)
 // is empty, paused, halted, or the lease lost), and gives the key back.
 func (w *Worker) endGroup(ctx context.Context, l *lease, c chain) {
 	sent := time.Now()
-	var left int64
-	b := &pgx.Batch{}
-	b.Queue(sqlSettle, l.key, l.token, 0, ms(w.cfg.lease), c.k).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&left)
-	})
-	err := c.tx.SendBatch(ctx, b).Close()
-	if err == nil {
-		err = c.tx.Commit(ctx)
-	}
+	left, err := w.commitGroup(ctx, l, c)
 	switch {
 	case isLeaseLost(err):
-		rollback(c.tx)
 		w.n.leaseLost.Add(1)
 		w.log(slog.LevelWarn, "seqpg: lease lost; the group's transaction was rolled back",
 			"key", logkey.Cut(l.key), "token", l.token, "err", ErrLeaseLost)
 		w.drop(l)
 		return
 	case err != nil:
-		rollback(c.tx)
 		w.dbError(ctx, "complete", err)
 		w.release(l)
 		return
@@ -357,4 +339,20 @@ func (w *Worker) endGroup(ctx context.Context, l *lease, c chain) {
 	}
 	l.renewed(sent, w.cfg.lease)
 	w.release(l)
+}
+
+// commitGroup records c's group of c.k jobs on the key's row, fenced by
+// l's token, and commits c.tx; on any error it rolls c.tx back. left is
+// how many jobs the key still has.
+func (w *Worker) commitGroup(ctx context.Context, l *lease, c chain) (left int64, err error) {
+	b := &pgx.Batch{}
+	b.Queue(sqlSettle, l.key, l.token, 0, ms(w.cfg.lease), c.k).QueryRow(func(r pgx.Row) error { return r.Scan(&left) })
+	err = c.tx.SendBatch(ctx, b).Close()
+	if err == nil {
+		err = c.tx.Commit(ctx)
+	}
+	if err != nil {
+		rollback(c.tx)
+	}
+	return left, err
 }
