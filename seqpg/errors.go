@@ -44,9 +44,10 @@ var (
 	ErrLeaseLost = errors.New("seqpg: lease lost")
 
 	// ErrJobTx is wrapped by the error of Commit and Rollback of a
-	// handler's tx, which do nothing: the job's transaction is the
+	// handler's tx, which change nothing: the job's transaction is the
 	// worker's, and commits with the job's completion (return nil) or
-	// rolls back to the job's start (return an error).
+	// rolls back to the job's start (return an error). Every method of a
+	// handler's tx returns it once the handler has returned.
 	ErrJobTx = errors.New("seqpg: the job's transaction ends with the job")
 
 	// ErrTerminal marks a handler's error as not worth retrying (see

@@ -5,11 +5,14 @@ package seqpg
 // that a failed job's writes roll back alone. A handler that does not use
 // tx costs the group no savepoint at all; a first Exec with arguments
 // carries the savepoint in its own round trip, other first uses send it
-// in one more.
+// in one more. The view ends when its handler returns: a tx kept past
+// the handler (handed to a goroutine that outlives it) would otherwise
+// write into the key's later jobs' group.
 
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,15 +21,31 @@ import (
 // jobTx is the handler's view of its job's transaction: everything of
 // pgx.Tx but its end, which belongs to the job's group. A nested
 // transaction (Begin) is a savepoint inside the job's. ctx is the
-// handler's, for the savepoint of the methods that take none.
+// handler's, for the savepoint of the methods that take none. The worker
+// sets ended when the handler returns; from then on every method fails.
 type jobTx struct {
 	pgx.Tx
-	ctx context.Context
-	sp  bool // the job's savepoint is made
+	ctx   context.Context
+	sp    bool // the job's savepoint is made
+	ended atomic.Bool
 }
 
-// savepoint makes the job's savepoint, once.
+// errEnded is what a method of the view returns once its handler returned.
+var errEnded = fmt.Errorf("seqpg: the handler's tx used after its handler returned: %w", ErrJobTx)
+
+// live returns errEnded once the handler returned.
+func (t *jobTx) live() error {
+	if t.ended.Load() {
+		return errEnded
+	}
+	return nil
+}
+
+// savepoint makes the job's savepoint, once, while the handler runs.
 func (t *jobTx) savepoint(ctx context.Context) error {
+	if err := t.live(); err != nil {
+		return err
+	}
 	if t.sp {
 		return nil
 	}
@@ -37,12 +56,14 @@ func (t *jobTx) savepoint(ctx context.Context) error {
 	return nil
 }
 
-// Commit does nothing: the job's writes commit with its completion.
+// Commit returns an error wrapping ErrJobTx and changes nothing: the
+// job's writes commit with its completion.
 func (*jobTx) Commit(context.Context) error {
 	return fmt.Errorf("seqpg: Commit of the handler's tx: %w", ErrJobTx)
 }
 
-// Rollback does nothing: return an error to roll the job's writes back.
+// Rollback returns an error wrapping ErrJobTx and changes nothing: the
+// handler returns an error to roll the job's writes back.
 func (*jobTx) Rollback(context.Context) error {
 	return fmt.Errorf("seqpg: Rollback of the handler's tx: %w", ErrJobTx)
 }
@@ -68,7 +89,12 @@ func (t *jobTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	return t.Tx.SendBatch(ctx, b)
 }
 
+// LargeObjects and Conn have no error to return: after the handler
+// returned they panic, as a misuse.
 func (t *jobTx) LargeObjects() pgx.LargeObjects {
+	if t.ended.Load() {
+		panic("seqpg: LargeObjects of the handler's tx after its handler returned")
+	}
 	t.savepoint(t.ctx) // an error here is the first large object call's
 	return t.Tx.LargeObjects()
 }
@@ -86,6 +112,9 @@ func (t *jobTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Statemen
 // argument is a pgx.QueryExecMode chooses a mode a batch does not take:
 // those go after the savepoint.
 func (t *jobTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := t.live(); err != nil {
+		return pgconn.CommandTag{}, err
+	}
 	if _, mode := firstArg(args).(pgx.QueryExecMode); t.sp || len(args) == 0 || mode {
 		if err := t.savepoint(ctx); err != nil {
 			return pgconn.CommandTag{}, err
@@ -121,6 +150,9 @@ func (t *jobTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 }
 
 func (t *jobTx) Conn() *pgx.Conn {
+	if t.ended.Load() {
+		panic("seqpg: Conn of the handler's tx after its handler returned")
+	}
 	t.savepoint(t.ctx) // an error here is the caller's first statement's
 	return t.Tx.Conn()
 }

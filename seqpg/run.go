@@ -160,12 +160,14 @@ func (w *Worker) runJob(ctx context.Context, l *lease) {
 			} else {
 				herr = errGoexit
 			}
+			jtx.ended.Store(true)
 			c.sp = jtx.sp
 			settled = w.finish(ctx, l, c, herr)
 		}
 	}()
 	herr = w.call(hctx, jtx, c.job)
 	returned = true
+	jtx.ended.Store(true)
 	c.sp = jtx.sp
 	if l.ctx.Err() != nil {
 		w.expiredRunning(l, c.tx, c.job)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -269,6 +270,61 @@ func TestHandlerTxIsTheJobs(t *testing.T) {
 		assert.ErrorIs(t, errs[i+1], seqpg.ErrJobTx)
 		assert.ErrorIs(t, errs[i+2], seqpg.ErrJobTx)
 	}
+}
+
+// The handler's tx ends with its handler: a tx kept past it (handed to a
+// goroutine that outlives the handler) returns ErrJobTx from every method,
+// and nothing it is asked to write lands in the key's later jobs, which
+// share its group's transaction.
+func TestHandlerTxKeptPastItsHandlerWritesNothing(t *testing.T) {
+	pool, _ := newDB(t)
+	createEffects(t, pool)
+	enqueueAll(t, pool, "k", "1", "2")
+	kept := make(chan pgx.Tx, 1)
+	second := make(chan struct{}) // job 2's handler is running
+	running := sync.OnceFunc(func() { close(second) })
+	release := make(chan struct{})
+	r := newRecorder()
+	startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO effects (payload) VALUES ($1)`, string(job.Payload)); err != nil {
+			return err
+		}
+		switch string(job.Payload) {
+		case "1":
+			kept <- tx
+		case "2":
+			running()
+			<-release
+		}
+		r.add(job)
+		return nil
+	})
+	tx := <-kept
+	<-second // job 1's handler has returned; job 2's runs in its group
+	ctx := context.Background()
+	_, err := tx.Exec(ctx, `INSERT INTO effects (payload) VALUES ('late')`)
+	assert.ErrorIs(t, err, seqpg.ErrJobTx, "Exec")
+	_, err = tx.Exec(ctx, `INSERT INTO effects (payload) VALUES ($1)`, "late with args")
+	assert.ErrorIs(t, err, seqpg.ErrJobTx, "Exec with arguments")
+	var n int
+	assert.ErrorIs(t, tx.QueryRow(ctx, `SELECT 1`).Scan(&n), seqpg.ErrJobTx, "QueryRow")
+	_, err = tx.Query(ctx, `SELECT 1`)
+	assert.ErrorIs(t, err, seqpg.ErrJobTx, "Query")
+	_, err = tx.Begin(ctx)
+	assert.ErrorIs(t, err, seqpg.ErrJobTx, "Begin")
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO effects (payload) VALUES ('late batch')`)
+	assert.ErrorIs(t, tx.SendBatch(ctx, b).Close(), seqpg.ErrJobTx, "SendBatch")
+	_, err = tx.CopyFrom(ctx, pgx.Identifier{"effects"}, []string{"payload"}, pgx.CopyFromRows([][]any{{"late copy"}}))
+	assert.ErrorIs(t, err, seqpg.ErrJobTx, "CopyFrom")
+	_, err = tx.Prepare(ctx, "late", `SELECT 1`)
+	assert.ErrorIs(t, err, seqpg.ErrJobTx, "Prepare")
+	assert.PanicsWithValue(t, "seqpg: Conn of the handler's tx after its handler returned", func() { tx.Conn() })
+	assert.PanicsWithValue(t, "seqpg: LargeObjects of the handler's tx after its handler returned", func() { tx.LargeObjects() })
+	close(release)
+	r.wait(t, 2)
+	eventually(t, "the key to end", func() bool { return state(t, pool, "k").Pending == 0 })
+	assert.Equal(t, []string{"1", "2"}, effects(t, pool))
 }
 
 // A key is at most MaxKeyBytes: a longer one is refused before it reaches

@@ -22,9 +22,13 @@ import (
 // effects in this database happen exactly once (River's JobCompleteTx,
 // built in). Returning nil completes the job; an error rolls the job's
 // writes in tx back and counts as a failed attempt (see WithRetries,
-// Terminal). tx's Commit and Rollback do nothing and return an error
+// Terminal). tx's Commit and Rollback change nothing and return an error
 // wrapping ErrJobTx; its Begin makes a nested transaction (a savepoint),
-// as pgx's does. tx must not be used after the handler returns. The
+// as pgx's does. tx ends when the handler returns: its methods then
+// return an error wrapping ErrJobTx (Conn and LargeObjects panic), and
+// what it handed out (a nested transaction, Rows, the Conn) must not be
+// kept past the handler either, since the key's next jobs share its
+// connection. The
 // job's writes become visible to others when its group of the key's jobs
 // commits (WithGroupCommit). Under WithBatchedCompletion tx is nil and a
 // job's effects are at least once.
