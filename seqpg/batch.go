@@ -7,7 +7,11 @@ package seqpg
 // the next read. Both statements are fenced like every outcome: a lost
 // lease completes nothing and reads nothing. The read marks its jobs
 // started, so that Replace leaves them alone: a job in hand is never
-// rewritten under its worker, whose completion deletes it by id.
+// rewritten under its worker, whose completion deletes it by id. The
+// completion of a key's last jobs gives the key back itself, and the
+// first read of a lease goes alone, so a key of n jobs or fewer costs
+// two round trips besides its share of a claim: the read, and the
+// completions with the read that finds the key given back.
 //
 // The fetched and done lists of a lease are touched by its key's steps,
 // which run one at a time on the key's session, and by release after the
@@ -28,17 +32,25 @@ import (
 )
 
 const (
-	// sqlCompleteBatch deletes the jobs run since the last read and
-	// extends the lease, if the lease is still ours.
+	// sqlCompleteBatch deletes the jobs run since the last read, if the
+	// lease is still ours, and extends the lease, or, when they were the
+	// key's last, gives the key back, as a group's settle does
+	// (chain.go): the read sent after it then finds the lease gone, and
+	// the key costs no release of its own. It returns whether the lease
+	// was ours and, if it was, the key's jobs left.
 	sqlCompleteBatch = sqlFence + `,
 d AS (
 	DELETE FROM seqpg_jobs WHERE id = ANY($3) AND key IN (SELECT key FROM k) RETURNING 1),
 u AS (
 	UPDATE seqpg_keys SET pending = pending - (SELECT count(*) FROM d),
-		lease_until = clock_timestamp() + $4 * interval '1 millisecond',
-		run_after = clock_timestamp() + $4 * interval '1 millisecond'
-	WHERE key IN (SELECT key FROM k))
-SELECT count(*) FROM k`
+		lease_owner = CASE WHEN pending > (SELECT count(*) FROM d) THEN lease_owner END,
+		lease_until = CASE WHEN pending > (SELECT count(*) FROM d)
+			THEN clock_timestamp() + $4 * interval '1 millisecond' ELSE '-infinity' END,
+		run_after = CASE WHEN pending > (SELECT count(*) FROM d)
+			THEN clock_timestamp() + $4 * interval '1 millisecond' ELSE clock_timestamp() END
+	WHERE key IN (SELECT key FROM k)
+	RETURNING pending)
+SELECT EXISTS (SELECT 1 FROM k), coalesce((SELECT pending FROM u), 0)`
 
 	// sqlFetch reads and marks started the key's next jobs, if the lease
 	// is still ours and the key is neither paused nor halted. RETURNING
@@ -69,7 +81,7 @@ func (w *Worker) runBatched(ctx context.Context, l *lease) {
 	empty := len(l.b.fetched) == 0
 	l.mu.Unlock()
 	if empty {
-		ok, err := w.flush(ctx, l, true)
+		ok, gone, err := w.flush(ctx, l, true)
 		switch {
 		case err != nil:
 			w.dbError(ctx, "read jobs", err)
@@ -77,6 +89,9 @@ func (w *Worker) runBatched(ctx context.Context, l *lease) {
 			return
 		case !ok:
 			w.lostBatch(l)
+			return
+		case gone:
+			w.drop(l) // the completions gave the key back
 			return
 		}
 		l.mu.Lock()
@@ -139,7 +154,7 @@ func (w *Worker) finishBatched(ctx context.Context, l *lease, job *Job, herr err
 	l.mu.Unlock()
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.lease)
 	defer cancel()
-	ok, err := w.flush(octx, l, false)
+	ok, _, err := w.flush(octx, l, false) // the failed job is left: the key stays ours
 	switch {
 	case err != nil:
 		w.dbError(octx, "complete", err)
@@ -154,20 +169,26 @@ func (w *Worker) finishBatched(ctx context.Context, l *lease, job *Job, herr err
 
 // flush records the completions of the jobs run since the last read and,
 // with read, reads the key's next jobs into the lease, in one round trip.
-// ok is false when the lease was found lost: nothing was recorded.
-func (w *Worker) flush(ctx context.Context, l *lease, read bool) (ok bool, err error) {
+// ok is false when the lease was found lost: nothing was recorded. gone
+// is true when the completions were the key's last jobs and gave the key
+// back. With no completion to record, the read goes alone: it is fenced
+// itself, and the lease was taken or extended by the statement before.
+func (w *Worker) flush(ctx context.Context, l *lease, read bool) (ok, gone bool, err error) {
 	l.mu.Lock()
 	done := l.b.done
 	l.mu.Unlock()
 	if len(done) == 0 && !read {
-		return true, nil
+		return true, false, nil
 	}
 	sent := time.Now()
 	b := &pgx.Batch{}
-	var n int
-	b.Queue(sqlCompleteBatch, l.key, l.token, done, ms(w.cfg.lease)).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&n)
-	})
+	ours := true
+	var left int64
+	if len(done) > 0 {
+		b.Queue(sqlCompleteBatch, l.key, l.token, done, ms(w.cfg.lease)).QueryRow(func(r pgx.Row) error {
+			return r.Scan(&ours, &left)
+		})
+	}
 	var jobs []*Job
 	if read {
 		b.Queue(sqlFetch, l.key, l.token, w.cfg.batch).Query(func(rows pgx.Rows) error {
@@ -182,10 +203,10 @@ func (w *Worker) flush(ctx context.Context, l *lease, read bool) (ok bool, err e
 		})
 	}
 	if err := w.pool.SendBatch(ctx, b).Close(); err != nil {
-		return false, err
+		return false, false, err
 	}
-	if n == 0 {
-		return false, nil
+	if !ours {
+		return false, false, nil
 	}
 	slices.SortFunc(jobs, func(a, b *Job) int {
 		if a.High != b.High {
@@ -196,13 +217,15 @@ func (w *Worker) flush(ctx context.Context, l *lease, read bool) (ok bool, err e
 		}
 		return cmp.Compare(a.Seq, b.Seq)
 	})
-	l.renewed(sent, w.cfg.lease)
+	if len(done) > 0 {
+		l.renewed(sent, w.cfg.lease)
+	}
 	l.mu.Lock()
 	l.b.done = l.b.done[len(done):]
 	l.b.fetched = jobs
 	l.mu.Unlock()
 	w.n.completed.Add(uint64(len(done)))
-	return true, nil
+	return true, len(done) > 0 && left == 0, nil
 }
 
 // lostBatch drops a lease found lost with completions unrecorded: those
@@ -220,7 +243,7 @@ func (w *Worker) flushOnRelease(ctx context.Context, l *lease) {
 	if w.cfg.batch == 0 {
 		return
 	}
-	ok, err := w.flush(ctx, l, false)
+	ok, _, err := w.flush(ctx, l, false)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		w.dbError(ctx, "complete", err)
 	} else if err == nil && !ok {

@@ -106,3 +106,38 @@ func TestRunOnceAndCloseFromHandler(t *testing.T) {
 	assert.ErrorIs(t, w.Run(context.Background()), seqpg.ErrClosed)
 	require.NoError(t, w.Close(context.Background()))
 }
+
+// Under WithBatchedCompletion, Close records the completions of the jobs
+// that ran and gives back the jobs read but not started: another worker
+// runs those, in order, and none of those that ran runs again.
+func TestBatchedCloseGivesJobsInHandBack(t *testing.T) {
+	pool, _ := newDB(t)
+	ctx := context.Background()
+	for i := range 5 {
+		enqueue(t, pool, "k", fmt.Sprint(i))
+	}
+	started, release := make(chan context.Context, 1), make(chan struct{})
+	r := newRecorder()
+	a, err := seqpg.NewWorker(pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+		r.add(job)
+		if string(job.Payload) == "1" {
+			started <- ctx
+			waitOrDone(ctx, release)
+		}
+		return nil
+	}, testOpts(seqpg.WithBatchedCompletion(10))...)
+	require.NoError(t, err)
+	runA := make(chan error, 1)
+	go func() { runA <- a.Run(ctx) }()
+	hctx := recv(t, started, "job 1 to start")
+	require.ErrorIs(t, a.Close(hctx), seqsched.ErrWouldDeadlock, "Close begins from a handler's ctx")
+	close(release)
+	require.NoError(t, a.Close(ctx))
+	require.NoError(t, <-runA)
+	assert.Equal(t, uint64(2), a.Stats().Completed, "the two jobs that ran were recorded")
+	assert.Equal(t, seqpg.KeyState{Pending: 3}, state(t, pool, "k"), "the jobs in hand are given back")
+
+	startWorker(t, pool, r.handler)
+	r.wait(t, 5)
+	assert.Equal(t, []string{"0", "1", "2", "3", "4"}, r.of("k"))
+}

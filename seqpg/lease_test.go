@@ -45,7 +45,7 @@ func TestLostLeaseCannotComplete(t *testing.T) {
 		return nil
 	}, seqpg.WithMaxConcurrency(1)) // A has no room to claim the key back itself: B takes it
 	e := enqueue(t, pool, "k", "x")
-	fa := <-started
+	fa := recv(t, started, "A to start the job")
 
 	// The lease expires (as if A were frozen past it); A's renewals are
 	// refused from now on.
@@ -61,7 +61,7 @@ func TestLostLeaseCannotComplete(t *testing.T) {
 	eventually(t, "B to claim the key", func() bool { return b.Stats().Claimed == 1 })
 	close(release)
 
-	fb := <-tokens
+	fb := recv(t, tokens, "B to run the job (a lease-lost A must not have completed it)")
 	assert.Greater(t, fb, fa.Token)
 	eventually(t, "the job to complete", func() bool { return state(t, pool, "k").Pending == 0 })
 	// A's refused completion aborted its transaction, which let B go on,

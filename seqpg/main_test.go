@@ -143,6 +143,21 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// recv returns the next value on ch, failing after 10s with what it
+// waited for: a test whose guarantee broke fails with a message rather
+// than hangs until the binary's timeout.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+	}
+	t.Fatalf("timed out waiting for %s", what)
+	var zero T
+	return zero
+}
+
 func state(t testing.TB, pool *pgxpool.Pool, key string) seqpg.KeyState {
 	t.Helper()
 	s, err := seqpg.State(context.Background(), pool, key)

@@ -24,8 +24,11 @@ func waitBlocked(t *testing.T, pool *pgxpool.Pool) {
 	})
 }
 
-// An enqueue whose transaction started first but commits second runs
-// second: order per key is commit order, not the order of Enqueue calls.
+// Order per key is commit order, not the order of Enqueue calls: B's
+// Enqueue, called while A's transaction holds the key, waits for A's
+// commit; A2, enqueued by A after B's call began, commits first and runs
+// first. A job numbered (or given its ID) when Enqueue is called, before
+// the wait, as River orders by ID, would run B before A2.
 func TestOrderIsCommitOrder(t *testing.T) {
 	pool, _ := newDB(t)
 	ctx := context.Background()
@@ -50,13 +53,16 @@ func TestOrderIsCommitOrder(t *testing.T) {
 	waitBlocked(t, pool)
 	// C, another key, does not wait for A.
 	enqueue(t, pool, "other", "C")
+	// A2: enqueued after B's call began, committed before B.
+	_, err = seqpg.Enqueue(ctx, txA, "k", []byte("A2"))
+	require.NoError(t, err)
 	require.NoError(t, txA.Commit(ctx))
 	require.NoError(t, <-bDone)
 
 	r := newRecorder()
 	startWorker(t, pool, r.handler)
-	r.wait(t, 3)
-	assert.Equal(t, []string{"A", "B"}, r.of("k"))
+	r.wait(t, 4)
+	assert.Equal(t, []string{"A", "A2", "B"}, r.of("k"), "the key's jobs in the order their transactions committed")
 }
 
 // A rolled-back enqueue leaves no job and no gap that stalls the key.

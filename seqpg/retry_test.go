@@ -37,6 +37,33 @@ func TestRetryWithBackoffKeepsOrder(t *testing.T) {
 	assert.Equal(t, 2, <-backoffs)
 }
 
+// A retrying key waits out its backoff in the database, holding neither
+// its lease nor a place of the worker's: with room for one key at once,
+// another key's job runs during the backoff, and neither the failed job
+// nor the key's next one runs before the backoff ends.
+func TestRetryingKeyBlocksOnlyItself(t *testing.T) {
+	pool, _ := newDB(t)
+	r := newRecorder()
+	w := startWorker(t, pool, func(ctx context.Context, tx pgx.Tx, job *seqpg.Job) error {
+		r.add(job)
+		if job.Key == "k" {
+			return errors.New("down")
+		}
+		return nil
+	}, seqpg.WithMaxConcurrency(1), seqpg.WithRetries(3, func(context.Context, *seqpg.Job, int, error) time.Duration {
+		return time.Hour
+	}))
+	enqueue(t, pool, "k", "fails")
+	enqueue(t, pool, "k", "after")
+	assert.Equal(t, []string{"fails"}, r.wait(t, 1))
+	eventually(t, "the retry to be recorded", func() bool { return w.Stats().Retried >= 1 })
+	enqueue(t, pool, "other", "o")
+	assert.Equal(t, []string{"o"}, r.wait(t, 1), "a retrying key blocks only itself")
+	eventually(t, "the other key to complete", func() bool { return w.Stats().Completed == 1 })
+	assert.Equal(t, []string{"fails"}, r.of("k"), "nothing of the key ran again during its backoff")
+	assert.Equal(t, seqpg.KeyState{Pending: 2}, state(t, pool, "k"), "the key waits, held by no worker")
+}
+
 // After its last attempt a job goes to seqpg_dead, with its attempts and
 // last error, and the key goes on with its next job. A Terminal error
 // skips the remaining attempts; a panic and runtime.Goexit are failed

@@ -182,6 +182,8 @@ func BenchmarkThroughput(b *testing.B) {
 		{"concurrency=16/group=1", []seqpg.Option{seqpg.WithMaxConcurrency(16), seqpg.WithGroupCommit(1, time.Second)}},
 		{"concurrency=100/batched=10", []seqpg.Option{seqpg.WithMaxConcurrency(workers), seqpg.WithBatchedCompletion(10)}},
 		{"concurrency=100/batched=100", []seqpg.Option{seqpg.WithMaxConcurrency(workers), seqpg.WithBatchedCompletion(100)}},
+		{"concurrency=default/batched=10", []seqpg.Option{seqpg.WithBatchedCompletion(10)}},
+		{"concurrency=default/batched=100", []seqpg.Option{seqpg.WithBatchedCompletion(100)}},
 	} {
 		b.Run("system=seqpg/keys=1000/"+run.name, func(b *testing.B) {
 			pool := newDB(b)
