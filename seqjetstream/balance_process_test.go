@@ -203,6 +203,22 @@ func (ps *processes) start(name string) *proc {
 	return p
 }
 
+// check logs what the run cost, and checks that every message published
+// was applied and none after a later one of its key.
+func (ps *processes) check() {
+	b, t := ps.b, ps.b.t
+	t.Helper()
+	s := b.store.snapshot()
+	ps.mu.Lock()
+	fenced := ps.fence
+	ps.mu.Unlock()
+	published := int(b.seq.Load())
+	t.Logf("published %d, lost %d, applied twice %d, order gaps %d, stale writes fenced %d", published, published-s.applied, s.dups, s.gaps, fenced)
+	assert.Zero(t, s.gaps, "messages applied after a later one of their key")
+	eventually(t, func() bool { return b.store.count() == published }, "every message applied (%d of %d)",
+		lazy(func() any { return b.store.count() }), published)
+}
+
 // state is what p last reported: partitions owned, and assigned to it.
 func (p *proc) state() (owned, assigned []bool) {
 	p.mu.Lock()
@@ -308,15 +324,7 @@ func TestBalanceProcessesLeaveAndSurviveAServerRestartAndALostBucket(t *testing.
 	t.Logf("bucket deleted, then SIGKILL 2→1: rebalanced in %v, %d partitions moved", took.Round(time.Millisecond), movedBetween(before, after))
 	onlyTheDeads(t, before, after, "m1")
 
-	s := b.store.snapshot()
-	ps.mu.Lock()
-	fenced := ps.fence
-	ps.mu.Unlock()
-	published := int(b.seq.Load())
-	t.Logf("published %d, lost %d, applied twice %d, order gaps %d, stale writes fenced %d", published, published-s.applied, s.dups, s.gaps, fenced)
-	assert.Zero(t, s.gaps, "messages applied after a later one of their key")
-	eventually(t, func() bool { return b.store.count() == published }, "every message applied (%d of %d)",
-		lazy(func() any { return b.store.count() }), published)
+	ps.check()
 }
 
 func TestBalanceProcessesKilledAndFrozen(t *testing.T) {
@@ -348,15 +356,7 @@ func TestBalanceProcessesKilledAndFrozen(t *testing.T) {
 	took = ps.settle([]int{3, 3}, m1, m3)
 	t.Logf("SIGCONT 1→2: rebalanced in %v", took.Round(time.Millisecond))
 
-	s := b.store.snapshot()
-	ps.mu.Lock()
-	fenced := ps.fence
-	ps.mu.Unlock()
-	published := int(b.seq.Load())
-	t.Logf("published %d, lost %d, applied twice %d, order gaps %d, stale writes fenced %d", published, published-s.applied, s.dups, s.gaps, fenced)
-	assert.Zero(t, s.gaps, "messages applied after a later one of their key")
-	eventually(t, func() bool { return b.store.count() == published }, "every message applied (%d of %d)",
-		lazy(func() any { return b.store.count() }), published)
+	ps.check()
 }
 
 // watchHandover follows, from now (just before the dead member is killed)

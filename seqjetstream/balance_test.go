@@ -202,13 +202,25 @@ func owned(c *seqjetstream.Consumer) int {
 // assignment returns, per partition, the live member it is assigned to
 // ("" if none, "*" if more than one).
 func assignment(live ...*member) []string {
+	return perPartition(func(cs seqjetstream.ConsumerStats) bool { return cs.Assigned }, live...)
+}
+
+// owners returns, per partition, the live member that owns it ("" if
+// none, "*" if more than one).
+func owners(live ...*member) []string {
+	return perPartition(func(cs seqjetstream.ConsumerStats) bool { return cs.Owned }, live...)
+}
+
+// perPartition returns, per partition, the live member whose consumer
+// stats satisfy is ("" if none, "*" if more than one).
+func perPartition(is func(seqjetstream.ConsumerStats) bool, live ...*member) []string {
 	var out []string
 	for _, m := range live {
 		for i, cs := range m.c.Stats().Consumers {
 			if i >= len(out) {
 				out = append(out, "")
 			}
-			if cs.Assigned {
+			if is(cs) {
 				if out[i] != "" {
 					out[i] = "*"
 				} else {
@@ -235,28 +247,50 @@ func movedBetween(a, b []string) int {
 // of them, then waits for every message published to be applied; it
 // returns how long that took.
 func (b *balanced) settle(want []int, live ...*member) time.Duration {
+	b.t.Helper()
+	return b.settleWhen(func() (bool, string) {
+		got := make([]int, len(live))
+		for i, m := range live {
+			got[i] = owned(m.c)
+		}
+		a := assignment(live...)
+		return fmt.Sprint(got) == fmt.Sprint(want) && !contains(a, "*") && !contains(a, ""),
+			fmt.Sprintf("partitions owned %v; want %v; assigned %v", got, want, a)
+	})
+}
+
+// settleOwned is settle for a membership that does not assign: until
+// every partition is owned by exactly one of the live members.
+func (b *balanced) settleOwned(live ...*member) time.Duration {
+	b.t.Helper()
+	return b.settleWhen(func() (bool, string) {
+		o := owners(live...)
+		return !contains(o, "*") && !contains(o, ""), fmt.Sprintf("partitions owned by %v; want one live member each", o)
+	})
+}
+
+// settleWhen publishes rounds until settled says so, then waits for every
+// message published to be applied; it returns how long that took.
+func (b *balanced) settleWhen(settled func() (bool, string)) time.Duration {
 	t := b.t
 	t.Helper()
 	begin := time.Now()
 	deadline := begin.Add(30 * time.Second)
 	for r := 0; ; r++ {
 		b.round(fmt.Sprint("k", r%3))
-		got := make([]int, len(live))
-		for i, m := range live {
-			got[i] = owned(m.c)
-		}
-		a := assignment(live...)
-		if fmt.Sprint(got) == fmt.Sprint(want) && !contains(a, "*") && !contains(a, "") {
+		ok, state := settled()
+		if ok {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("partitions owned %v; want %v; assigned %v; applied %d of %d", got, want, a, b.store.count(), b.seq.Load())
+			t.Fatalf("%s; applied %d of %d", state, b.store.count(), b.seq.Load())
 		}
 		time.Sleep(100 * time.Millisecond) // a publishing rhythm, not a synchronisation
 	}
 	for b.store.count() != int(b.seq.Load()) {
 		if time.Now().After(deadline) {
-			t.Fatalf("applied %d of %d; assigned %v", b.store.count(), b.seq.Load(), assignment(live...))
+			_, state := settled()
+			t.Fatalf("applied %d of %d; %s", b.store.count(), b.seq.Load(), state)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -413,55 +447,6 @@ func TestBalanceWithoutMembershipFallsBackToPullingEveryPartition(t *testing.T) 
 			assert.True(t, cs.Assigned, "%s: %s assigned while membership is unavailable", m.name, cs.Consumer)
 		}
 	}
-}
-
-// owners returns, per partition, the live member that owns it ("" if
-// none, "*" if more than one).
-func owners(live ...*member) []string {
-	var out []string
-	for _, m := range live {
-		for i, cs := range m.c.Stats().Consumers {
-			if i >= len(out) {
-				out = append(out, "")
-			}
-			if cs.Owned {
-				if out[i] != "" {
-					out[i] = "*"
-				} else {
-					out[i] = m.name
-				}
-			}
-		}
-	}
-	return out
-}
-
-// settleOwned is settle for a membership that does not assign: it
-// publishes rounds until every partition is owned by exactly one of the
-// live members, then waits for every message published to be applied.
-func (b *balanced) settleOwned(live ...*member) time.Duration {
-	t := b.t
-	t.Helper()
-	begin := time.Now()
-	deadline := begin.Add(30 * time.Second)
-	for r := 0; ; r++ {
-		b.round(fmt.Sprint("k", r%3))
-		o := owners(live...)
-		if !contains(o, "*") && !contains(o, "") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("partitions owned by %v; want one live member each; applied %d of %d", o, b.store.count(), b.seq.Load())
-		}
-		time.Sleep(100 * time.Millisecond) // a publishing rhythm, not a synchronisation
-	}
-	for b.store.count() != int(b.seq.Load()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("applied %d of %d; owned by %v", b.store.count(), b.seq.Load(), owners(live...))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(begin)
 }
 
 // A server restart (stream and bucket on file), then a member killed.

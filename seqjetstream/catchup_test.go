@@ -109,25 +109,12 @@ func TestSuccessorReceivingTheNextMessageBeforeTheRedeliveryOfTheOneBeforeKeepsO
 // key's messages run in stream order. Given up instead, it ran 2 before 1.
 func TestCatchUpThatCannotFinishStartsOverAndKeepsOrder(t *testing.T) {
 	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms: a catch-up's bound is 2s
-	first := publish(t, js, "k.a", "1")
-	b, err := consumerFor(t).Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("g"))
-	require.NoError(t, err)
-	var old []jetstream.Msg
-	for m := range b.Messages() {
-		old = append(old, m)
-	}
-	require.Len(t, old, 1, "the old owner's fetch: %v", b.Error())
-	stop := keepInProgress(t, old[0]) // the old owner keeps 1 in progress until stop
-
+	first, stop := heldByAPlainClient(t, js, consumerFor)
 	rec := recordingHandler{records: make(chan slog.Record, 256)}
 	l := newLedger()
 	c := pinnedConsumer(t, consumerFor(t), l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(slog.New(rec)))
 	start(t, c)
-	probe, err := s.Consumer(context.Background(), "part")
-	require.NoError(t, err)
-	eventually(t, func() bool { return info(t, probe).NumWaiting == 1 }, "the new owner's pull waiting")
-	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
-	second := publish(t, js, "k.a", "2") // pins the new owner, which catches up
+	second := pinTheNewOwner(t, js, s)
 
 	startedOver := false
 	for deadline := time.After(20 * time.Second); !startedOver; {
@@ -155,25 +142,12 @@ func TestCatchUpThatCannotFinishStartsOverAndKeepsOrder(t *testing.T) {
 // its lag. Once 1 comes back the key's messages run in stream order.
 func TestCatchUpThatKeepsStartingOverIsCountedAndSaysSoAtError(t *testing.T) {
 	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms: a catch-up's bound is 2s
-	first := publish(t, js, "k.a", "1")
-	b, err := consumerFor(t).Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("g"))
-	require.NoError(t, err)
-	var old []jetstream.Msg
-	for m := range b.Messages() {
-		old = append(old, m)
-	}
-	require.Len(t, old, 1, "the old owner's fetch: %v", b.Error())
-	stop := keepInProgress(t, old[0])
-
+	first, stop := heldByAPlainClient(t, js, consumerFor)
 	rec := recordingHandler{records: make(chan slog.Record, 256)}
 	l := newLedger()
 	c := pinnedConsumer(t, consumerFor(t), l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(slog.New(rec)))
 	start(t, c)
-	probe, err := s.Consumer(context.Background(), "part")
-	require.NoError(t, err)
-	eventually(t, func() bool { return info(t, probe).NumWaiting == 1 }, "the new owner's pull waiting")
-	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
-	second := publish(t, js, "k.a", "2") // pins the new owner, which catches up
+	second := pinTheNewOwner(t, js, s)
 
 	type startOver struct {
 		level    slog.Level
@@ -409,6 +383,35 @@ func TestEmptyMessagesWithStatusesThatEndAPullCostNoOrder(t *testing.T) {
 			assert.Empty(t, l.key("k.g"), "the empty message never runs")
 		})
 	}
+}
+
+// heldByAPlainClient publishes 1 (key k.a) and lets a plain client, not
+// this package, take it and keep it in progress until stop: an old owner
+// that holds a message past any catch-up's bound. It returns 1's stream
+// sequence.
+func heldByAPlainClient(t *testing.T, js jetstream.JetStream, consumerFor func(*testing.T) jetstream.Consumer) (first uint64, stop func()) {
+	t.Helper()
+	first = publish(t, js, "k.a", "1")
+	b, err := consumerFor(t).Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("g"))
+	require.NoError(t, err)
+	var old []jetstream.Msg
+	for m := range b.Messages() {
+		old = append(old, m)
+	}
+	require.Len(t, old, 1, "the old owner's fetch: %v", b.Error())
+	return first, keepInProgress(t, old[0])
+}
+
+// pinTheNewOwner waits for the new owner's pull, unpins the old owner (as
+// after its PinnedTTL) and publishes 2 (key k.a), which pins the new
+// owner: it catches up. It returns 2's stream sequence.
+func pinTheNewOwner(t *testing.T, js jetstream.JetStream, s jetstream.Stream) (second uint64) {
+	t.Helper()
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 1 }, "the new owner's pull waiting")
+	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
+	return publish(t, js, "k.a", "2")
 }
 
 // keepInProgress sends InProgress for m every 100ms, as a client that holds
