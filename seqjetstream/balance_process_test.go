@@ -203,6 +203,22 @@ func (ps *processes) start(name string) *proc {
 	return p
 }
 
+// check logs what the run cost, and checks that every message published
+// was applied and none after a later one of its key.
+func (ps *processes) check() {
+	b, t := ps.b, ps.b.t
+	t.Helper()
+	s := b.store.snapshot()
+	ps.mu.Lock()
+	fenced := ps.fence
+	ps.mu.Unlock()
+	published := int(b.seq.Load())
+	t.Logf("published %d, lost %d, applied twice %d, order gaps %d, stale writes fenced %d", published, published-s.applied, s.dups, s.gaps, fenced)
+	assert.Zero(t, s.gaps, "messages applied after a later one of their key")
+	eventually(t, func() bool { return b.store.count() == published }, "every message applied (%d of %d)",
+		lazy(func() any { return b.store.count() }), published)
+}
+
 // state is what p last reported: partitions owned, and assigned to it.
 func (p *proc) state() (owned, assigned []bool) {
 	p.mu.Lock()
@@ -263,6 +279,54 @@ func (ps *processes) settle(want []int, live ...*proc) time.Duration {
 	return time.Since(begin)
 }
 
+// The rest of the probe's scenarios with member processes: a graceful
+// leave, a server restart (stream and bucket on file) and a deleted
+// bucket, each of the last two followed by a SIGKILL, and a join between
+// them. Only the leaver's or the dead member's partitions move, the
+// joiner takes its share, and nothing is lost or applied out of order.
+func TestBalanceProcessesLeaveAndSurviveAServerRestartAndALostBucket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("member processes: about 40 s")
+	}
+	srv := startRestartable(t)
+	b := newBalancedWith(t, 6, balancedOpts{url: srv.url, storage: jetstream.FileStorage})
+	ps := newProcesses(b)
+	m1, m2, m3 := ps.start("m1"), ps.start("m2"), ps.start("m3")
+	ps.settle([]int{2, 2, 2}, m1, m2, m3)
+	before, _ := layout(b.parts, m1, m2, m3)
+
+	require.NoError(t, m3.stdin.Close()) // Close: it leaves the membership
+	took := ps.settle([]int{3, 3}, m1, m2)
+	after, _ := layout(b.parts, m1, m2)
+	t.Logf("leave 3→2: rebalanced in %v, %d partitions moved", took.Round(time.Millisecond), movedBetween(before, after))
+	onlyTheDeads(t, before, after, "m3")
+
+	before = after
+	srv.restart()
+	require.NoError(t, m2.cmd.Process.Signal(syscall.SIGKILL))
+	took = ps.settle([]int{6}, m1)
+	after, _ = layout(b.parts, m1)
+	t.Logf("server restarted, then SIGKILL 2→1: rebalanced in %v, %d partitions moved", took.Round(time.Millisecond), movedBetween(before, after))
+	onlyTheDeads(t, before, after, "m2")
+
+	before = after
+	m4 := ps.start("m4")
+	took = ps.settle([]int{3, 3}, m1, m4)
+	after, _ = layout(b.parts, m1, m4)
+	t.Logf("join 1→2: rebalanced in %v, %d partitions moved", took.Round(time.Millisecond), movedBetween(before, after))
+	assert.Equal(t, 3, movedBetween(before, after), "partitions moved by a join: %v → %v", before, after)
+
+	before = after
+	require.NoError(t, b.js.DeleteKeyValue(context.Background(), "owners"))
+	require.NoError(t, m1.cmd.Process.Signal(syscall.SIGKILL))
+	took = ps.settle([]int{6}, m4)
+	after, _ = layout(b.parts, m4)
+	t.Logf("bucket deleted, then SIGKILL 2→1: rebalanced in %v, %d partitions moved", took.Round(time.Millisecond), movedBetween(before, after))
+	onlyTheDeads(t, before, after, "m1")
+
+	ps.check()
+}
+
 func TestBalanceProcessesKilledAndFrozen(t *testing.T) {
 	if testing.Short() {
 		t.Skip("member processes: about 30 s")
@@ -292,15 +356,7 @@ func TestBalanceProcessesKilledAndFrozen(t *testing.T) {
 	took = ps.settle([]int{3, 3}, m1, m3)
 	t.Logf("SIGCONT 1→2: rebalanced in %v", took.Round(time.Millisecond))
 
-	s := b.store.snapshot()
-	ps.mu.Lock()
-	fenced := ps.fence
-	ps.mu.Unlock()
-	published := int(b.seq.Load())
-	t.Logf("published %d, lost %d, applied twice %d, order gaps %d, stale writes fenced %d", published, published-s.applied, s.dups, s.gaps, fenced)
-	assert.Zero(t, s.gaps, "messages applied after a later one of their key")
-	eventually(t, func() bool { return b.store.count() == published }, "every message applied (%d of %d)",
-		lazy(func() any { return b.store.count() }), published)
+	ps.check()
 }
 
 // watchHandover follows, from now (just before the dead member is killed)

@@ -2,9 +2,11 @@ package seqjetstream_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +56,31 @@ type balanced struct {
 	gate    chan struct{} // messages of key "gate" wait for it to close
 	logger  *slog.Logger  // the next member's; the journal's if nil
 	journal *journal      // the members' log records, logged if the test fails
+	kvDown  atomic.Bool   // the members' JetStream refuses to bind or make the bucket
+}
+
+// kvGate is a member's JetStream for WithBalance: while down is set, it
+// refuses to bind the membership bucket or make it again, as a server
+// that lost the bucket would to a member without the right to make it.
+type kvGate struct {
+	jetstream.JetStream
+	down *atomic.Bool
+}
+
+var errKVDown = errors.New("membership bucket refused (test)")
+
+func (g kvGate) KeyValue(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
+	if g.down.Load() {
+		return nil, errKVDown
+	}
+	return g.JetStream.KeyValue(ctx, bucket)
+}
+
+func (g kvGate) CreateKeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	if g.down.Load() {
+		return nil, errKVDown
+	}
+	return g.JetStream.CreateKeyValue(ctx, cfg)
 }
 
 type balancedOpts struct {
@@ -134,7 +161,7 @@ func (b *balanced) join() *member {
 		b.store.apply(msg.Subject(), seqjetstream.Sequence(ctx))
 		return nil
 	}, seqjetstream.WithMaxBuffered(100), seqjetstream.WithFetchExpiry(300*time.Millisecond),
-		seqjetstream.WithBalance(js, "owners"), seqjetstream.WithLogger(logger))
+		seqjetstream.WithBalance(kvGate{js, &b.kvDown}, "owners"), seqjetstream.WithLogger(logger))
 	require.NoError(t, err)
 	m.c = c
 	m.run = start(t, c)
@@ -176,13 +203,25 @@ func owned(c *seqjetstream.Consumer) int {
 // assignment returns, per partition, the live member it is assigned to
 // ("" if none, "*" if more than one).
 func assignment(live ...*member) []string {
+	return perPartition(func(cs seqjetstream.ConsumerStats) bool { return cs.Assigned }, live...)
+}
+
+// owners returns, per partition, the live member that owns it ("" if
+// none, "*" if more than one).
+func owners(live ...*member) []string {
+	return perPartition(func(cs seqjetstream.ConsumerStats) bool { return cs.Owned }, live...)
+}
+
+// perPartition returns, per partition, the live member whose consumer
+// stats satisfy is ("" if none, "*" if more than one).
+func perPartition(is func(seqjetstream.ConsumerStats) bool, live ...*member) []string {
 	var out []string
 	for _, m := range live {
 		for i, cs := range m.c.Stats().Consumers {
 			if i >= len(out) {
 				out = append(out, "")
 			}
-			if cs.Assigned {
+			if is(cs) {
 				if out[i] != "" {
 					out[i] = "*"
 				} else {
@@ -205,32 +244,56 @@ func movedBetween(a, b []string) int {
 }
 
 // settle publishes rounds (a partition is pinned at a delivery) until the
-// live members own want partitions each, in order, each assigned to one
-// of them, then waits for every message published to be applied; it
-// returns how long that took.
+// live members own want partitions each, in order, each partition
+// assigned to one of them and owned by its assignee, then waits for every
+// message published to be applied; it returns how long that took. (Owned
+// counts alone can match while two members are still to swap partitions
+// their views gave them before they agreed.)
 func (b *balanced) settle(want []int, live ...*member) time.Duration {
+	b.t.Helper()
+	return b.settleWhen(func() (bool, string) {
+		got := make([]int, len(live))
+		for i, m := range live {
+			got[i] = owned(m.c)
+		}
+		a, o := assignment(live...), owners(live...)
+		return fmt.Sprint(got) == fmt.Sprint(want) && !contains(a, "*") && !contains(a, "") && slices.Equal(a, o),
+			fmt.Sprintf("partitions owned %v; want %v; assigned %v; owned by %v", got, want, a, o)
+	})
+}
+
+// settleOwned is settle for a membership that does not assign: until
+// every partition is owned by exactly one of the live members.
+func (b *balanced) settleOwned(live ...*member) time.Duration {
+	b.t.Helper()
+	return b.settleWhen(func() (bool, string) {
+		o := owners(live...)
+		return !contains(o, "*") && !contains(o, ""), fmt.Sprintf("partitions owned by %v; want one live member each", o)
+	})
+}
+
+// settleWhen publishes rounds until settled says so, then waits for every
+// message published to be applied; it returns how long that took.
+func (b *balanced) settleWhen(settled func() (bool, string)) time.Duration {
 	t := b.t
 	t.Helper()
 	begin := time.Now()
 	deadline := begin.Add(30 * time.Second)
 	for r := 0; ; r++ {
 		b.round(fmt.Sprint("k", r%3))
-		got := make([]int, len(live))
-		for i, m := range live {
-			got[i] = owned(m.c)
-		}
-		a := assignment(live...)
-		if fmt.Sprint(got) == fmt.Sprint(want) && !contains(a, "*") && !contains(a, "") {
+		ok, state := settled()
+		if ok {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("partitions owned %v; want %v; assigned %v; applied %d of %d", got, want, a, b.store.count(), b.seq.Load())
+			t.Fatalf("%s; applied %d of %d", state, b.store.count(), b.seq.Load())
 		}
 		time.Sleep(100 * time.Millisecond) // a publishing rhythm, not a synchronisation
 	}
 	for b.store.count() != int(b.seq.Load()) {
 		if time.Now().After(deadline) {
-			t.Fatalf("applied %d of %d; assigned %v", b.store.count(), b.seq.Load(), assignment(live...))
+			_, state := settled()
+			t.Fatalf("applied %d of %d; %s", b.store.count(), b.seq.Load(), state)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -360,6 +423,33 @@ func TestBalanceSurvivesItsBucketDeletedAndAKill(t *testing.T) {
 	st, err := kv.Status(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 3*time.Second, st.TTL(), "made again as it was")
+}
+
+// Membership unavailable for longer than the bucket's TTL (the bucket
+// deleted, and refused when the members make it again), then a member
+// killed: its partitions must not be orphaned. The survivors fall back to
+// pulling for every partition, as without WithBalance, and the server
+// moves the dead member's pins to them after PinnedTTL. Without the
+// fall-back they kept their last assignment, and the dead member's
+// partitions stopped.
+func TestBalanceWithoutMembershipFallsBackToPullingEveryPartition(t *testing.T) {
+	b := newBalanced(t, 6)
+	m1, m2, m3 := b.join(), b.join(), b.join()
+	b.settle([]int{2, 2, 2}, m1, m2, m3)
+	before := owners(m1, m2, m3)
+
+	b.kvDown.Store(true)
+	require.NoError(t, b.js.DeleteKeyValue(context.Background(), "owners"))
+	m2.kill()
+	took := b.settleOwned(m1, m3)
+	after := owners(m1, m3)
+	b.report("membership unavailable, then a kill", took, movedBetween(before, after), m1, m3)
+	onlyTheDeads(t, before, after, "m2")
+	for _, m := range []*member{m1, m3} {
+		for _, cs := range m.c.Stats().Consumers {
+			assert.True(t, cs.Assigned, "%s: %s assigned while membership is unavailable", m.name, cs.Consumer)
+		}
+	}
 }
 
 // A server restart (stream and bucket on file), then a member killed.

@@ -24,6 +24,7 @@ import (
 func (p *partition) beginCatchUpLocked() {
 	if !p.catchUp {
 		p.cuSince, p.cuOverdue, p.cuSwallowed = time.Now(), time.Time{}, 0
+		p.cuBegan, p.cuRestart = p.cuSince, 0
 	}
 	p.catchUp, p.cuNeed, p.cuD, p.cuMine = true, -1, 0, 0
 	p.cuGen++
@@ -367,8 +368,14 @@ func (p *partition) countWithheldLocked(info *jetstream.ConsumerInfo, asked time
 // new bound. Key order holds; the partition waits. The server counts a
 // message it redelivers at most once per redelivery wait, so a message
 // that is still out comes back within the new bound, unless a client
-// other than this package keeps it in progress. Logged at Warn. Called on
-// the fetch goroutine, with no lock held.
+// other than this package keeps it in progress, or nats.go drops its
+// redelivery again (a pull that its backstop ended on a starved host: see
+// pullCtx). Neither is bounded from here: the catch-up starts over as
+// often as it must, and never runs what it holds while a message may be
+// out. Each start-over is counted (Stats.CatchUpsStartedOver) and logged
+// with how many times this catch-up started over and how long the
+// partition has waited: at Warn, and from the startOverErrorAt-th on at
+// Error. Called on the fetch goroutine, with no lock held.
 func (p *partition) startOver(epoch uint64, missing int, waited time.Duration) {
 	p.gate.RLock()
 	p.mu.Lock()
@@ -382,6 +389,8 @@ func (p *partition) startOver(epoch uint64, missing int, waited time.Duration) {
 	p.cuSince, p.cuOverdue = time.Now(), time.Time{}
 	p.cuNeed, p.cuMine = -1, 0
 	p.cuGen++
+	p.cuRestart++
+	restarts, stalled := p.cuRestart, p.cuSince.Sub(p.cuBegan)
 	p.checkDrainedLocked()
 	p.mu.Unlock()
 	slices.SortFunc(back, bySeq)
@@ -391,6 +400,21 @@ func (p *partition) startOver(epoch uint64, missing int, waited time.Duration) {
 	p.gate.RUnlock()
 	p.st.givenBack.Add(uint64(len(back)))
 	p.st.dropped.Add(uint64(late))
-	p.c.logAt(p.c.life, levelWarn, "seqjetstream: catch-up started over: the server counts unacknowledged messages that never came to this instance, and not all of them can be stored status messages; what it held is given back and comes again, in order",
-		"stream", p.stream, "consumer", p.name, "missing", missing, "waited", waited, "given back", len(back))
+	p.st.catchUpsStartedOver.Add(1)
+	attrs := []any{"stream", p.stream, "consumer", p.name, "missing", missing, "waited", waited, "given back", len(back),
+		"restarts", restarts, "stalled", stalled}
+	if restarts < startOverErrorAt {
+		p.c.logAt(p.c.life, levelWarn, "seqjetstream: catch-up started over: the server counts unacknowledged messages that never came to this instance, and not all of them can be stored status messages; what it held is given back and comes again, in order", attrs...)
+		return
+	}
+	p.c.logAt(p.c.life, levelError, "seqjetstream: catch-up started over again: a message the server counts as unacknowledged has been kept from this instance for several catch-up bounds (held in progress by a client other than this package, or its deliveries dropped by a starved process); the partition waits for it, in order",
+		attrs...)
 }
+
+// startOverErrorAt is the start-over of one catch-up from which it is
+// logged at Error. The first can follow one delivery that nats.go dropped
+// on a loaded host, the second that delivery's redelivery dropped again;
+// by the third the partition has waited three catch-up bounds (twelve
+// redelivery waits) for a message that this package's owners, dead or
+// alive, would have given back within one: an operator's matter.
+const startOverErrorAt = 3

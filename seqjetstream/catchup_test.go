@@ -109,25 +109,12 @@ func TestSuccessorReceivingTheNextMessageBeforeTheRedeliveryOfTheOneBeforeKeepsO
 // key's messages run in stream order. Given up instead, it ran 2 before 1.
 func TestCatchUpThatCannotFinishStartsOverAndKeepsOrder(t *testing.T) {
 	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms: a catch-up's bound is 2s
-	first := publish(t, js, "k.a", "1")
-	b, err := consumerFor(t).Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("g"))
-	require.NoError(t, err)
-	var old []jetstream.Msg
-	for m := range b.Messages() {
-		old = append(old, m)
-	}
-	require.Len(t, old, 1, "the old owner's fetch: %v", b.Error())
-	stop := keepInProgress(t, old[0]) // the old owner keeps 1 in progress until stop
-
+	first, stop := heldByAPlainClient(t, js, consumerFor)
 	rec := recordingHandler{records: make(chan slog.Record, 256)}
 	l := newLedger()
 	c := pinnedConsumer(t, consumerFor(t), l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(slog.New(rec)))
 	start(t, c)
-	probe, err := s.Consumer(context.Background(), "part")
-	require.NoError(t, err)
-	eventually(t, func() bool { return info(t, probe).NumWaiting == 1 }, "the new owner's pull waiting")
-	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
-	second := publish(t, js, "k.a", "2") // pins the new owner, which catches up
+	second := pinTheNewOwner(t, js, s)
 
 	startedOver := false
 	for deadline := time.After(20 * time.Second); !startedOver; {
@@ -140,6 +127,66 @@ func TestCatchUpThatCannotFinishStartsOverAndKeepsOrder(t *testing.T) {
 	}
 	assert.Empty(t, l.key("k"), "nothing ran while 1 was out")
 	stop() // 1 comes back after its AckWait
+
+	eventually(t, func() bool { return l.count() == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Equal(t, []uint64{first, second}, l.key("k"), "in stream order")
+	assert.Zero(t, c.Stats().CatchUpsAbandoned)
+}
+
+// A catch-up starts over for as long as a message stays out: here the
+// old owner, a plain client, keeps 1 in progress through three bounds.
+// Nothing runs meanwhile; each start-over is counted and says how many
+// times the catch-up started over and how long the partition has waited,
+// at Warn for the first two and at Error from the third, so that a
+// partition stalled this way is seen by metrics and logs, not only by
+// its lag. Once 1 comes back the key's messages run in stream order.
+func TestCatchUpThatKeepsStartingOverIsCountedAndSaysSoAtError(t *testing.T) {
+	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms: a catch-up's bound is 2s
+	first, stop := heldByAPlainClient(t, js, consumerFor)
+	rec := recordingHandler{records: make(chan slog.Record, 256)}
+	l := newLedger()
+	c := pinnedConsumer(t, consumerFor(t), l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(slog.New(rec)))
+	start(t, c)
+	second := pinTheNewOwner(t, js, s)
+
+	type startOver struct {
+		level    slog.Level
+		restarts int64
+		stalled  time.Duration
+	}
+	var got []startOver
+	for deadline := time.After(40 * time.Second); len(got) < 3; {
+		select {
+		case r := <-rec.records:
+			if !strings.HasPrefix(r.Message, "seqjetstream: catch-up started over") {
+				continue
+			}
+			so := startOver{level: r.Level}
+			r.Attrs(func(a slog.Attr) bool {
+				switch a.Key {
+				case "restarts":
+					so.restarts = a.Value.Int64()
+				case "stalled":
+					so.stalled = a.Value.Duration()
+				}
+				return true
+			})
+			got = append(got, so)
+		case <-deadline:
+			t.Fatalf("start-overs logged: %+v; want 3: %+v", got, c.Stats())
+		}
+	}
+	st := c.Stats()
+	stop() // 1 comes back after its AckWait
+	assert.Equal(t, uint64(3), st.CatchUpsStartedOver, "start-overs counted at the third's record")
+	assert.Equal(t, uint64(3), st.Consumers[0].CatchUpsStartedOver, "start-overs counted for the partition")
+	assert.Equal(t, []slog.Level{slog.LevelWarn, slog.LevelWarn, slog.LevelError},
+		[]slog.Level{got[0].level, got[1].level, got[2].level}, "levels of the start-overs")
+	for i, so := range got {
+		assert.Equal(t, int64(i+1), so.restarts, "start-over %d: restarts", i+1)
+		assert.GreaterOrEqual(t, so.stalled, time.Duration(i+1)*2*time.Second, "start-over %d: the partition waited a bound per start-over", i+1)
+	}
+	assert.Empty(t, l.key("k"), "nothing ran while 1 was out")
 
 	eventually(t, func() bool { return l.count() == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
 	assert.Equal(t, []uint64{first, second}, l.key("k"), "in stream order")
@@ -336,6 +383,35 @@ func TestEmptyMessagesWithStatusesThatEndAPullCostNoOrder(t *testing.T) {
 			assert.Empty(t, l.key("k.g"), "the empty message never runs")
 		})
 	}
+}
+
+// heldByAPlainClient publishes 1 (key k.a) and lets a plain client, not
+// this package, take it and keep it in progress until stop: an old owner
+// that holds a message past any catch-up's bound. It returns 1's stream
+// sequence.
+func heldByAPlainClient(t *testing.T, js jetstream.JetStream, consumerFor func(*testing.T) jetstream.Consumer) (first uint64, stop func()) {
+	t.Helper()
+	first = publish(t, js, "k.a", "1")
+	b, err := consumerFor(t).Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("g"))
+	require.NoError(t, err)
+	var old []jetstream.Msg
+	for m := range b.Messages() {
+		old = append(old, m)
+	}
+	require.Len(t, old, 1, "the old owner's fetch: %v", b.Error())
+	return first, keepInProgress(t, old[0])
+}
+
+// pinTheNewOwner waits for the new owner's pull, unpins the old owner (as
+// after its PinnedTTL) and publishes 2 (key k.a), which pins the new
+// owner: it catches up. It returns 2's stream sequence.
+func pinTheNewOwner(t *testing.T, js jetstream.JetStream, s jetstream.Stream) (second uint64) {
+	t.Helper()
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 1 }, "the new owner's pull waiting")
+	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
+	return publish(t, js, "k.a", "2")
 }
 
 // keepInProgress sends InProgress for m every 100ms, as a client that holds

@@ -122,8 +122,15 @@
 // wait for them again. Otherwise a message may still be out (held past
 // its AckWait by a client other than this package, or not yet redelivered
 // by the server): the owner gives back what it holds and starts the
-// catch-up over (logged at Warn). The partition waits; no message runs
-// after a later one of its key.
+// catch-up over (logged at Warn, counted in Stats.CatchUpsStartedOver).
+// The partition waits; no message runs after a later one of its key. A
+// catch-up starts over as often as a message stays out, after a bound
+// each time. What an owner of this package held comes back within the
+// first bound; a message that a client other than this package keeps in
+// progress, or whose redeliveries a starved process keeps dropping,
+// stalls the partition for as long as that lasts. From a catch-up's third
+// start-over on, each is logged at Error, with how long the partition has
+// waited.
 //
 // Delivery is at least once: a message whose handler ran but whose
 // acknowledgement did not reach the server (the instance died, or lost its

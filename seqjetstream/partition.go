@@ -85,7 +85,9 @@ type partition struct {
 	cuD       uint64           // catching up: the server's last delivered sequence at that check
 	cuMine    int              // catching up: held messages at or below cuD
 	cuGen     uint64           // bumped when a catch-up begins, to tell its checks from older ones
-	cuSince   time.Time        // catching up: when it began, by the real clock
+	cuSince   time.Time        // catching up: when it began, or last started over (see startOver), by the real clock
+	cuBegan   time.Time        // catching up: when it began; a start-over keeps it
+	cuRestart int              // catching up: how many times it started over
 	cuOverdue time.Time        // catching up: when the first check past cuLimit that found messages missing was asked; zero before
 	// cuSwallowed is, while catching up, the most deliveries to this
 	// instance that nats.go was seen to swallow (see noteDeliveryLocked)
@@ -186,6 +188,7 @@ type partition struct {
 type counters struct {
 	received, acked, duplicates, retries, termed, deadLettered atomic.Uint64
 	givenBack, dropped, heartbeats, catchUpsAbandoned          atomic.Uint64
+	catchUpsStartedOver                                        atomic.Uint64
 }
 
 // The stages of a message as the fetch goroutine takes it (see take).

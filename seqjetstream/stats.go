@@ -23,8 +23,15 @@ type Stats struct {
 	// for messages the server counts as unacknowledged that never came
 	// (logged at Error; see the package doc). Each may have cost order.
 	CatchUpsAbandoned uint64
-	InFlight          int // messages in progress: running their handler, waiting to retry, or being dead-lettered
-	Buffered          int // messages held: delivered and not yet acked, terminated, given back or dropped
+	// CatchUpsStartedOver counts catch-ups that waited their bound for
+	// messages the server counts as unacknowledged, not all of which can
+	// be stored status messages, and started over: what they held was
+	// given back, and the partition waited on, in order (logged at Warn,
+	// and at Error from a catch-up's third start-over on; see the package
+	// doc). Each costs the partition a catch-up's bound, never order.
+	CatchUpsStartedOver uint64
+	InFlight            int // messages in progress: running their handler, waiting to retry, or being dead-lettered
+	Buffered            int // messages held: delivered and not yet acked, terminated, given back or dropped
 
 	// HandlerTime counts the duration of each handler call (each
 	// attempt), in seqsched.HistogramBounds' buckets.
@@ -58,6 +65,7 @@ type ConsumerStats struct {
 
 	Received, Acked, Duplicates, Retries, Termed, DeadLettered uint64
 	GivenBack, Dropped, Heartbeats, CatchUpsAbandoned          uint64
+	CatchUpsStartedOver                                        uint64
 
 	InFlight   int // as Stats.InFlight, for this consumer
 	Buffered   int // as Stats.Buffered, for this consumer; at most its MaxAckPending
@@ -77,17 +85,18 @@ func (c *Consumer) Stats() Stats {
 	for _, p := range c.parts {
 		cs := ConsumerStats{
 			Stream: p.stream, Consumer: p.name, Pinned: p.group != "",
-			Received:          p.st.received.Load(),
-			Acked:             p.st.acked.Load(),
-			Duplicates:        p.st.duplicates.Load(),
-			Retries:           p.st.retries.Load(),
-			Termed:            p.st.termed.Load(),
-			DeadLettered:      p.st.deadLettered.Load(),
-			GivenBack:         p.st.givenBack.Load(),
-			Dropped:           p.st.dropped.Load(),
-			Heartbeats:        p.st.heartbeats.Load(),
-			CatchUpsAbandoned: p.st.catchUpsAbandoned.Load(),
-			InFlight:          int(p.inflight.Load()),
+			Received:            p.st.received.Load(),
+			Acked:               p.st.acked.Load(),
+			Duplicates:          p.st.duplicates.Load(),
+			Retries:             p.st.retries.Load(),
+			Termed:              p.st.termed.Load(),
+			DeadLettered:        p.st.deadLettered.Load(),
+			GivenBack:           p.st.givenBack.Load(),
+			Dropped:             p.st.dropped.Load(),
+			Heartbeats:          p.st.heartbeats.Load(),
+			CatchUpsAbandoned:   p.st.catchUpsAbandoned.Load(),
+			CatchUpsStartedOver: p.st.catchUpsStartedOver.Load(),
+			InFlight:            int(p.inflight.Load()),
 		}
 		p.mu.Lock()
 		cs.Owned, cs.CatchingUp, cs.Assigned = p.owned, p.catchUp, p.assigned
@@ -106,6 +115,7 @@ func (c *Consumer) Stats() Stats {
 		s.Dropped += cs.Dropped
 		s.Heartbeats += cs.Heartbeats
 		s.CatchUpsAbandoned += cs.CatchUpsAbandoned
+		s.CatchUpsStartedOver += cs.CatchUpsStartedOver
 		s.InFlight += cs.InFlight
 		s.Buffered += cs.Buffered
 	}

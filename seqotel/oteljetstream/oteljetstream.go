@@ -21,23 +21,24 @@
 // and gauge per JetStream consumer (attributes stream and consumer: the
 // consumers the Consumer was made with, a bounded set):
 //
-//	seqsched.jetstream.received             counter        {delivery}   seqsched_jetstream_received_total
-//	seqsched.jetstream.acked                counter        {message}    seqsched_jetstream_acked_total
-//	seqsched.jetstream.duplicates           counter        {delivery}   seqsched_jetstream_duplicates_total
-//	seqsched.jetstream.retries              counter        {attempt}    seqsched_jetstream_retries_total
-//	seqsched.jetstream.termed               counter        {message}    seqsched_jetstream_termed_total
-//	seqsched.jetstream.dead_lettered        counter        {message}    seqsched_jetstream_dead_lettered_total
-//	seqsched.jetstream.given_back           counter        {message}    seqsched_jetstream_given_back_total
-//	seqsched.jetstream.dropped              counter        {message}    seqsched_jetstream_dropped_total
-//	seqsched.jetstream.heartbeats           counter        {heartbeat}  seqsched_jetstream_heartbeats_total
-//	seqsched.jetstream.catch_ups_abandoned  counter        {catch-up}   seqsched_jetstream_catch_ups_abandoned_total
-//	seqsched.jetstream.in_flight            updowncounter  {message}    seqsched_jetstream_in_flight
-//	seqsched.jetstream.buffered             updowncounter  {message}    seqsched_jetstream_buffered
-//	seqsched.jetstream.waiting              updowncounter  {message}    seqsched_jetstream_waiting
-//	seqsched.jetstream.remembered           updowncounter  {message}    seqsched_jetstream_remembered
-//	seqsched.jetstream.owned                updowncounter  {consumer}   seqsched_jetstream_owned
-//	seqsched.jetstream.catching_up          updowncounter  {consumer}   seqsched_jetstream_catching_up
-//	seqsched.jetstream.assigned             updowncounter  {consumer}   seqsched_jetstream_assigned
+//	seqsched.jetstream.received                counter        {delivery}   seqsched_jetstream_received_total
+//	seqsched.jetstream.acked                   counter        {message}    seqsched_jetstream_acked_total
+//	seqsched.jetstream.duplicates              counter        {delivery}   seqsched_jetstream_duplicates_total
+//	seqsched.jetstream.retries                 counter        {attempt}    seqsched_jetstream_retries_total
+//	seqsched.jetstream.termed                  counter        {message}    seqsched_jetstream_termed_total
+//	seqsched.jetstream.dead_lettered           counter        {message}    seqsched_jetstream_dead_lettered_total
+//	seqsched.jetstream.given_back              counter        {message}    seqsched_jetstream_given_back_total
+//	seqsched.jetstream.dropped                 counter        {message}    seqsched_jetstream_dropped_total
+//	seqsched.jetstream.heartbeats              counter        {heartbeat}  seqsched_jetstream_heartbeats_total
+//	seqsched.jetstream.catch_ups_abandoned     counter        {catch-up}   seqsched_jetstream_catch_ups_abandoned_total
+//	seqsched.jetstream.catch_ups_started_over  counter        {catch-up}   seqsched_jetstream_catch_ups_started_over_total
+//	seqsched.jetstream.in_flight               updowncounter  {message}    seqsched_jetstream_in_flight
+//	seqsched.jetstream.buffered                updowncounter  {message}    seqsched_jetstream_buffered
+//	seqsched.jetstream.waiting                 updowncounter  {message}    seqsched_jetstream_waiting
+//	seqsched.jetstream.remembered              updowncounter  {message}    seqsched_jetstream_remembered
+//	seqsched.jetstream.owned                   updowncounter  {consumer}   seqsched_jetstream_owned
+//	seqsched.jetstream.catching_up             updowncounter  {consumer}   seqsched_jetstream_catching_up
+//	seqsched.jetstream.assigned                updowncounter  {consumer}   seqsched_jetstream_assigned
 //
 // and over all its consumers:
 //
@@ -156,6 +157,7 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 		counter("seqsched.jetstream.dropped", "{message}", "Messages left unanswered, for JetStream to redeliver."),
 		counter("seqsched.jetstream.heartbeats", "{heartbeat}", "InProgress signals sent for held messages."),
 		counter("seqsched.jetstream.catch_ups_abandoned", "{catch-up}", "Catch-ups given up after waiting too long for messages that never came."),
+		counter("seqsched.jetstream.catch_ups_started_over", "{catch-up}", "Catch-ups started over, in order, after waiting their bound while a message was still out."),
 	}
 	gauges := [...]metric.Int64ObservableUpDownCounter{
 		gauge("seqsched.jetstream.in_flight", "{message}", "Messages running their handler, waiting to retry, or being dead-lettered."),
@@ -184,7 +186,7 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 		for _, cs := range st.Consumers {
 			set := metric.WithAttributeSet(m.with(attribute.String("stream", cs.Stream), attribute.String("consumer", cs.Consumer)))
 			for i, v := range [...]uint64{cs.Received, cs.Acked, cs.Duplicates, cs.Retries, cs.Termed,
-				cs.DeadLettered, cs.GivenBack, cs.Dropped, cs.Heartbeats, cs.CatchUpsAbandoned} {
+				cs.DeadLettered, cs.GivenBack, cs.Dropped, cs.Heartbeats, cs.CatchUpsAbandoned, cs.CatchUpsStartedOver} {
 				o.ObserveInt64(counters[i], int64(v), set)
 			}
 			for i, v := range [...]int64{int64(cs.InFlight), int64(cs.Buffered), int64(cs.Waiting),

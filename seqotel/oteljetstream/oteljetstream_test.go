@@ -52,10 +52,10 @@ var stats = seqjetstream.Stats{
 	Consumers: []seqjetstream.ConsumerStats{
 		{Stream: "ORDERS", Consumer: "p0", Pinned: true, Owned: true, CatchingUp: true,
 			Received: 1, Acked: 2, Duplicates: 3, Retries: 4, Termed: 5, DeadLettered: 6, GivenBack: 7, Dropped: 8, Heartbeats: 9,
-			CatchUpsAbandoned: 14, InFlight: 10, Buffered: 11, Waiting: 12, Remembered: 13},
+			CatchUpsAbandoned: 14, CatchUpsStartedOver: 15, InFlight: 10, Buffered: 11, Waiting: 12, Remembered: 13},
 		{Stream: "ORDERS", Consumer: "p1", Pinned: true, Assigned: true,
 			Received: 101, Acked: 102, Duplicates: 103, Retries: 104, Termed: 105, DeadLettered: 106, GivenBack: 107, Dropped: 108, Heartbeats: 109,
-			CatchUpsAbandoned: 114, InFlight: 110, Buffered: 111, Waiting: 112, Remembered: 113},
+			CatchUpsAbandoned: 114, CatchUpsStartedOver: 115, InFlight: 110, Buffered: 111, Waiting: 112, Remembered: 113},
 	},
 }
 
@@ -147,7 +147,7 @@ func TestEveryFigureUnderItsNameAndConsumer(t *testing.T) {
 		{"received", 1, 101}, {"acked", 2, 102}, {"duplicates", 3, 103},
 		{"retries", 4, 104}, {"termed", 5, 105}, {"dead_lettered", 6, 106},
 		{"given_back", 7, 107}, {"dropped", 8, 108}, {"heartbeats", 9, 109},
-		{"catch_ups_abandoned", 14, 114},
+		{"catch_ups_abandoned", 14, 114}, {"catch_ups_started_over", 15, 115},
 		{"in_flight", 10, 110}, {"buffered", 11, 111}, {"waiting", 12, 112}, {"remembered", 13, 113},
 		{"owned", 1, 0}, {"catching_up", 1, 0}, {"assigned", 0, 1},
 	} {

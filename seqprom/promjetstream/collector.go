@@ -13,23 +13,24 @@
 // per JetStream consumer (labels stream and consumer: the consumers the
 // Consumer was made with, a bounded set):
 //
-//	seqsched_jetstream_received_total             counter  deliveries taken from JetStream, redeliveries included
-//	seqsched_jetstream_acked_total                counter  messages acknowledged after their handler returned nil
-//	seqsched_jetstream_duplicates_total           counter  redeliveries of a message held or resolved here, not handled again
-//	seqsched_jetstream_retries_total              counter  failed attempts retried in place
-//	seqsched_jetstream_termed_total               counter  messages terminated
-//	seqsched_jetstream_dead_lettered_total        counter  of those, the ones the dead-letter function accepted
-//	seqsched_jetstream_given_back_total           counter  messages given back (Nak) for redelivery
-//	seqsched_jetstream_dropped_total              counter  messages left unanswered for JetStream to redeliver
-//	seqsched_jetstream_heartbeats_total           counter  InProgress signals sent for held messages
-//	seqsched_jetstream_catch_ups_abandoned_total  counter  catch-ups given up for messages that never came
-//	seqsched_jetstream_in_flight                  gauge    messages running their handler, waiting to retry or being dead-lettered
-//	seqsched_jetstream_buffered                   gauge    messages held: delivered, not yet answered
-//	seqsched_jetstream_waiting                    gauge    of those, messages held back by a catch-up
-//	seqsched_jetstream_remembered                 gauge    resolved messages remembered to recognise redeliveries
-//	seqsched_jetstream_owned                      gauge    1 while this instance may handle the consumer's messages
-//	seqsched_jetstream_catching_up                gauge    1 while a pin taken over is catching up
-//	seqsched_jetstream_assigned                   gauge    0 while WithBalance assigns the consumer to another instance
+//	seqsched_jetstream_received_total                counter  deliveries taken from JetStream, redeliveries included
+//	seqsched_jetstream_acked_total                   counter  messages acknowledged after their handler returned nil
+//	seqsched_jetstream_duplicates_total              counter  redeliveries of a message held or resolved here, not handled again
+//	seqsched_jetstream_retries_total                 counter  failed attempts retried in place
+//	seqsched_jetstream_termed_total                  counter  messages terminated
+//	seqsched_jetstream_dead_lettered_total           counter  of those, the ones the dead-letter function accepted
+//	seqsched_jetstream_given_back_total              counter  messages given back (Nak) for redelivery
+//	seqsched_jetstream_dropped_total                 counter  messages left unanswered for JetStream to redeliver
+//	seqsched_jetstream_heartbeats_total              counter  InProgress signals sent for held messages
+//	seqsched_jetstream_catch_ups_abandoned_total     counter  catch-ups given up for messages that never came
+//	seqsched_jetstream_catch_ups_started_over_total  counter  catch-ups started over, in order, while a message was still out
+//	seqsched_jetstream_in_flight                     gauge    messages running their handler, waiting to retry or being dead-lettered
+//	seqsched_jetstream_buffered                      gauge    messages held: delivered, not yet answered
+//	seqsched_jetstream_waiting                       gauge    of those, messages held back by a catch-up
+//	seqsched_jetstream_remembered                    gauge    resolved messages remembered to recognise redeliveries
+//	seqsched_jetstream_owned                         gauge    1 while this instance may handle the consumer's messages
+//	seqsched_jetstream_catching_up                   gauge    1 while a pin taken over is catching up
+//	seqsched_jetstream_assigned                      gauge    0 while WithBalance assigns the consumer to another instance
 //
 // and, over all its consumers, two histograms in the buckets of
 // seqsched.HistogramBounds:
@@ -68,7 +69,7 @@ var ErrNilStats = errors.New("promjetstream: nil StatsReader")
 // keeps nothing between scrapes. Safe for concurrent use.
 type Collector struct {
 	s        StatsReader
-	counters [10]*prometheus.Desc
+	counters [11]*prometheus.Desc
 	gauges   [7]*prometheus.Desc
 	handler  *prometheus.Desc
 	queue    *prometheus.Desc
@@ -103,6 +104,7 @@ func NewCollector(s StatsReader, opts ...seqprom.Option) (*Collector, error) {
 			per("dropped_total", "Messages left unanswered, for JetStream to redeliver."),
 			per("heartbeats_total", "InProgress signals sent for held messages."),
 			per("catch_ups_abandoned_total", "Catch-ups given up after waiting too long for messages that never came."),
+			per("catch_ups_started_over_total", "Catch-ups started over, in order, after waiting their bound while a message was still out."),
 		},
 		gauges: [...]*prometheus.Desc{
 			per("in_flight", "Messages running their handler, waiting to retry, or being dead-lettered."),
@@ -146,7 +148,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, cs := range st.Consumers {
 		for i, v := range [...]uint64{cs.Received, cs.Acked, cs.Duplicates, cs.Retries, cs.Termed,
-			cs.DeadLettered, cs.GivenBack, cs.Dropped, cs.Heartbeats, cs.CatchUpsAbandoned} {
+			cs.DeadLettered, cs.GivenBack, cs.Dropped, cs.Heartbeats, cs.CatchUpsAbandoned, cs.CatchUpsStartedOver} {
 			send(prometheus.NewConstMetric(c.counters[i], prometheus.CounterValue, float64(v), cs.Stream, cs.Consumer))
 		}
 		for i, v := range [...]float64{float64(cs.InFlight), float64(cs.Buffered), float64(cs.Waiting),
