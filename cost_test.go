@@ -1,5 +1,6 @@
 // The hot path's cost: a task is one allocation, of a size class below
-// 128 bytes, and waiting for it allocates nothing, from outside a task or
+// 128 bytes, or a fifteenth of one for a posted task (they are allocated
+// in slabs), and waiting for it allocates nothing, from outside a task or
 // from inside one with the task's own ctx. Counts, not timings: the
 // timings are the bench module's.
 
@@ -18,12 +19,14 @@ import (
 // to the runtime's size classes they fill: 112 bytes for a Go future
 // (half the round trip's gap to a goroutine's 24-byte closure was a
 // 128-byte future), 128 for a Submit future of an int, 96 for a posted
-// task (every message of a stream is one, and the GC marks each).
+// task (every message of a stream is one), and 1,536 for a slab of
+// posted tasks, their one allocation.
 func TestTaskIsOneSmallAllocation(t *testing.T) {
-	goFuture, intFuture, posted := seqsched.TaskSizes()
+	goFuture, intFuture, posted, postSlab := seqsched.TaskSizes()
 	require.LessOrEqual(t, goFuture, uintptr(112), "Future[struct{}] size")
 	require.LessOrEqual(t, intFuture, uintptr(128), "Future[int] size")
 	require.LessOrEqual(t, posted, uintptr(96), "posted task size")
+	require.LessOrEqual(t, postSlab, uintptr(1536), "posted tasks' slab size")
 }
 
 // allocs returns the allocations per run of f, after a warm-up run, in
@@ -37,7 +40,11 @@ func allocs(t *testing.T, f func()) float64 {
 	return testing.AllocsPerRun(200, f)
 }
 
-func TestPostAndGoAllocateOnce(t *testing.T) {
+// TestPostAllocatesAFifteenthAndGoOnce: posted tasks are allocated in
+// slabs of PostSlabLen, each record taken once and never reused, so that
+// any PostSlabLen Posts in a row through one shard make exactly one
+// allocation. A future is one allocation.
+func TestPostAllocatesAFifteenthAndGoOnce(t *testing.T) {
 	s := newScheduler[int](t)
 	h, err := s.Open(1)
 	require.NoError(t, err)
@@ -47,9 +54,11 @@ func TestPostAndGoAllocateOnce(t *testing.T) {
 	signal := func(context.Context) error { ran <- struct{}{}; return nil }
 
 	require.Equal(t, 1.0, allocs(t, func() {
-		require.NoError(t, h.Post(ctx, signal))
-		<-ran
-	}), "allocations per Post")
+		for range seqsched.PostSlabLen {
+			require.NoError(t, h.Post(ctx, signal))
+			<-ran
+		}
+	}), "allocations per %d Posts", seqsched.PostSlabLen)
 	require.Equal(t, 1.0, allocs(t, func() {
 		f, err := h.Go(ctx, noop)
 		require.NoError(t, err)
@@ -64,12 +73,20 @@ func TestPostAndGoAllocateOnce(t *testing.T) {
 		_, err = f.Await(cctx)
 		require.NoError(t, err)
 	}), "allocations per Go and Await with a ctx that can end")
+	answer := func(context.Context) (int, error) { return 42, nil }
+	require.Equal(t, 1.0, allocs(t, func() {
+		f, err := seqsched.SubmitTo(ctx, h, answer)
+		require.NoError(t, err)
+		_, err = f.Await(ctx)
+		require.NoError(t, err)
+	}), "allocations per SubmitTo of an int and Await")
 }
 
 // TestAwaitFromATaskAllocatesNothing: a task that asks another session
 // and awaits the answer with its own ctx (request/reply between actors,
-// Savina's banking) costs its own allocation and the answer's future,
-// nothing more: the wait does not make the task's ctx's done state.
+// Savina's banking) costs its share of a slab of posted tasks and the
+// answer's future, nothing more: the wait does not make the task's ctx's
+// done state. As many requests as make a whole slab.
 func TestAwaitFromATaskAllocatesNothing(t *testing.T) {
 	for _, v := range []struct {
 		name string
@@ -100,10 +117,13 @@ func TestAwaitFromATaskAllocatesNothing(t *testing.T) {
 				asked <- err
 				return nil
 			}
-			require.Equal(t, 2.0, allocs(t, func() {
-				require.NoError(t, ask.Post(ctx, request))
-				require.NoError(t, <-asked)
-			}), "allocations per request (the request's task and the answer's future)")
+			n := seqsched.PostSlabLen
+			require.Equal(t, float64(1+n), allocs(t, func() {
+				for range n {
+					require.NoError(t, ask.Post(ctx, request))
+					require.NoError(t, <-asked)
+				}
+			}), "allocations per %d requests (the requests' slab and the answers' futures)", n)
 		})
 	}
 }

@@ -67,11 +67,15 @@ func Transition(from, on string, paused bool) (to string, ok bool) {
 }
 
 // TaskSizes returns the sizes of a task's one allocation: a Go future
-// (Future[struct{}]), a Submit future of an int (Future[int]) and a posted
-// task.
-func TaskSizes() (goFuture, intFuture, post uintptr) {
-	return unsafe.Sizeof(Future[struct{}]{}), unsafe.Sizeof(Future[int]{}), unsafe.Sizeof(posted{})
+// (Future[struct{}]), a Submit future of an int (Future[int]), a posted
+// task, and the slab posted tasks are allocated in.
+func TaskSizes() (goFuture, intFuture, post, postSlabSize uintptr) {
+	return unsafe.Sizeof(Future[struct{}]{}), unsafe.Sizeof(Future[int]{}), unsafe.Sizeof(posted{}),
+		unsafe.Sizeof(postSlab{})
 }
+
+// PostSlabLen is how many posted tasks one allocation holds.
+const PostSlabLen = postSlabLen
 
 // AddTokensThrough takes n live tokens through stripe i (shard i), or
 // gives -n back, as the scheduler's goroutines do.
