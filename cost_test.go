@@ -1,6 +1,6 @@
 // The hot path's cost: a task is one allocation, of a size class below
-// 128 bytes, or a fifteenth of one for a posted task (they are allocated
-// in slabs), and waiting for it allocates nothing, from outside a task or
+// 128 bytes, or a share of one for a posted task and a Go future (they
+// are allocated in slabs), and waiting for it allocates nothing, from outside a task or
 // from inside one with the task's own ctx. Counts, not timings: the
 // timings are the bench module's.
 
@@ -20,13 +20,14 @@ import (
 // (half the round trip's gap to a goroutine's 24-byte closure was a
 // 128-byte future), 128 for a Submit future of an int, 96 for a posted
 // task (every message of a stream is one), and 1,536 for a slab of
-// posted tasks, their one allocation.
+// posted tasks or of Go futures, their one allocation.
 func TestTaskIsOneSmallAllocation(t *testing.T) {
-	goFuture, intFuture, posted, postSlab := seqsched.TaskSizes()
+	goFuture, intFuture, posted, postSlab, goSlab := seqsched.TaskSizes()
 	require.LessOrEqual(t, goFuture, uintptr(112), "Future[struct{}] size")
 	require.LessOrEqual(t, intFuture, uintptr(128), "Future[int] size")
 	require.LessOrEqual(t, posted, uintptr(96), "posted task size")
 	require.LessOrEqual(t, postSlab, uintptr(1536), "posted tasks' slab size")
+	require.LessOrEqual(t, goSlab, uintptr(1536), "Go futures' slab size")
 }
 
 // allocs returns the allocations per run of f, after a warm-up run, in
@@ -40,11 +41,12 @@ func allocs(t *testing.T, f func()) float64 {
 	return testing.AllocsPerRun(200, f)
 }
 
-// TestPostAllocatesAFifteenthAndGoOnce: posted tasks are allocated in
-// slabs of PostSlabLen, each record taken once and never reused, so that
-// any PostSlabLen Posts in a row through one shard make exactly one
-// allocation. A future is one allocation.
-func TestPostAllocatesAFifteenthAndGoOnce(t *testing.T) {
+// TestPostAndGoAllocateInSlabs: posted tasks and Go's futures are
+// allocated in slabs (PostSlabLen and GoSlabLen records), each record
+// taken once and never reused, so that any slab's length of Posts, or of
+// Gos, in a row through one shard make exactly one allocation. A Submit
+// future of another type is one allocation.
+func TestPostAndGoAllocateInSlabs(t *testing.T) {
 	s := newScheduler[int](t)
 	h, err := s.Open(1)
 	require.NoError(t, err)
@@ -60,19 +62,23 @@ func TestPostAllocatesAFifteenthAndGoOnce(t *testing.T) {
 		}
 	}), "allocations per %d Posts", seqsched.PostSlabLen)
 	require.Equal(t, 1.0, allocs(t, func() {
-		f, err := h.Go(ctx, noop)
-		require.NoError(t, err)
-		_, err = f.Await(ctx)
-		require.NoError(t, err)
-	}), "allocations per Go and Await with a ctx that never ends")
+		for range seqsched.GoSlabLen {
+			f, err := h.Go(ctx, noop)
+			require.NoError(t, err)
+			_, err = f.Await(ctx)
+			require.NoError(t, err)
+		}
+	}), "allocations per %d Gos and Awaits with a ctx that never ends", seqsched.GoSlabLen)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	require.Equal(t, 1.0, allocs(t, func() {
-		f, err := h.Go(cctx, noop)
-		require.NoError(t, err)
-		_, err = f.Await(cctx)
-		require.NoError(t, err)
-	}), "allocations per Go and Await with a ctx that can end")
+		for range seqsched.GoSlabLen {
+			f, err := h.Go(cctx, noop)
+			require.NoError(t, err)
+			_, err = f.Await(cctx)
+			require.NoError(t, err)
+		}
+	}), "allocations per %d Gos and Awaits with a ctx that can end", seqsched.GoSlabLen)
 	answer := func(context.Context) (int, error) { return 42, nil }
 	require.Equal(t, 1.0, allocs(t, func() {
 		f, err := seqsched.SubmitTo(ctx, h, answer)
@@ -85,8 +91,9 @@ func TestPostAllocatesAFifteenthAndGoOnce(t *testing.T) {
 // TestAwaitFromATaskAllocatesNothing: a task that asks another session
 // and awaits the answer with its own ctx (request/reply between actors,
 // Savina's banking) costs its share of a slab of posted tasks and the
-// answer's future, nothing more: the wait does not make the task's ctx's
-// done state. As many requests as make a whole slab.
+// answer's share of a slab of futures, nothing more: the wait does not
+// make the task's ctx's done state. As many requests as make whole slabs
+// of both.
 func TestAwaitFromATaskAllocatesNothing(t *testing.T) {
 	for _, v := range []struct {
 		name string
@@ -117,13 +124,13 @@ func TestAwaitFromATaskAllocatesNothing(t *testing.T) {
 				asked <- err
 				return nil
 			}
-			n := seqsched.PostSlabLen
-			require.Equal(t, float64(1+n), allocs(t, func() {
+			n := seqsched.PostSlabLen * seqsched.GoSlabLen
+			require.Equal(t, float64(seqsched.GoSlabLen+seqsched.PostSlabLen), allocs(t, func() {
 				for range n {
 					require.NoError(t, ask.Post(ctx, request))
 					require.NoError(t, <-asked)
 				}
-			}), "allocations per %d requests (the requests' slab and the answers' futures)", n)
+			}), "allocations per %d requests (the requests' and the answers' slabs)", n)
 		})
 	}
 }

@@ -255,7 +255,13 @@ func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], h *Sessio
 		}
 	}
 	sh := s.shardOf(h, key)
-	f := &Future[T]{fn: fn, fn0: fn0}
+	var f *Future[T]
+	if fn0 != nil { // Go's: T is struct{}
+		f = any(sh.newGoFuture()).(*Future[T])
+		f.fn0 = fn0
+	} else {
+		f = &Future[T]{fn: fn}
+	}
 	f.t.parent, f.t.prio, f.t.flags, f.t.job = submitCtx(ctx), sp.prio, sp.flags, f
 	if sp.tag != "" || sp.flags&flagWait != 0 {
 		err = s.acceptControlled(ctx, sh, h, key, &f.t, sp.tag)

@@ -19,6 +19,7 @@ type shard[K comparable] struct {
 	mu       sync.Mutex
 	live     atomic.Int64             // a stripe of the live tokens (see Scheduler.afterSeal)
 	posts    atomic.Pointer[postSlab] // where Post takes its tasks' records (see newPosted)
+	gos      atomic.Pointer[goSlab]   // where Go takes its futures (see newGoFuture)
 	index    uint32                   // its place in Scheduler.shards
 	sessions map[K]*session[K]
 
@@ -119,6 +120,32 @@ func (sh *shard[K]) newPosted() *posted {
 	sl := new(postSlab)
 	sl.taken.Store(1)
 	sh.posts.Store(sl)
+	return &sl.recs[0]
+}
+
+// goSlabLen is how many Go futures one allocation holds: 13 of 112 bytes
+// and the slab's count fit the 1,536-byte size class.
+const goSlabLen = 13
+
+// goSlab is Go's futures (Future[struct{}]) allocated together, as
+// postSlab is posted tasks. A future kept after it resolved keeps its
+// slab's 1,536 bytes alive, and what its other resolved futures still
+// hold (their submit ctx and error).
+type goSlab struct {
+	taken atomic.Uint32
+	recs  [goSlabLen]Future[struct{}]
+}
+
+// newGoFuture returns a zeroed future from sh's slab, as newPosted does.
+func (sh *shard[K]) newGoFuture() *Future[struct{}] {
+	if sl := sh.gos.Load(); sl != nil {
+		if i := sl.taken.Add(1); i <= goSlabLen {
+			return &sl.recs[i-1]
+		}
+	}
+	sl := new(goSlab)
+	sl.taken.Store(1)
+	sh.gos.Store(sl)
 	return &sl.recs[0]
 }
 
