@@ -1,6 +1,5 @@
 // The hot path's cost: a task is one allocation, of a size class below
-// 128 bytes, or a share of one for a posted task and a Go future (they
-// are allocated in slabs), and waiting for it allocates nothing, from outside a task or
+// 128 bytes, and waiting for it allocates nothing, from outside a task or
 // from inside one with the task's own ctx. Counts, not timings: the
 // timings are the bench module's.
 
@@ -19,15 +18,12 @@ import (
 // to the runtime's size classes they fill: 112 bytes for a Go future
 // (half the round trip's gap to a goroutine's 24-byte closure was a
 // 128-byte future), 128 for a Submit future of an int, 96 for a posted
-// task (every message of a stream is one), and 1,536 for a slab of
-// posted tasks or of Go futures, their one allocation.
+// task (every message of a stream is one, and the GC marks each).
 func TestTaskIsOneSmallAllocation(t *testing.T) {
-	goFuture, intFuture, posted, postSlab, goSlab := seqsched.TaskSizes()
+	goFuture, intFuture, posted := seqsched.TaskSizes()
 	require.LessOrEqual(t, goFuture, uintptr(112), "Future[struct{}] size")
 	require.LessOrEqual(t, intFuture, uintptr(128), "Future[int] size")
 	require.LessOrEqual(t, posted, uintptr(96), "posted task size")
-	require.LessOrEqual(t, postSlab, uintptr(1536), "posted tasks' slab size")
-	require.LessOrEqual(t, goSlab, uintptr(1536), "Go futures' slab size")
 }
 
 // allocs returns the allocations per run of f, after a warm-up run, in
@@ -41,12 +37,7 @@ func allocs(t *testing.T, f func()) float64 {
 	return testing.AllocsPerRun(200, f)
 }
 
-// TestPostAndGoAllocateInSlabs: posted tasks and Go's futures are
-// allocated in slabs (PostSlabLen and GoSlabLen records), each record
-// taken once and never reused, so that any slab's length of Posts, or of
-// Gos, in a row through one shard make exactly one allocation. A Submit
-// future of another type is one allocation.
-func TestPostAndGoAllocateInSlabs(t *testing.T) {
+func TestPostAndGoAllocateOnce(t *testing.T) {
 	s := newScheduler[int](t)
 	h, err := s.Open(1)
 	require.NoError(t, err)
@@ -56,41 +47,29 @@ func TestPostAndGoAllocateInSlabs(t *testing.T) {
 	signal := func(context.Context) error { ran <- struct{}{}; return nil }
 
 	require.Equal(t, 1.0, allocs(t, func() {
-		for range seqsched.PostSlabLen {
-			require.NoError(t, h.Post(ctx, signal))
-			<-ran
-		}
-	}), "allocations per %d Posts", seqsched.PostSlabLen)
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for _, c := range []struct {
-		name string
-		ctx  context.Context
-	}{{"never ends", ctx}, {"can end", cctx}} {
-		require.Equal(t, 1.0, allocs(t, func() {
-			for range seqsched.GoSlabLen {
-				f, err := h.Go(c.ctx, noop)
-				require.NoError(t, err)
-				_, err = f.Await(c.ctx)
-				require.NoError(t, err)
-			}
-		}), "allocations per %d Gos and Awaits with a ctx that %s", seqsched.GoSlabLen, c.name)
-	}
-	answer := func(context.Context) (int, error) { return 42, nil }
+		require.NoError(t, h.Post(ctx, signal))
+		<-ran
+	}), "allocations per Post")
 	require.Equal(t, 1.0, allocs(t, func() {
-		f, err := seqsched.SubmitTo(ctx, h, answer)
+		f, err := h.Go(ctx, noop)
 		require.NoError(t, err)
 		_, err = f.Await(ctx)
 		require.NoError(t, err)
-	}), "allocations per SubmitTo of an int and Await")
+	}), "allocations per Go and Await with a ctx that never ends")
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	require.Equal(t, 1.0, allocs(t, func() {
+		f, err := h.Go(cctx, noop)
+		require.NoError(t, err)
+		_, err = f.Await(cctx)
+		require.NoError(t, err)
+	}), "allocations per Go and Await with a ctx that can end")
 }
 
 // TestAwaitFromATaskAllocatesNothing: a task that asks another session
 // and awaits the answer with its own ctx (request/reply between actors,
-// Savina's banking) costs its share of a slab of posted tasks and the
-// answer's share of a slab of futures, nothing more: the wait does not
-// make the task's ctx's done state. As many requests as make whole slabs
-// of both.
+// Savina's banking) costs its own allocation and the answer's future,
+// nothing more: the wait does not make the task's ctx's done state.
 func TestAwaitFromATaskAllocatesNothing(t *testing.T) {
 	for _, v := range []struct {
 		name string
@@ -121,13 +100,10 @@ func TestAwaitFromATaskAllocatesNothing(t *testing.T) {
 				asked <- err
 				return nil
 			}
-			n := seqsched.PostSlabLen * seqsched.GoSlabLen
-			require.Equal(t, float64(seqsched.GoSlabLen+seqsched.PostSlabLen), allocs(t, func() {
-				for range n {
-					require.NoError(t, ask.Post(ctx, request))
-					require.NoError(t, <-asked)
-				}
-			}), "allocations per %d requests (the requests' and the answers' slabs)", n)
+			require.Equal(t, 2.0, allocs(t, func() {
+				require.NoError(t, ask.Post(ctx, request))
+				require.NoError(t, <-asked)
+			}), "allocations per request (the request's task and the answer's future)")
 		})
 	}
 }

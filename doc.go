@@ -28,13 +28,11 @@
 // queue; and [WithInterceptor] wraps every task, for tracing or a policy.
 // Each costs nothing when it is not used.
 //
-// Costs: at most one allocation per task (the task and its future
-// together; a posted task, and a Go future, share one with 14 or 12
-// others, so that a posted task's ctx or a Go future kept after its task
-// keeps 1.5 KB alive), no goroutine per task, no channel unless a
-// future's Done is called (Await, from a task with its ctx too, allocates
-// nothing), and no goroutine for a session once its queues are empty.
-// BENCHMARKS.md in the repository has the measured numbers.
+// Costs: one allocation per task (the task and its future together), no
+// goroutine per task, no channel unless a future's Done is called (Await,
+// from a task with its ctx too, allocates nothing), and no goroutine for a
+// session once its queues are empty. BENCHMARKS.md in the repository has
+// the measured numbers.
 //
 // # The contract with your code
 //

@@ -67,19 +67,11 @@ func Transition(from, on string, paused bool) (to string, ok bool) {
 }
 
 // TaskSizes returns the sizes of a task's one allocation: a Go future
-// (Future[struct{}]), a Submit future of an int (Future[int]), a posted
-// task, and the slabs posted tasks and Go futures are allocated in.
-func TaskSizes() (goFuture, intFuture, post, postSlabSize, goSlabSize uintptr) {
-	return unsafe.Sizeof(Future[struct{}]{}), unsafe.Sizeof(Future[int]{}), unsafe.Sizeof(posted{}),
-		unsafe.Sizeof(postSlab{}), unsafe.Sizeof(goSlab{})
+// (Future[struct{}]), a Submit future of an int (Future[int]) and a posted
+// task.
+func TaskSizes() (goFuture, intFuture, post uintptr) {
+	return unsafe.Sizeof(Future[struct{}]{}), unsafe.Sizeof(Future[int]{}), unsafe.Sizeof(posted{})
 }
-
-// PostSlabLen and GoSlabLen are how many posted tasks, and Go futures, one
-// allocation holds.
-const (
-	PostSlabLen = postSlabLen
-	GoSlabLen   = goSlabLen
-)
 
 // AddTokensThrough takes n live tokens through stripe i (shard i), or
 // gives -n back, as the scheduler's goroutines do.

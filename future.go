@@ -81,7 +81,7 @@ func (f *Future[T]) Done() <-chan struct{} {
 // none of its other tasks meanwhile.
 //
 // Await allocates nothing, given a task's own ctx as well: the future is
-// the task's only allocation (a Go future, a share of one).
+// the task's only allocation.
 func (f *Future[T]) Await(ctx context.Context) (T, error) {
 	var zero T
 	if f == nil || f.t.sess == nil {

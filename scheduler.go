@@ -254,19 +254,12 @@ func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], h *Sessio
 			return nil, err
 		}
 	}
-	sh := s.shardOf(h, key)
-	var f *Future[T]
-	if fn0 != nil { // Go's: T is struct{}
-		f = any(sh.newGoFuture()).(*Future[T])
-		f.fn0 = fn0
-	} else {
-		f = &Future[T]{fn: fn}
-	}
+	f := &Future[T]{fn: fn, fn0: fn0}
 	f.t.parent, f.t.prio, f.t.flags, f.t.job = submitCtx(ctx), sp.prio, sp.flags, f
 	if sp.tag != "" || sp.flags&flagWait != 0 {
-		err = s.acceptControlled(ctx, sh, h, key, &f.t, sp.tag)
+		err = s.acceptControlled(ctx, h, key, &f.t, sp.tag)
 	} else {
-		err = s.accept(sh, h, key, &f.t)
+		err = s.accept(h, key, &f.t)
 	}
 	if err != nil {
 		return nil, err
@@ -287,23 +280,12 @@ func post[K comparable](ctx context.Context, s *Scheduler[K], h *Session[K], key
 			return err
 		}
 	}
-	sh := s.shardOf(h, key)
-	p := sh.newPosted()
-	p.fn = fn
+	p := &posted{fn: fn}
 	p.t.parent, p.t.prio, p.t.flags, p.t.job = submitCtx(ctx), sp.prio, sp.flags, p
 	if sp.tag != "" || sp.flags&flagWait != 0 {
-		return s.acceptControlled(ctx, sh, h, key, &p.t, sp.tag)
+		return s.acceptControlled(ctx, h, key, &p.t, sp.tag)
 	}
-	return s.accept(sh, h, key, &p.t)
-}
-
-// shardOf returns the shard of h's session, or of key's when h is nil:
-// where a task's record is taken from, and the lock that accepts it.
-func (s *Scheduler[K]) shardOf(h *Session[K], key K) *shard[K] {
-	if h != nil {
-		return h.sess.sh // set at Open, and a handled record is never recycled
-	}
-	return s.shard(key)
+	return s.accept(h, key, &p.t)
 }
 
 // admissible checks what Submit, Go and Post can check before they
@@ -341,8 +323,8 @@ func (s *Scheduler[K]) admissible(ctx context.Context, h *Session[K], key K, opt
 // whose stack starts small and is copied to grow (bench's wake-up stack
 // target). So what only Replace and WaitForRoom need, and their wide
 // calls, stay out of accept's frame.
-func (s *Scheduler[K]) accept(sh *shard[K], h *Session[K], key K, t *task) error {
-	sess, err := s.lockSession(sh, h, key, t)
+func (s *Scheduler[K]) accept(h *Session[K], key K, t *task) error {
+	sh, sess, err := s.lockSession(h, key, t)
 	if err != nil {
 		return err
 	}
@@ -382,12 +364,11 @@ func (s *Scheduler[K]) stages(sess *session[K]) bool {
 // acceptControlled is accept for a task tagged for Replace or one that may
 // wait for room: it may take a queued task's place instead (see
 // replace.go), or wait for room (see room.go).
-func (s *Scheduler[K]) acceptControlled(ctx context.Context, sh *shard[K], h *Session[K], key K, t *task,
-	tag string) error {
+func (s *Scheduler[K]) acceptControlled(ctx context.Context, h *Session[K], key K, t *task, tag string) error {
 	var caller *base
 	asked := false // caller was read from ctx: only when the lane is full
 again:
-	sess, err := s.lockSession(sh, h, key, t)
+	sh, sess, err := s.lockSession(h, key, t)
 	if err != nil {
 		return err
 	}
@@ -427,34 +408,39 @@ again:
 	return nil
 }
 
-// lockSession stamps t's queue time (with a wait histogram), locks sh,
-// the shard of h's session, or of key's when h is nil (see shardOf), and
-// returns the session t goes to (made if key has none) with sh locked, or,
-// unlocked, the error that refuses t.
-func (s *Scheduler[K]) lockSession(sh *shard[K], h *Session[K], key K, t *task) (*session[K], error) {
+// lockSession stamps t's queue time (with a wait histogram), locks the
+// shard of h's session, or of key's when h is nil, and returns the session
+// t goes to (made if key has none) with the shard locked, or, unlocked,
+// the error that refuses t.
+func (s *Scheduler[K]) lockSession(h *Session[K], key K, t *task) (*shard[K], *session[K], error) {
 	if s.core.stamped {
 		t.at = time.Since(s.core.epoch).Nanoseconds()
 	}
+	var sh *shard[K]
 	var sess *session[K]
-	sh.mu.Lock()
 	if h != nil {
-		sess = h.sess
+		sh, sess = h.sess.sh, h.sess
+		sh.mu.Lock()
 		if h.closed || sess.drain != nil || sess.state == stateGone {
 			sh.mu.Unlock()
-			return nil, &SessionError{Key: key, Err: ErrSessionClosing}
+			return nil, nil, &SessionError{Key: key, Err: ErrSessionClosing}
 		}
-	} else if sess = sh.sessions[key]; sess != nil && sess.drain != nil {
-		sh.mu.Unlock()
-		return nil, &SessionError{Key: key, Err: ErrSessionClosing}
+	} else {
+		sh = s.shard(key)
+		sh.mu.Lock()
+		if sess = sh.sessions[key]; sess != nil && sess.drain != nil {
+			sh.mu.Unlock()
+			return nil, nil, &SessionError{Key: key, Err: ErrSessionClosing}
+		}
 	}
 	if s.core.closed.Load() {
 		sh.mu.Unlock()
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	if sess == nil {
 		sess = s.makeSession(sh, key)
 	}
-	return sess, nil
+	return sh, sess, nil
 }
 
 // Queued returns how many tasks wait in key's High and Normal lanes, the

@@ -17,10 +17,8 @@ import (
 // memory does not grow with the number of keys ever seen.
 type shard[K comparable] struct {
 	mu       sync.Mutex
-	live     atomic.Int64             // a stripe of the live tokens (see Scheduler.afterSeal)
-	posts    atomic.Pointer[postSlab] // where Post takes its tasks' records (see newPosted)
-	gos      atomic.Pointer[goSlab]   // where Go takes its futures (see newGoFuture)
-	index    uint32                   // its place in Scheduler.shards
+	live     atomic.Int64 // a stripe of the live tokens (see Scheduler.afterSeal)
+	index    uint32       // its place in Scheduler.shards
 	sessions map[K]*session[K]
 
 	idle sessionList[K] // idle records, newest first
@@ -89,64 +87,6 @@ func (s *Scheduler[K]) makeSession(sh *shard[K], key K) *session[K] {
 	}
 	sh.sessions[key] = sess
 	return sess
-}
-
-// postSlabLen is how many posted tasks one allocation holds: 15 of 96
-// bytes and the slab's count fill the runtime's 1,536-byte size class.
-const postSlabLen = 15
-
-// postSlab is posted tasks allocated together, so that a stream of Posts
-// pays a fifteenth of an allocation a task, and the GC marks a fifteenth
-// of the objects (count and fjthrput: the producer runs ahead and the
-// queue holds many). Each record is taken once, by one atomic add, and
-// never reused: a task's ctx must stay done after the task. A record
-// lives as long as anything points into its slab, so a task's ctx kept
-// after the task keeps 1,536 bytes, and what the slab's other resolved
-// tasks still hold (their submit ctx and error), alive.
-type postSlab struct {
-	taken atomic.Uint32 // records handed out, or tried for past the end
-	recs  [postSlabLen]posted
-}
-
-// newPosted returns a zeroed posted task from sh's slab, making a new slab
-// when it is used up. Producers that find it used up at once each make
-// one; the slab stored last is taken from, the others' records are left.
-func (sh *shard[K]) newPosted() *posted {
-	if sl := sh.posts.Load(); sl != nil {
-		if i := sl.taken.Add(1); i <= postSlabLen {
-			return &sl.recs[i-1]
-		}
-	}
-	sl := new(postSlab)
-	sl.taken.Store(1)
-	sh.posts.Store(sl)
-	return &sl.recs[0]
-}
-
-// goSlabLen is how many Go futures one allocation holds: 13 of 112 bytes
-// and the slab's count fit the 1,536-byte size class.
-const goSlabLen = 13
-
-// goSlab is Go's futures (Future[struct{}]) allocated together, as
-// postSlab is posted tasks. A future kept after it resolved keeps its
-// slab's 1,536 bytes alive, and what its other resolved futures still
-// hold (their submit ctx and error).
-type goSlab struct {
-	taken atomic.Uint32
-	recs  [goSlabLen]Future[struct{}]
-}
-
-// newGoFuture returns a zeroed future from sh's slab, as newPosted does.
-func (sh *shard[K]) newGoFuture() *Future[struct{}] {
-	if sl := sh.gos.Load(); sl != nil {
-		if i := sl.taken.Add(1); i <= goSlabLen {
-			return &sl.recs[i-1]
-		}
-	}
-	sl := new(goSlab)
-	sl.taken.Store(1)
-	sh.gos.Store(sl)
-	return &sl.recs[0]
 }
 
 // count adds t, whose outcome is known, to the shard's figures.
