@@ -3,7 +3,6 @@ package seqjetstream
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -307,7 +306,7 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 			// Not all of what is missing can be stored status
 			// messages: a real message may be out still, and running
 			// what is held could run later messages of its key first.
-			// Start over instead (see startOverLocked).
+			// Start over instead (see startOver).
 			p.mu.Unlock()
 			p.startOver(r.epoch, need-mine, r.asked.Sub(p.cuSince))
 			return
@@ -358,39 +357,41 @@ func (p *partition) countWithheldLocked(info *jetstream.ConsumerInfo, asked time
 	return n
 }
 
-// startOver ends a catch-up of epoch that waited its whole bound for
-// messages that are not all stored status messages (see
-// noteSwallowedLocked) without running anything: what it holds and has
-// not started is given back at once (a Nak without delay), so that the
-// server delivers it again, with whatever it still holds for this
-// instance, from the ack floor on, and the catch-up begins again with a
-// new bound. Key order holds; the partition waits. The server counts a
-// message it redelivers at most once per redelivery wait, so a message
-// that is still out comes back within the new bound, unless a client
-// other than this package keeps it in progress. Logged at Warn. Called on
-// the fetch goroutine, with no lock held.
+// startOver starts the bound of a catch-up of epoch over, after it waited
+// its whole bound for messages that are not all stored status messages
+// (see noteSwallowedLocked), without running anything: key order holds,
+// and the partition waits. What it holds stays held, and counted as this
+// instance's at its next checks: the server counts those messages
+// unacknowledged still (they are above its ack floor, and only this
+// instance answers for them while it holds the pin), so each of them is
+// evidence the catch-up already has, and the catch-up ends as soon as
+// the messages it misses have come once. The server redelivers a message
+// it counts at least once per redelivery wait, so one that is still out
+// comes, unless a client other than this package keeps it in progress.
+// (A held message that such a client answered late, past its AckWait, is
+// counted as this instance's until the catch-up ends, as it was within
+// one bound before: the package doc's assumption on answers.)
+//
+// An earlier version gave back what it held (or, past its answer window,
+// dropped it unanswered) and began again from nothing: each new bound
+// then had to see every unacknowledged message come again, and on a host
+// too loaded for its pulls (a pull of one message at a time after half a
+// bound; deliveries that nats.go dropped when a pull ended from this
+// side; the held messages' own redeliveries, while a stall kept their
+// InProgress back, taking the pulls' turns) it never saw them all within
+// one bound, and started over for ever (issue 45). Logged at Warn.
+// Called on the fetch goroutine, with no lock held.
 func (p *partition) startOver(epoch uint64, missing int, waited time.Duration) {
-	p.gate.RLock()
 	p.mu.Lock()
 	if p.epoch != epoch || !p.owned || !p.catchUp || p.closing || p.closed {
 		p.mu.Unlock()
-		p.gate.RUnlock()
 		return
 	}
-	back, late := p.answerableOnlyLocked(p.takeUnstartedLocked())
-	p.waiting = slices.DeleteFunc(p.waiting, func(h *held) bool { return h.gone })
 	p.cuSince, p.cuOverdue = time.Now(), time.Time{}
 	p.cuNeed, p.cuMine = -1, 0
 	p.cuGen++
-	p.checkDrainedLocked()
+	held := len(p.waiting)
 	p.mu.Unlock()
-	slices.SortFunc(back, bySeq)
-	for _, h := range back {
-		_ = h.msg.Nak()
-	}
-	p.gate.RUnlock()
-	p.st.givenBack.Add(uint64(len(back)))
-	p.st.dropped.Add(uint64(late))
-	p.c.logAt(p.c.life, levelWarn, "seqjetstream: catch-up started over: the server counts unacknowledged messages that never came to this instance, and not all of them can be stored status messages; what it held is given back and comes again, in order",
-		"stream", p.stream, "consumer", p.name, "missing", missing, "waited", waited, "given back", len(back))
+	p.c.logAt(p.c.life, levelWarn, "seqjetstream: catch-up started over: the server counts unacknowledged messages that never came to this instance, and not all of them can be stored status messages; it goes on holding what it has until they come, then runs it in order",
+		"stream", p.stream, "consumer", p.name, "missing", missing, "waited", waited, "held", held)
 }

@@ -422,3 +422,80 @@ func TestOwnAnswerThatArrivedLateIsNotCountedByALaterCatchUp(t *testing.T) {
 	eventually(t, func() bool { return l.count() == 3 }, "three applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
 	assert.Equal(t, []uint64{1, 2, 3}, l.key("k"), "in stream order")
 }
+
+// heldOnWhileOneIsOut starts a new owner of pinnedFixture's partition
+// whose catch-up holds 2 while 1 is out with the old owner, a plain client
+// that keeps 1 in progress until stop: past the catch-up's bound, so that
+// it starts over. cons wraps the new owner's consumer, log is its logger.
+func heldOnWhileOneIsOut(t *testing.T, cons func(jetstream.Consumer) jetstream.Consumer, log slog.Handler) (c *seqjetstream.Consumer, l *ledger, first, second uint64, stop func()) {
+	t.Helper()
+	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms: a catch-up's bound is 2s
+	first = publish(t, js, "k.a", "1")
+	b, err := consumerFor(t).Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("g"))
+	require.NoError(t, err)
+	var old []jetstream.Msg
+	for m := range b.Messages() {
+		old = append(old, m)
+	}
+	require.Len(t, old, 1, "the old owner's fetch: %v", b.Error())
+	stop = keepInProgress(t, old[0])
+
+	l = newLedger()
+	c = pinnedConsumer(t, cons(consumerFor(t)), l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(slog.New(log)))
+	start(t, c)
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 1 }, "the new owner's pull waiting")
+	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
+	second = publish(t, js, "k.a", "2") // pins the new owner, which catches up
+	return c, l, first, second, stop
+}
+
+// startedOver waits for rec's first "catch-up started over" record.
+func startedOver(t *testing.T, rec recordingHandler, c *seqjetstream.Consumer) {
+	t.Helper()
+	for deadline := time.After(20 * time.Second); ; {
+		select {
+		case r := <-rec.records:
+			if r.Level == slog.LevelWarn && strings.HasPrefix(r.Message, "seqjetstream: catch-up started over") {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no catch-up started over: %+v", c.Stats())
+		}
+	}
+}
+
+// A catch-up that starts over keeps what it holds: those messages came
+// once, the server still counts them as this owner's, and they need not
+// come again. Here every redelivery of 2 is lost on its way, as a loaded
+// host's pulls lose deliveries (nats.go drops what reaches a pull it
+// ended from this side). The catch-up ends as soon as 1 is back, and
+// runs 1 and 2 in stream order. A catch-up that gave 2 back when it
+// started over waited for a redelivery of 2 for ever, starting over
+// every 2s (issue 45).
+func TestCatchUpThatStartsOverKeepsWhatItHolds(t *testing.T) {
+	var second atomic.Uint64
+	var lost atomic.Int32
+	rec := recordingHandler{records: make(chan slog.Record, 256)}
+	c, l, first, sec, stop := heldOnWhileOneIsOut(t, func(cons jetstream.Consumer) jetstream.Consumer {
+		return wrapConsumer{cons, func(m jetstream.Msg) jetstream.Msg {
+			meta, err := m.Metadata()
+			if err == nil && meta.Sequence.Stream == second.Load() && meta.NumDelivered > 1 {
+				lost.Add(1)
+				return nil
+			}
+			return m
+		}}
+	}, rec)
+	second.Store(sec)
+
+	startedOver(t, rec, c)
+	assert.Empty(t, l.key("k"), "nothing ran while 1 was out")
+	stop() // 1 comes back after its AckWait
+
+	eventually(t, func() bool { return l.count() == 2 }, "1 and 2 applied: %v; %d redeliveries of 2 lost; %+v",
+		lazy(func() any { return l.key("k") }), lazy(func() any { return lost.Load() }), statsOf(c))
+	assert.Equal(t, []uint64{first, sec}, l.key("k"), "in stream order")
+	assert.Zero(t, c.Stats().CatchUpsAbandoned)
+}

@@ -121,9 +121,9 @@
 // the epoch remembers how many never came, so its later catch-ups do not
 // wait for them again. Otherwise a message may still be out (held past
 // its AckWait by a client other than this package, or not yet redelivered
-// by the server): the owner gives back what it holds and starts the
-// catch-up over (logged at Warn). The partition waits; no message runs
-// after a later one of its key.
+// by the server): the owner starts the catch-up's bound over (logged at
+// Warn), keeping what it holds, which need not come again. The partition
+// waits; no message runs after a later one of its key.
 //
 // Delivery is at least once: a message whose handler ran but whose
 // acknowledgement did not reach the server (the instance died, or lost its
