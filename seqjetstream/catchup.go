@@ -370,7 +370,10 @@ func (p *partition) countWithheldLocked(info *jetstream.ConsumerInfo, asked time
 // comes, unless a client other than this package keeps it in progress.
 // (A held message that such a client answered late, past its AckWait, is
 // counted as this instance's until the catch-up ends, as it was within
-// one bound before: the package doc's assumption on answers.)
+// one bound before: the package doc's assumption on answers.) The new
+// bound begins with full pulls (see pullSize), for what the last one
+// missed is likely waiting at the server behind the redeliveries of what
+// is held; half way through it pulls singly again (see giveUpDueLocked).
 //
 // An earlier version gave back what it held (or, past its answer window,
 // dropped it unanswered) and began again from nothing: each new bound
@@ -392,6 +395,7 @@ func (p *partition) startOver(epoch uint64, missing int, waited time.Duration) {
 	p.cuGen++
 	held := len(p.waiting)
 	p.mu.Unlock()
+	p.single = false
 	p.c.logAt(p.c.life, levelWarn, "seqjetstream: catch-up started over: the server counts unacknowledged messages that never came to this instance, and not all of them can be stored status messages; it goes on holding what it has until they come, then runs it in order",
 		"stream", p.stream, "consumer", p.name, "missing", missing, "waited", waited, "held", held)
 }

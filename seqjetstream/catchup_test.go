@@ -499,3 +499,60 @@ func TestCatchUpThatStartsOverKeepsWhatItHolds(t *testing.T) {
 	assert.Equal(t, []uint64{first, sec}, l.key("k"), "in stream order")
 	assert.Zero(t, c.Stats().CatchUpsAbandoned)
 }
+
+// A catch-up that starts over pulls for everything the server may send
+// at once (MaxAckPending), not one message at a time, whatever it holds:
+// the server redelivers what it waits for behind the redeliveries of what
+// it holds (when a stall kept their InProgress back), and pulls of one
+// message each took every turn on a loaded host (issue 45). What it holds
+// takes no room in a pull: the server sends no more new messages than
+// MaxAckPending less the unacknowledged ones, held ones included.
+func TestCatchUpThatStartsOverPullsInFull(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int // each pull's batch, in order
+	at := -1        // how many pulls were made when the catch-up started over
+	log := hookHandler(func(r slog.Record) {
+		if strings.HasPrefix(r.Message, "seqjetstream: catch-up started over") {
+			mu.Lock()
+			if at < 0 {
+				at = len(sizes)
+			}
+			mu.Unlock()
+		}
+	})
+	c, l, _, _, stop := heldOnWhileOneIsOut(t, func(cons jetstream.Consumer) jetstream.Consumer {
+		return sizingConsumer{cons, func(n int) { mu.Lock(); sizes = append(sizes, n); mu.Unlock() }}
+	}, log)
+	defer stop()
+
+	eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return at >= 0 && len(sizes) > at }, "a pull after the catch-up started over: %+v", statsOf(c))
+	mu.Lock()
+	before, after := sizes[at-1], sizes[at]
+	mu.Unlock()
+	assert.Equal(t, 1, before, "the pull before it started over, half way through its bound: one message")
+	assert.Equal(t, 100, after, "the first pull after it started over: MaxAckPending, though it holds 2")
+	assert.Empty(t, l.key("k"), "nothing ran while 1 was out")
+}
+
+// sizingConsumer reports each pull's batch size to size.
+type sizingConsumer struct {
+	jetstream.Consumer
+	size func(n int)
+}
+
+func (s sizingConsumer) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
+	s.size(n)
+	return s.Consumer.Fetch(n, opts...)
+}
+
+// hookHandler is a slog handler that calls itself with every record, on
+// the goroutine that logs it.
+type hookHandler func(slog.Record)
+
+func (h hookHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h hookHandler) Handle(_ context.Context, r slog.Record) error {
+	h(r)
+	return nil
+}
+func (h hookHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h hookHandler) WithGroup(string) slog.Handler      { return h }

@@ -107,8 +107,9 @@
 // A catch-up waits at most four times the longest redelivery wait (the
 // AckWait, or the longest BackOff step): what it waits for comes back
 // well within that. Half way through, if messages are still missing, the
-// owner pulls one message at a time until the catch-up ends: a message
-// lost on its way behind another cannot be lost again. Past the bound,
+// owner pulls one message at a time until the catch-up ends or its bound
+// starts over: a message lost on its way behind another cannot be lost
+// again. Past the bound,
 // what is still missing is either a message that never reaches this
 // instance, or one still out. Any publisher can store the first kind:
 // nats.go takes an empty message with a Status header for a control
@@ -202,8 +203,8 @@
 // held messages by stream sequence, its epoch (a pinned consumer's time
 // under one pin) and its catch-up; config.go checks each consumer's
 // configuration at NewConsumer. The partition's fetch goroutine (fetch.go,
-// started by Run) keeps one pull outstanding, sized to the room under the
-// bound, and takes each message: settles its epoch from its pin header,
+// started by Run) keeps one pull outstanding, of the consumer's
+// MaxAckPending (at most the bound), and takes each message: settles its epoch from its pin header,
 // computes its key, answers duplicates (resolved.go remembers what was
 // answered, by sequence and, for the epoch of a pinned consumer, by key),
 // holds and submits new ones. The catch-up (catchup.go) begins with an
