@@ -368,6 +368,12 @@ func (p *partition) countWithheldLocked(info *jetstream.ConsumerInfo, asked time
 // the messages it misses have come once. The server redelivers a message
 // it counts at least once per redelivery wait, so one that is still out
 // comes, unless a client other than this package keeps it in progress.
+// Those of the held messages still in their answer window are given back
+// all the same (a Nak without delay), but kept: their redeliveries, as
+// duplicates of held messages, show by the delivery sequence whatever
+// nats.go swallowed since the last delivery (a stored status message's
+// redelivery, see noteDeliveryLocked), which a catch-up that receives
+// nothing more could not see, and so could never be given up for.
 // (A held message that such a client answered late, past its AckWait, is
 // counted as this instance's until the catch-up ends, as it was within
 // one bound before: the package doc's assumption on answers.) The new
@@ -385,17 +391,31 @@ func (p *partition) countWithheldLocked(info *jetstream.ConsumerInfo, asked time
 // one bound, and started over for ever (issue 45). Logged at Warn.
 // Called on the fetch goroutine, with no lock held.
 func (p *partition) startOver(epoch uint64, missing int, waited time.Duration) {
+	p.gate.RLock()
 	p.mu.Lock()
 	if p.epoch != epoch || !p.owned || !p.catchUp || p.closing || p.closed {
 		p.mu.Unlock()
+		p.gate.RUnlock()
 		return
 	}
 	p.cuSince, p.cuOverdue = time.Now(), time.Time{}
 	p.cuNeed, p.cuMine = -1, 0
 	p.cuGen++
+	t := now()
+	var again []*held
+	for _, h := range p.waiting {
+		if p.answerableLocked(h, t) {
+			again = append(again, h)
+		}
+	}
 	held := len(p.waiting)
 	p.mu.Unlock()
+	sortBySeq(again)
+	for _, h := range again {
+		_ = h.msg.Nak()
+	}
+	p.gate.RUnlock()
 	p.single = false
 	p.c.logAt(p.c.life, levelWarn, "seqjetstream: catch-up started over: the server counts unacknowledged messages that never came to this instance, and not all of them can be stored status messages; it goes on holding what it has until they come, then runs it in order",
-		"stream", p.stream, "consumer", p.name, "missing", missing, "waited", waited, "held", held)
+		"stream", p.stream, "consumer", p.name, "missing", missing, "waited", waited, "held", held, "asked again", len(again))
 }
