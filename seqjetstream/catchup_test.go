@@ -67,13 +67,7 @@ func TestSuccessorReceivingTheNextMessageBeforeTheRedeliveryOfTheOneBeforeKeepsO
 	n := publish(t, js, "k.a", "n")
 
 	// The old owner takes n, then dies: it never answers nor pulls again.
-	b, err := consumerFor(t).Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("g"))
-	require.NoError(t, err)
-	var old []jetstream.Msg
-	for m := range b.Messages() {
-		old = append(old, m)
-	}
-	require.Len(t, old, 1, "the old owner's fetch: %v", b.Error())
+	takeOne(t, consumerFor(t))
 
 	var mu sync.Mutex
 	var delivered []uint64 // to the new owner, in the order they arrived
@@ -374,14 +368,22 @@ func TestEmptyMessagesWithStatusesThatEndAPullCostNoOrder(t *testing.T) {
 func heldByAPlainClient(t *testing.T, js jetstream.JetStream, consumerFor func(*testing.T) jetstream.Consumer) (first uint64, stop func()) {
 	t.Helper()
 	first = publish(t, js, "k.a", "1")
-	b, err := consumerFor(t).Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("g"))
+	return first, keepInProgress(t, takeOne(t, consumerFor(t)))
+}
+
+// takeOne fetches one message from cons in priority group g, as an old
+// owner that is not this package: the message is in its hands, and the
+// server pins it until it is unpinned.
+func takeOne(t *testing.T, cons jetstream.Consumer) jetstream.Msg {
+	t.Helper()
+	b, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("g"))
 	require.NoError(t, err)
-	var old []jetstream.Msg
+	var got []jetstream.Msg
 	for m := range b.Messages() {
-		old = append(old, m)
+		got = append(got, m)
 	}
-	require.Len(t, old, 1, "the old owner's fetch: %v", b.Error())
-	return first, keepInProgress(t, old[0])
+	require.Len(t, got, 1, "the old owner's fetch: %v", b.Error())
+	return got[0]
 }
 
 // pinTheNewOwner waits for the new owner's pull, unpins the old owner (as
