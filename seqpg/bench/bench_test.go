@@ -315,7 +315,8 @@ func waitOrDiagnose(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker, c *counte
 	ctx := context.Background()
 	rows, err := pool.Query(ctx, `
 SELECT key, pending, paused, halted, lease_owner IS NOT NULL, lease_token,
-	extract(epoch FROM lease_until - clock_timestamp()), extract(epoch FROM run_after - clock_timestamp()),
+	CASE WHEN isfinite(lease_until) THEN extract(epoch FROM lease_until - clock_timestamp()) END,
+	CASE WHEN isfinite(run_after) THEN extract(epoch FROM run_after - clock_timestamp()) END,
 	(SELECT count(*) FROM seqpg_jobs j WHERE j.key = k.key AND j.started_at IS NOT NULL)
 FROM seqpg_keys k WHERE pending > 0 ORDER BY key LIMIT 20`)
 	must(b, err)
@@ -332,6 +333,8 @@ FROM seqpg_keys k WHERE pending > 0 ORDER BY key LIMIT 20`)
 			key, pending, paused, halted, owned, token, secs(leaseIn), secs(readyIn), started)
 	}
 	must(b, rows.Err())
+	rows.Close()
+	describeStall(b, pool)
 	<-done
 }
 
