@@ -62,14 +62,16 @@ var quiet = seqpg.WithLogger(slog.New(slog.DiscardHandler))
 
 // failures adds up the Stats figures that name a stall's cause (a
 // database error, a lease lost, a lease expired locally between jobs or
-// while one ran), over the workers of one benchmark.
-type failures struct{ dbErrors, leaseLost, leaseExpired, leaseExpiredRunning uint64 }
+// while one ran), and the leases taken, over the workers of one
+// benchmark.
+type failures struct{ dbErrors, leaseLost, leaseExpired, leaseExpiredRunning, claimed uint64 }
 
 func (f *failures) add(s seqpg.Stats) {
 	f.dbErrors += s.DBErrors
 	f.leaseLost += s.LeaseLost
 	f.leaseExpired += s.LeaseExpired
 	f.leaseExpiredRunning += s.LeaseExpiredRunning
+	f.claimed += s.Claimed
 }
 
 // report reports the figures as benchmark metrics (totals over the run),
@@ -79,6 +81,9 @@ func (f *failures) report(b *testing.B) {
 	b.ReportMetric(float64(f.leaseLost), "leases-lost")
 	b.ReportMetric(float64(f.leaseExpired), "leases-expired")
 	b.ReportMetric(float64(f.leaseExpiredRunning), "leases-expired-running")
+	// Claims are no failure, but a worker that claimed keys and found no
+	// job (a claim in a loop) shows here and nowhere else.
+	b.ReportMetric(float64(f.claimed), "claims")
 }
 
 // seqpgWorker starts a seqpg worker whose handler calls done; without
@@ -334,7 +339,7 @@ FROM seqpg_keys k WHERE pending > 0 ORDER BY key LIMIT 20`)
 	}
 	must(b, rows.Err())
 	rows.Close()
-	describeStall(b, pool)
+	describeStall(b, pool, w)
 	<-done
 }
 

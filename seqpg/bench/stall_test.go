@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/seqsched/seqsched/seqpg"
 )
 
 // The description of a stall (waitOrDiagnose): where the CPU goes while
@@ -59,7 +60,7 @@ func procCPU(pid int32) (time.Duration, bool) {
 // describeStall logs what the database and the process do during a
 // stall: one second of CPU by process, pg_stat_activity, the claim's
 // plans, the tables' dead rows and vacuums, and the goroutines.
-func describeStall(b *testing.B, pool *pgxpool.Pool) {
+func describeStall(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	logRows := func(title, sql string, args ...any) {
@@ -95,9 +96,9 @@ func describeStall(b *testing.B, pool *pgxpool.Pool) {
 	if err != nil {
 		b.Logf("stall: pids: %v", err)
 	}
-	s0 := sampleCPU(pids)
+	st0, s0 := w.Stats(), sampleCPU(pids)
 	time.Sleep(time.Second) // a sampling window, not a synchronisation
-	s1 := sampleCPU(pids)
+	st1, s1 := w.Stats(), sampleCPU(pids)
 	wall := s1.at.Sub(s0.at)
 	var pg time.Duration
 	var busy []string
@@ -110,6 +111,12 @@ func describeStall(b *testing.B, pool *pgxpool.Pool) {
 	}
 	b.Logf("stall: cpu over %v: benchmark process %v, database %v (busy pids %s)",
 		wall.Round(time.Millisecond), s1.self-s0.self, pg, strings.Join(busy, " "))
+	// A worker that claims keys and finds no job to run (a claim that
+	// spins) moves Claimed and nothing else.
+	b.Logf("stall: over that second the worker claimed %d keys, completed %d jobs, submitted %d steps and ran %d; leased %d, scheduler running %d, queued %d",
+		st1.Claimed-st0.Claimed, st1.Completed-st0.Completed,
+		st1.Scheduler.Submitted-st0.Scheduler.Submitted, st1.Scheduler.Completed-st0.Scheduler.Completed,
+		st1.Leased, st1.Scheduler.Running, st1.Scheduler.Queued)
 
 	logRows("activity", `
 SELECT pid, backend_type, state, wait_event_type, wait_event,
