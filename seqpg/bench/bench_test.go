@@ -289,19 +289,28 @@ func cpuTime(pool *pgxpool.Pool) time.Duration {
 // every architecture Go runs Linux on).
 const clockTicks = 100
 
-// stallAfter is how long a throughput run may go without a job run
-// before it describes the keys still waiting: a job runs every
-// millisecond or so here, and a stall lasts up to a lease (30s).
+// stallAfter is the window over which a throughput run's progress is
+// checked: a job runs every 100 µs or so here, and a stall lasts up to a
+// lease (30s).
 const stallAfter = 3 * time.Second
 
-// waitOrDiagnose waits for done; if c counts no job for stallAfter, it
-// logs, once, the keys that still have jobs, with their lease as the
-// database and the worker see it, so that a stall (a key waiting up to a
-// lease) shows which path it took.
+// slowJobs is the fewest jobs a window of stallAfter must run, unless the
+// run ends in it, for the run not to be described as stalled: 333 jobs/s,
+// a ninth of the slowest normal run seen here (3,000 jobs/s at a load
+// average of 40). The stall of issue 48's fifth round ran at 305 jobs/s
+// throughout, which a check for no job at all would not have described.
+const slowJobs = 1_000
+
+// waitOrDiagnose waits for done; if a window of stallAfter runs fewer
+// than slowJobs jobs, it logs, once, the keys that still have jobs, with
+// their lease as the database and the worker see it, and what the worker
+// and the database do (describeStall), so that a stall (a key waiting up
+// to a lease, or every job slowed down) shows which path it took. The
+// description takes a few seconds of the run's time.
 func waitOrDiagnose(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker, c *counter, done <-chan struct{}) {
 	tick := time.NewTicker(stallAfter)
 	defer tick.Stop()
-	last := -1
+	last := 0
 	for {
 		select {
 		case <-done:
@@ -311,12 +320,19 @@ func waitOrDiagnose(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker, c *counte
 		c.mu.Lock()
 		n := c.n
 		c.mu.Unlock()
-		if n != last {
-			last = n
-			continue
+		if n-last < slowJobs {
+			describeKeys(b, pool, w, c, n-last)
+			describeStall(b, pool, w)
+			<-done
+			return
 		}
-		break
+		last = n
 	}
+}
+
+// describeKeys logs the worker's Stats and, for the first keys with jobs
+// left, their lease as the database sees it.
+func describeKeys(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker, c *counter, ran int) {
 	ctx := context.Background()
 	rows, err := pool.Query(ctx, `
 SELECT key, pending, paused, halted, lease_owner IS NOT NULL, lease_token,
@@ -327,20 +343,20 @@ FROM seqpg_keys k WHERE pending > 0 ORDER BY key LIMIT 20`)
 	must(b, err)
 	defer rows.Close()
 	s := w.Stats()
-	b.Logf("stall: no job for %v, %d left; worker: leased %d, stats %+v", stallAfter, c.target-last, s.Leased, s)
+	c.mu.Lock()
+	left := c.target - c.n
+	c.mu.Unlock()
+	stallf("%d jobs in %v (fewer than %d), %d left; worker: leased %d, stats %+v", ran, stallAfter, slowJobs, left, s.Leased, s)
 	for rows.Next() {
 		var key string
 		var pending, token, started int64
 		var paused, halted, owned bool
 		var leaseIn, readyIn *float64
 		must(b, rows.Scan(&key, &pending, &paused, &halted, &owned, &token, &leaseIn, &readyIn, &started))
-		b.Logf("stall: key %s pending %d paused %v halted %v owned %v token %d lease ends in %s ready in %s, %d started",
+		stallf("key %s pending %d paused %v halted %v owned %v token %d lease ends in %s ready in %s, %d started",
 			key, pending, paused, halted, owned, token, secs(leaseIn), secs(readyIn), started)
 	}
 	must(b, rows.Err())
-	rows.Close()
-	describeStall(b, pool, w)
-	<-done
 }
 
 func secs(f *float64) string {

@@ -22,6 +22,13 @@ import (
 // of the claim, and the worker's goroutines, so that one occurrence names
 // its path.
 
+// stallf writes a line of a stall's description to standard error, not
+// to the benchmark's log: the testing package keeps only the first ten
+// lines a benchmark logs, which cut the earlier descriptions short.
+func stallf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "stall: "+format+"\n", args...)
+}
+
 // cpuSample is the CPU time so far of this process and of each of the
 // database's processes, by pid.
 type cpuSample struct {
@@ -66,24 +73,24 @@ func describeStall(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker) {
 	logRows := func(title, sql string, args ...any) {
 		rows, err := pool.Query(ctx, sql, args...)
 		if err != nil {
-			b.Logf("stall: %s: %v", title, err)
+			stallf("%s: %v", title, err)
 			return
 		}
 		defer rows.Close()
 		for rows.Next() {
 			vals, err := rows.Values()
 			if err != nil {
-				b.Logf("stall: %s: %v", title, err)
+				stallf("%s: %v", title, err)
 				return
 			}
 			parts := make([]string, len(vals))
 			for i, v := range vals {
 				parts[i] = fmt.Sprintf("%s=%v", rows.FieldDescriptions()[i].Name, v)
 			}
-			b.Logf("stall: %s: %s", title, strings.Join(parts, " "))
+			stallf("%s: %s", title, strings.Join(parts, " "))
 		}
 		if err := rows.Err(); err != nil {
-			b.Logf("stall: %s: %v", title, err)
+			stallf("%s: %v", title, err)
 		}
 	}
 
@@ -94,7 +101,7 @@ func describeStall(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker) {
 		pids, err = pgx.CollectRows(rows, pgx.RowTo[int32])
 	}
 	if err != nil {
-		b.Logf("stall: pids: %v", err)
+		stallf("pids: %v", err)
 	}
 	st0, s0 := w.Stats(), sampleCPU(pids)
 	time.Sleep(time.Second) // a sampling window, not a synchronisation
@@ -109,11 +116,11 @@ func describeStall(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker) {
 			busy = append(busy, fmt.Sprintf("%d:%v", pid, d))
 		}
 	}
-	b.Logf("stall: cpu over %v: benchmark process %v, database %v (busy pids %s)",
+	stallf("cpu over %v: benchmark process %v, database %v (busy pids %s)",
 		wall.Round(time.Millisecond), s1.self-s0.self, pg, strings.Join(busy, " "))
 	// A worker that claims keys and finds no job to run (a claim that
 	// spins) moves Claimed and nothing else.
-	b.Logf("stall: over that second the worker claimed %d keys, completed %d jobs, submitted %d steps and ran %d; leased %d, scheduler running %d, queued %d",
+	stallf("over that second the worker claimed %d keys, completed %d jobs, submitted %d steps and ran %d; leased %d, scheduler running %d, queued %d",
 		st1.Claimed-st0.Claimed, st1.Completed-st0.Completed,
 		st1.Scheduler.Submitted-st0.Scheduler.Submitted, st1.Scheduler.Completed-st0.Scheduler.Completed,
 		st1.Leased, st1.Scheduler.Running, st1.Scheduler.Queued)
@@ -152,7 +159,7 @@ UPDATE seqpg_keys k SET lease_owner = $1, lease_token = nextval('seqpg_lease_tok
 FROM c WHERE k.key = c.key
 RETURNING k.key, k.lease_token`
 	if conn, err := pool.Acquire(ctx); err != nil {
-		b.Logf("stall: claim plan: %v", err)
+		stallf("claim plan: %v", err)
 	} else {
 		c := conn.Conn()
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
@@ -161,17 +168,17 @@ RETURNING k.key, k.lease_token`
 				_, err = c.Exec(ctx, `PREPARE stall_claim(text, int, float8) AS `+claim)
 			}
 			if err != nil {
-				b.Logf("stall: claim plan %s: %v", mode, err)
+				stallf("claim plan %s: %v", mode, err)
 				continue
 			}
 			rows, err := c.Query(ctx, `EXPLAIN EXECUTE stall_claim('explain', 100, 30000)`, pgx.QueryExecModeSimpleProtocol)
 			if err == nil {
 				var lines []string
 				lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
-				b.Logf("stall: claim plan %s:\n%s", mode, strings.Join(lines, "\n"))
+				stallf("claim plan %s:\n%s", mode, strings.Join(lines, "\n"))
 			}
 			if err != nil {
-				b.Logf("stall: claim plan %s: %v", mode, err)
+				stallf("claim plan %s: %v", mode, err)
 			}
 			c.Exec(ctx, `DEALLOCATE stall_claim`)
 		}
@@ -185,7 +192,7 @@ RETURNING k.key, k.lease_token`
 			if err := pprof.StartCPUProfile(f); err == nil {
 				time.Sleep(2 * time.Second) // the profile's window
 				pprof.StopCPUProfile()
-				b.Logf("stall: cpu profile of 2s in %s", f.Name())
+				stallf("cpu profile of 2s in %s", f.Name())
 			}
 			f.Close()
 		}
@@ -193,5 +200,5 @@ RETURNING k.key, k.lease_token`
 
 	var buf bytes.Buffer
 	pprof.Lookup("goroutine").WriteTo(&buf, 1)
-	b.Logf("stall: goroutines:\n%s", buf.String())
+	stallf("goroutines:\n%s", buf.String())
 }
