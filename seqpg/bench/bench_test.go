@@ -295,11 +295,12 @@ const clockTicks = 100
 const stallAfter = 3 * time.Second
 
 // slowJobs is the fewest jobs a window of stallAfter must run, unless the
-// run ends in it, for the run not to be described as stalled: 333 jobs/s,
-// a ninth of the slowest normal run seen here (3,000 jobs/s at a load
-// average of 40). The stall of issue 48's fifth round ran at 305 jobs/s
-// throughout, which a check for no job at all would not have described.
-const slowJobs = 1_000
+// run ends in it, for the run not to be described as stalled: 1,000
+// jobs/s, a third of the slowest normal run seen here (3,000 jobs/s at a
+// load average of 40). The three stalls seen so far ran at 305, 449 and
+// 770 jobs/s over the whole run, not at 0 for a while, which a check for a
+// window with no job at all would not have described.
+const slowJobs = 3_000
 
 // waitOrDiagnose waits for done; if a window of stallAfter runs fewer
 // than slowJobs jobs, it logs, once, the keys that still have jobs, with
