@@ -1,14 +1,10 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -268,19 +264,9 @@ func cpuTime(pool *pgxpool.Pool) time.Duration {
 		return 0
 	}
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // exited
+		if d, ok := procCPU(pid); ok {
+			total += d
 		}
-		// The fields after the command, which is in parentheses: utime
-		// and stime are the 14th and 15th of the line, in clock ticks.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		total += time.Duration(ut+st) * time.Second / clockTicks
 	}
 	return total
 }
@@ -323,7 +309,7 @@ func waitOrDiagnose(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker, c *counte
 		c.mu.Unlock()
 		if n-last < slowJobs {
 			describeKeys(b, pool, w, c, n-last)
-			describeStall(b, pool, w)
+			describeStall(pool, w)
 			<-done
 			return
 		}

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,7 +48,9 @@ func sampleCPU(pids []int32) cpuSample {
 	return s
 }
 
-// procCPU reads a process's user and system time from /proc.
+// procCPU reads a process's user and system time from /proc: the fields
+// after the command, which is in parentheses; utime and stime are the
+// 14th and 15th of the line, in clock ticks.
 func procCPU(pid int32) (time.Duration, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -67,7 +68,7 @@ func procCPU(pid int32) (time.Duration, bool) {
 // describeStall logs what the database and the process do during a
 // stall: one second of CPU by process, pg_stat_activity, the claim's
 // plans, the tables' dead rows and vacuums, and the goroutines.
-func describeStall(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker) {
+func describeStall(pool *pgxpool.Pool, w *seqpg.Worker) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	logRows := func(title, sql string, args ...any) {
@@ -127,8 +128,8 @@ func describeStall(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker) {
 
 	logRows("activity", `
 SELECT pid, backend_type, state, wait_event_type, wait_event,
-	extract(epoch FROM clock_timestamp() - xact_start)::numeric(10,3) AS xact_s,
-	extract(epoch FROM clock_timestamp() - query_start)::numeric(10,3) AS query_s,
+	extract(epoch FROM clock_timestamp() - xact_start)::float8 AS xact_s,
+	extract(epoch FROM clock_timestamp() - query_start)::float8 AS query_s,
 	left(regexp_replace(query, '\s+', ' ', 'g'), 120) AS query
 FROM pg_stat_activity WHERE datname = current_database() OR backend_type <> 'client backend'
 ORDER BY pid`)
