@@ -146,7 +146,8 @@ SELECT count(*) FILTER (WHERE pending > 0) AS with_jobs,
 FROM seqpg_keys`)
 	// The claim's plans: the custom one, for the parameters in use (a
 	// hundred keys), and the generic one that a prepared statement may
-	// switch to after five executions.
+	// switch to after five executions. The statement is a copy of seqpg's
+	// unexported sqlClaim (fetch.go): keep the two alike.
 	claim := `
 WITH c AS (
 	SELECT key FROM seqpg_keys
