@@ -1,14 +1,10 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -62,14 +58,16 @@ var quiet = seqpg.WithLogger(slog.New(slog.DiscardHandler))
 
 // failures adds up the Stats figures that name a stall's cause (a
 // database error, a lease lost, a lease expired locally between jobs or
-// while one ran), over the workers of one benchmark.
-type failures struct{ dbErrors, leaseLost, leaseExpired, leaseExpiredRunning uint64 }
+// while one ran), and the leases taken, over the workers of one
+// benchmark.
+type failures struct{ dbErrors, leaseLost, leaseExpired, leaseExpiredRunning, claimed uint64 }
 
 func (f *failures) add(s seqpg.Stats) {
 	f.dbErrors += s.DBErrors
 	f.leaseLost += s.LeaseLost
 	f.leaseExpired += s.LeaseExpired
 	f.leaseExpiredRunning += s.LeaseExpiredRunning
+	f.claimed += s.Claimed
 }
 
 // report reports the figures as benchmark metrics (totals over the run),
@@ -79,6 +77,9 @@ func (f *failures) report(b *testing.B) {
 	b.ReportMetric(float64(f.leaseLost), "leases-lost")
 	b.ReportMetric(float64(f.leaseExpired), "leases-expired")
 	b.ReportMetric(float64(f.leaseExpiredRunning), "leases-expired-running")
+	// Claims are no failure, but a worker that claimed keys and found no
+	// job (a claim in a loop) shows here and nowhere else.
+	b.ReportMetric(float64(f.claimed), "claims")
 }
 
 // seqpgWorker starts a seqpg worker whose handler calls done; without
@@ -263,19 +264,9 @@ func cpuTime(pool *pgxpool.Pool) time.Duration {
 		return 0
 	}
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // exited
+		if d, ok := procCPU(pid); ok {
+			total += d
 		}
-		// The fields after the command, which is in parentheses: utime
-		// and stime are the 14th and 15th of the line, in clock ticks.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		total += time.Duration(ut+st) * time.Second / clockTicks
 	}
 	return total
 }
@@ -284,19 +275,29 @@ func cpuTime(pool *pgxpool.Pool) time.Duration {
 // every architecture Go runs Linux on).
 const clockTicks = 100
 
-// stallAfter is how long a throughput run may go without a job run
-// before it describes the keys still waiting: a job runs every
-// millisecond or so here, and a stall lasts up to a lease (30s).
+// stallAfter is the window over which a throughput run's progress is
+// checked: a job runs every 100 µs or so here, and a stall lasts up to a
+// lease (30s).
 const stallAfter = 3 * time.Second
 
-// waitOrDiagnose waits for done; if c counts no job for stallAfter, it
-// logs, once, the keys that still have jobs, with their lease as the
-// database and the worker see it, so that a stall (a key waiting up to a
-// lease) shows which path it took.
+// slowJobs is the fewest jobs a window of stallAfter must run, unless the
+// run ends in it, for the run not to be described as stalled: 1,000
+// jobs/s, a third of the slowest normal run seen here (3,000 jobs/s at a
+// load average of 40). The three stalls seen so far ran at 305, 449 and
+// 770 jobs/s over the whole run, not at 0 for a while, which a check for a
+// window with no job at all would not have described.
+const slowJobs = 3_000
+
+// waitOrDiagnose waits for done; if a window of stallAfter runs fewer
+// than slowJobs jobs, it logs, once, the keys that still have jobs, with
+// their lease as the database and the worker see it, and what the worker
+// and the database do (describeStall), so that a stall (a key waiting up
+// to a lease, or every job slowed down) shows which path it took. The
+// description takes a few seconds of the run's time.
 func waitOrDiagnose(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker, c *counter, done <-chan struct{}) {
 	tick := time.NewTicker(stallAfter)
 	defer tick.Stop()
-	last := -1
+	last := 0
 	for {
 		select {
 		case <-done:
@@ -306,33 +307,43 @@ func waitOrDiagnose(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker, c *counte
 		c.mu.Lock()
 		n := c.n
 		c.mu.Unlock()
-		if n != last {
-			last = n
-			continue
+		if n-last < slowJobs {
+			describeKeys(b, pool, w, c, n-last)
+			describeStall(pool, w)
+			<-done
+			return
 		}
-		break
+		last = n
 	}
+}
+
+// describeKeys logs the worker's Stats and, for the first keys with jobs
+// left, their lease as the database sees it.
+func describeKeys(b *testing.B, pool *pgxpool.Pool, w *seqpg.Worker, c *counter, ran int) {
 	ctx := context.Background()
 	rows, err := pool.Query(ctx, `
 SELECT key, pending, paused, halted, lease_owner IS NOT NULL, lease_token,
-	extract(epoch FROM lease_until - clock_timestamp()), extract(epoch FROM run_after - clock_timestamp()),
+	CASE WHEN isfinite(lease_until) THEN extract(epoch FROM lease_until - clock_timestamp()) END,
+	CASE WHEN isfinite(run_after) THEN extract(epoch FROM run_after - clock_timestamp()) END,
 	(SELECT count(*) FROM seqpg_jobs j WHERE j.key = k.key AND j.started_at IS NOT NULL)
 FROM seqpg_keys k WHERE pending > 0 ORDER BY key LIMIT 20`)
 	must(b, err)
 	defer rows.Close()
 	s := w.Stats()
-	b.Logf("stall: no job for %v, %d left; worker: leased %d, stats %+v", stallAfter, c.target-last, s.Leased, s)
+	c.mu.Lock()
+	left := c.target - c.n
+	c.mu.Unlock()
+	stallf("%d jobs in %v (fewer than %d), %d left; worker: leased %d, stats %+v", ran, stallAfter, slowJobs, left, s.Leased, s)
 	for rows.Next() {
 		var key string
 		var pending, token, started int64
 		var paused, halted, owned bool
 		var leaseIn, readyIn *float64
 		must(b, rows.Scan(&key, &pending, &paused, &halted, &owned, &token, &leaseIn, &readyIn, &started))
-		b.Logf("stall: key %s pending %d paused %v halted %v owned %v token %d lease ends in %s ready in %s, %d started",
+		stallf("key %s pending %d paused %v halted %v owned %v token %d lease ends in %s ready in %s, %d started",
 			key, pending, paused, halted, owned, token, secs(leaseIn), secs(readyIn), started)
 	}
 	must(b, rows.Err())
-	<-done
 }
 
 func secs(f *float64) string {
