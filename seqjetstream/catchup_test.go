@@ -102,13 +102,7 @@ func TestSuccessorReceivingTheNextMessageBeforeTheRedeliveryOfTheOneBeforeKeepsO
 // holds and starts over, saying so at Warn, and once 1 comes back the
 // key's messages run in stream order. Given up instead, it ran 2 before 1.
 func TestCatchUpThatCannotFinishStartsOverAndKeepsOrder(t *testing.T) {
-	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms: a catch-up's bound is 2s
-	first, stop := heldByAPlainClient(t, js, consumerFor)
-	rec := recordingHandler{records: make(chan slog.Record, 256)}
-	l := newLedger()
-	c := pinnedConsumer(t, consumerFor(t), l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(slog.New(rec)))
-	start(t, c)
-	second := pinTheNewOwner(t, js, s)
+	c, l, rec, first, second, stop := catchingUpWhileOneIsOut(t)
 
 	startedOver := false
 	for deadline := time.After(20 * time.Second); !startedOver; {
@@ -122,9 +116,7 @@ func TestCatchUpThatCannotFinishStartsOverAndKeepsOrder(t *testing.T) {
 	assert.Empty(t, l.key("k"), "nothing ran while 1 was out")
 	stop() // 1 comes back after its AckWait
 
-	eventually(t, func() bool { return l.count() == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
-	assert.Equal(t, []uint64{first, second}, l.key("k"), "in stream order")
-	assert.Zero(t, c.Stats().CatchUpsAbandoned)
+	appliedInOrderOnceBack(t, c, l, first, second)
 }
 
 // A catch-up starts over for as long as a message stays out: here the
@@ -135,13 +127,7 @@ func TestCatchUpThatCannotFinishStartsOverAndKeepsOrder(t *testing.T) {
 // partition stalled this way is seen by metrics and logs, not only by
 // its lag. Once 1 comes back the key's messages run in stream order.
 func TestCatchUpThatKeepsStartingOverIsCountedAndSaysSoAtError(t *testing.T) {
-	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms: a catch-up's bound is 2s
-	first, stop := heldByAPlainClient(t, js, consumerFor)
-	rec := recordingHandler{records: make(chan slog.Record, 256)}
-	l := newLedger()
-	c := pinnedConsumer(t, consumerFor(t), l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(slog.New(rec)))
-	start(t, c)
-	second := pinTheNewOwner(t, js, s)
+	c, l, rec, first, second, stop := catchingUpWhileOneIsOut(t)
 
 	type startOver struct {
 		level    slog.Level
@@ -182,9 +168,7 @@ func TestCatchUpThatKeepsStartingOverIsCountedAndSaysSoAtError(t *testing.T) {
 	}
 	assert.Empty(t, l.key("k"), "nothing ran while 1 was out")
 
-	eventually(t, func() bool { return l.count() == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
-	assert.Equal(t, []uint64{first, second}, l.key("k"), "in stream order")
-	assert.Zero(t, c.Stats().CatchUpsAbandoned)
+	appliedInOrderOnceBack(t, c, l, first, second)
 }
 
 // A previous owner that is not this package (here a plain client that
@@ -377,6 +361,31 @@ func TestEmptyMessagesWithStatusesThatEndAPullCostNoOrder(t *testing.T) {
 			assert.Empty(t, l.key("k.g"), "the empty message never runs")
 		})
 	}
+}
+
+// catchingUpWhileOneIsOut starts a new owner (its log records in rec)
+// whose catch-up holds 2 while 1 (key k.a) is out with the old owner, a
+// plain client that keeps 1 in progress until stop: past the catch-up's
+// bound, so that it starts over.
+func catchingUpWhileOneIsOut(t *testing.T) (c *seqjetstream.Consumer, l *ledger, rec recordingHandler, first, second uint64, stop func()) {
+	t.Helper()
+	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms: a catch-up's bound is 2s
+	first, stop = heldByAPlainClient(t, js, consumerFor)
+	rec = recordingHandler{records: make(chan slog.Record, 256)}
+	l = newLedger()
+	c = pinnedConsumer(t, consumerFor(t), l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(slog.New(rec)))
+	start(t, c)
+	second = pinTheNewOwner(t, js, s)
+	return c, l, rec, first, second, stop
+}
+
+// appliedInOrderOnceBack waits for 1 and 2 to be applied, once 1 is back,
+// and checks that they ran in stream order with no catch-up given up.
+func appliedInOrderOnceBack(t *testing.T, c *seqjetstream.Consumer, l *ledger, first, second uint64) {
+	t.Helper()
+	eventually(t, func() bool { return l.count() == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Equal(t, []uint64{first, second}, l.key("k"), "in stream order")
+	assert.Zero(t, c.Stats().CatchUpsAbandoned)
 }
 
 // heldByAPlainClient publishes 1 (key k.a) and lets a plain client, not
