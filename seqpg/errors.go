@@ -46,8 +46,9 @@ var (
 	// ErrJobTx is wrapped by the error of Commit and Rollback of a
 	// handler's tx, which change nothing: the job's transaction is the
 	// worker's, and commits with the job's completion (return nil) or
-	// rolls back to the job's start (return an error). Every method of a
-	// handler's tx returns it once the handler has returned.
+	// rolls back to the job's start (return an error). Once the handler
+	// has returned, every method of its tx that returns an error returns
+	// it (Conn and LargeObjects panic).
 	ErrJobTx = errors.New("seqpg: the job's transaction ends with the job")
 
 	// ErrTerminal marks a handler's error as not worth retrying (see
