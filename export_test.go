@@ -77,6 +77,12 @@ func TaskSizes() (goFuture, intFuture, post uintptr) {
 // gives -n back, as the scheduler's goroutines do.
 func AddTokensThrough[K comparable](s *Scheduler[K], i int, n int64) { s.addTokens(&s.shards[i], n) }
 
+// TakeTokenUnlessQuiet takes a live token through stripe i unless the
+// scheduler is quiet, as Shutdown's Warn record does.
+func TakeTokenUnlessQuiet[K comparable](s *Scheduler[K], i int) bool {
+	return s.takeTokenUnlessQuiet(&s.shards[i])
+}
+
 // Seal is Shutdown's seal, after its barrier.
 func Seal[K comparable](s *Scheduler[K]) { s.seal() }
 

@@ -573,6 +573,53 @@ func TestShutdownIsQuietWhenTheLastLiveTokenIsBackWhicheverStripeItWentThrough(t
 	require.NoError(t, s.Shutdown(context.Background()))
 }
 
+// A token asked for once the scheduler is quiet (Shutdown's Warn record,
+// when another Shutdown saw paused work just before the last token came
+// back) is refused, and never counted, not even for an instant: a
+// Shutdown that returned nil finds no live token. Before quiet, one is
+// taken and holds the scheduler off quiet until it is back.
+func TestATokenAskedForOnceQuietIsNeverCounted(t *testing.T) {
+	s, err := seqsched.New[int](seqsched.WithShards(2))
+	require.NoError(t, err)
+	seqsched.AddTokensThrough(s, 0, 1)
+	seqsched.Seal(s)
+	require.True(t, seqsched.TakeTokenUnlessQuiet(s, 1), "refused before quiet")
+	seqsched.AddTokensThrough(s, 0, -1)
+	select {
+	case <-seqsched.Quiet(s):
+		t.Fatal("quiet while the token taken after the seal is held")
+	default:
+	}
+	seqsched.AddTokensThrough(s, 1, -1)
+	<-seqsched.Quiet(s)
+
+	const asks = 20000
+	done := make(chan int)
+	go func() {
+		taken := 0
+		for range asks {
+			if seqsched.TakeTokenUnlessQuiet(s, 0) {
+				taken++
+			}
+		}
+		done <- taken
+	}()
+	counted := 0 // reads of the live tokens that found one
+	for {
+		select {
+		case taken := <-done:
+			require.Zero(t, taken, "tokens taken once quiet")
+			require.Zero(t, counted, "reads that counted a live token once quiet")
+			require.NoError(t, s.Shutdown(context.Background()))
+			return
+		default:
+			if seqsched.Live(s) != 0 {
+				counted++
+			}
+		}
+	}
+}
+
 func TestShutdownRunsAcceptedTasksAndRejectsNewOnes(t *testing.T) {
 	s, err := seqsched.New[string](seqsched.WithMaxConcurrency(1))
 	require.NoError(t, err)

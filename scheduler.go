@@ -501,14 +501,30 @@ func (s *Scheduler[K]) addAfterSeal(n int64) {
 }
 
 // takeTokenUnlessQuiet takes a live token through sh's stripe, and
-// reports false, after giving it back, when the scheduler was quiet
-// already: nothing waits for what the caller would start.
+// reports false when the scheduler is quiet already: nothing waits for
+// what the caller would start. A token refused is never counted, not even
+// for an instant, so that the scheduler, once quiet, stays without live
+// tokens: before the stripe's seal, it is counted there (and the seal
+// counts it); after, it is taken from afterSeal only while that is above
+// zero, then added to the stripe without being counted in afterSeal twice.
 func (s *Scheduler[K]) takeTokenUnlessQuiet(sh *shard[K]) bool {
-	if sh.live.Add(1) < sealedBit/2 || s.afterSeal.Add(1) != 1 {
-		return true
+	for {
+		v := sh.live.Load()
+		if v < sealedBit/2 {
+			if sh.live.CompareAndSwap(v, v+1) {
+				return true
+			}
+			continue // another token moved, or the seal came: look again
+		}
+		n := s.afterSeal.Load()
+		if n == 0 {
+			return false
+		}
+		if s.afterSeal.CompareAndSwap(n, n+1) {
+			sh.live.Add(1)
+			return true
+		}
 	}
-	s.addTokens(sh, -1)
-	return false
 }
 
 // seal marks Shutdown's barrier passed: every stripe sealed, their sum
