@@ -20,8 +20,9 @@ import (
 //     ranks it highest.
 //
 // So claims that are already a balanced assignment come back unchanged;
-// a member that joins takes its share, at most ⌈P/n⌉, from those above
-// theirs (the shares above P/n go to those that claim most, who claim
+// a member that joins takes its share, ⌊P/n⌋, the fewest that balance
+// needs, from those above theirs (the shares above P/n go to those that
+// claim most, never to the joiner, who claims none; the others claim
 // P/(n-1)+1 or P/(n-1) ≥ P/n+1 each when the joiner's share is taken);
 // one that leaves leaves its own to the others, and none of theirs
 // moves (each claims at most P/(n-1)+1, and the P%(n-1) ≥ P%n members
