@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/seqsched/seqsched/seqpg"
 	"github.com/stretchr/testify/require"
 )
@@ -17,10 +18,10 @@ import (
 // a prepared statement, and whatever the planner's statistics say. The
 // statistics that once broke it are the ones a queue table is most often
 // left with: autovacuum's ANALYZE after a burst ran out records
-// seqpg_jobs as empty on all its pages, so that the planner takes the
-// next burst's thousands of jobs for one row and chose plans that scan
-// them all per statement, or once per job returned (issue 48's stall:
-// 300 jobs/s instead of 8,000).
+// seqpg_jobs as empty on all its pages, and the planner took the next
+// burst's thousands of jobs for one row, with plans that scanned them
+// all per statement, or once per job returned (issue 48's stall: 300
+// jobs/s instead of 8,000).
 
 const (
 	// otherJobs are queued in other keys, and keyJobs in the key whose
@@ -123,9 +124,7 @@ func TestKeyStepsReadOnlyTheirJobsAfterAnEmptyAnalyze(t *testing.T) {
 // (pgx prepares each statement), and returns the rows of seqpg_jobs and
 // of its indexes its last run read (the transaction's own counts, exact
 // and not yet sent to the statistics), and what it returned.
-func readRows(t *testing.T, pool interface {
-	Begin(context.Context) (pgx.Tx, error)
-}, mode string, run func(pgx.Tx) (int, error)) (read int64, returned int) {
+func readRows(t *testing.T, pool *pgxpool.Pool, mode string, run func(pgx.Tx) (int, error)) (read int64, returned int) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
