@@ -40,7 +40,7 @@ const (
 	// was ours and, if it was, the key's jobs left.
 	sqlCompleteBatch = sqlFence + `,
 d AS (
-	DELETE FROM seqpg_jobs WHERE id = ANY($3) AND key IN (SELECT key FROM k) RETURNING 1),
+	DELETE FROM seqpg_jobs WHERE id = ANY($3) AND EXISTS (SELECT 1 FROM k) RETURNING 1),
 u AS (
 	UPDATE seqpg_keys SET pending = pending - (SELECT count(*) FROM d),
 		lease_owner = CASE WHEN pending > (SELECT count(*) FROM d) THEN lease_owner END,
@@ -55,16 +55,24 @@ SELECT EXISTS (SELECT 1 FROM k), coalesce((SELECT pending FROM u), 0)`
 	// sqlFetch reads and marks started the key's next jobs, if the lease
 	// is still ours and the key is neither paused nor halted. RETURNING
 	// has no order: the caller sorts.
+	//
+	// The jobs are chosen once, by an ARRAY sub-select (an init plan),
+	// and updated by their ids. As "id IN (sub-select)" it was a join
+	// that the planner may turn inside out: once an ANALYZE has found
+	// seqpg_jobs empty (autovacuum's, after a queue drained), it takes
+	// the table for one row and scans the whole of it, running the
+	// sub-select again for each row, so that each fetch cost the square
+	// of the queue's depth (issue 48's stall: 300 jobs/s).
 	sqlFetch = `
 UPDATE seqpg_jobs SET started_at = coalesce(started_at, now())
-WHERE id IN (
+WHERE id = ANY (ARRAY(
 	SELECT j.id FROM seqpg_jobs j
 	WHERE j.key = $1 AND EXISTS (
 		SELECT 1 FROM seqpg_keys k
 		WHERE k.key = $1 AND k.lease_token = $2 AND k.lease_until > clock_timestamp()
 			AND NOT k.paused AND NOT k.halted)
 	ORDER BY j.lane, j.seq LIMIT $3
-	FOR UPDATE)
+	FOR UPDATE))
 RETURNING id, lane, seq, kind, payload, coalesce(tag, ''), attempt, enqueued_at`
 )
 

@@ -76,7 +76,7 @@ WITH k AS (
 	WHERE key = $1 AND lease_token = $2 AND lease_until > clock_timestamp()
 	RETURNING pending),
 d AS (
-	DELETE FROM seqpg_jobs WHERE id = $3 AND key = $1 AND EXISTS (SELECT 1 FROM k) RETURNING 1)
+	DELETE FROM seqpg_jobs WHERE id = $3 AND EXISTS (SELECT 1 FROM k) RETURNING 1)
 SELECT CASE WHEN EXISTS (SELECT 1 FROM k) AND ($3 = 0 OR EXISTS (SELECT 1 FROM d))
 	THEN (SELECT pending FROM k) ELSE seqpg_lease_lost() END`
 
@@ -84,7 +84,7 @@ SELECT CASE WHEN EXISTS (SELECT 1 FROM k) AND ($3 = 0 OR EXISTS (SELECT 1 FROM d
 	// group) and reads and locks the key's next job, as sqlHead does.
 	sqlDoneNext = `
 WITH d AS (
-	DELETE FROM seqpg_jobs WHERE id = $3 AND key = $1)
+	DELETE FROM seqpg_jobs WHERE id = $3)
 SELECT j.id, j.lane, j.seq, j.kind, j.payload, coalesce(j.tag, ''), j.attempt, j.enqueued_at, k.pending
 FROM seqpg_jobs j JOIN seqpg_keys k ON k.key = j.key
 WHERE j.key = $1 AND j.id <> $3 AND k.lease_token = $2 AND k.lease_until > clock_timestamp()

@@ -67,8 +67,8 @@ func Discard(ctx context.Context, db DBTX, key string) (int64, error) {
 WITH k AS (
 	SELECT key FROM seqpg_keys WHERE key = $1 FOR UPDATE),
 d AS (
-	DELETE FROM seqpg_jobs WHERE id IN (
-		SELECT j.id FROM seqpg_jobs j, k WHERE j.key = k.key FOR UPDATE OF j SKIP LOCKED)
+	DELETE FROM seqpg_jobs WHERE id = ANY (ARRAY(
+		SELECT j.id FROM seqpg_jobs j WHERE j.key = $1 AND EXISTS (SELECT 1 FROM k) FOR UPDATE OF j SKIP LOCKED))
 	RETURNING 1),
 u AS (
 	UPDATE seqpg_keys SET pending = pending - (SELECT count(*) FROM d), halted = false, halt_error = NULL

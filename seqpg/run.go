@@ -43,7 +43,12 @@ ORDER BY j.lane, j.seq LIMIT 1
 FOR UPDATE OF j`
 
 	// sqlFence locks the key's row if the lease is still ours; the
-	// failure statements build on it.
+	// failure statements build on it. They, and every statement that
+	// ends a job, name the job by its id alone, fenced by EXISTS (SELECT
+	// 1 FROM k): a job never changes key, and a condition on its key as
+	// well lets the planner, when its statistics take seqpg_jobs for
+	// empty, walk the key's whole backlog by seqpg_jobs_order, or the
+	// whole table, instead of looking the id up (depth_test.go).
 	sqlFence = `
 WITH k AS (
 	SELECT key FROM seqpg_keys
@@ -57,7 +62,7 @@ r AS (
 	WHERE key IN (SELECT key FROM k)),
 j AS (
 	UPDATE seqpg_jobs SET attempt = attempt + 1, started_at = coalesce(started_at, now()), last_error = $4
-	WHERE id = $3 AND key IN (SELECT key FROM k))
+	WHERE id = $3 AND EXISTS (SELECT 1 FROM k))
 SELECT count(*) FROM k`
 
 	sqlHalt = sqlFence + `,
@@ -67,12 +72,12 @@ r AS (
 	WHERE key IN (SELECT key FROM k)),
 j AS (
 	UPDATE seqpg_jobs SET attempt = attempt + 1, started_at = coalesce(started_at, now()), last_error = $4
-	WHERE id = $3 AND key IN (SELECT key FROM k))
+	WHERE id = $3 AND EXISTS (SELECT 1 FROM k))
 SELECT count(*) FROM k`
 
 	sqlDead = sqlFence + `,
 d AS (
-	DELETE FROM seqpg_jobs WHERE id = $3 AND key IN (SELECT key FROM k) RETURNING *),
+	DELETE FROM seqpg_jobs WHERE id = $3 AND EXISTS (SELECT 1 FROM k) RETURNING *),
 u AS (
 	UPDATE seqpg_keys SET pending = pending - (SELECT count(*) FROM d),
 		lease_until = clock_timestamp() + $5 * interval '1 millisecond',
