@@ -118,7 +118,7 @@ func (p *partition) noteDeliveryLocked(h *held) {
 			p.noteSwallowedLocked(int(h.del-p.lastDel-1), t.Sub(p.lastDelAt))
 		}
 	}
-	p.lastDel, p.lastDelAt, p.sealed = h.del, t, true
+	p.lastDel, p.lastDelAt, p.sealed = h.del, t, p.deadOwe == 0
 	if p.own == 0 && h.first {
 		p.own = h.seq
 	}
@@ -127,32 +127,75 @@ func (p *partition) noteDeliveryLocked(h *held) {
 // Swallowed deliveries. nats.go drops a delivery it takes for a status
 // message of the server (see status.go) without a word; the consumer's
 // delivery sequence shows it as a gap. A gap also shows a delivery lost
-// on its way (a pull that ended while it was in flight, a reconnect),
-// which is a real message that comes back. The two are told apart by
-// how the pulls since the last delivery ended: a pull of several
-// messages that ended at its count or by the server's word at its
-// expiry, with no error, lost nothing on its way, and neither did a pull
-// of one message that the server or a status ended (nothing can follow
-// the one delivery it gets); a pull that this side ended (its backstop,
-// on a host too loaded for the server's end to come in time) may have. So a
-// gap behind such pulls only (sealed) is of swallowed deliveries, of
-// stored status messages, which no client can receive; a catch-up that
+// on its way, which is a real message that comes back after its AckWait:
+// one sent to a pull that this instance ended (its backstop, on a host
+// too loaded for the server's end to come in time; nats.go's own wait;
+// a status that ended it early), or lost in a reconnect. A gap is
+// evidence of swallowed status messages only when no such pull can have
+// taken any of the deliveries it misses (sealed), for a catch-up that
 // misses no more messages than that may run what it holds (see
-// catchUpChecked). The server redelivers a message at most once per
-// redelivery wait, so of g swallowed deliveries over a span of k waits,
-// at least ceil(g/(k+1)) are of distinct messages.
+// catchUpChecked), and a real message taken for a status message runs
+// after later messages of its key.
+//
+// A pull the server ended (its count reached, or its expiry's 408, after
+// every delivery it sent that pull) lost nothing on its way, and neither
+// did one of one message that the server or a status ended (nothing can
+// follow the one delivery it gets). A pull this instance ended is dead:
+// the server may still hold its request, the more so on a loaded host
+// whose requests reach it late, and shares what it delivers between it
+// and the pulls sent after it, so that its losses fall between deliveries
+// that this instance takes from those (issue 45). The server holds a
+// request at most the wait it was asked for, counted from when it took
+// it up, and it takes up one connection's requests in the order they were
+// sent; so a dead pull's request is surely done once pulls sent after it
+// have, one after the other, each been ended by the server at its expiry,
+// for waits that add up to the dead pull's (deadOwe). A delivery taken
+// after that comes from a pull sent after the dead one's last possible
+// delivery, and a gap that follows it can hold none of the dead pull's.
+// Until then no delivery seals, and a gap is not taken for swallowed
+// deliveries: the catch-up that waits for them starts over instead of
+// giving up, and they come again. (A stored empty message with a Status
+// 408 header that ends a pull late looks like the server's 408; so it did
+// before: that publisher's misuse is the one this evidence cannot tell
+// apart.) The server redelivers a message at most once per redelivery
+// wait, so of g swallowed deliveries over a span of k waits, at least
+// ceil(g/(k+1)) are of distinct messages.
 
-// noteSealed records how a pull that asked for n messages ended: got of
-// them, with err, early if before its expiry. Called on the fetch
+// pullEnd is how a pull ended, for noteSealed: it asked for n messages
+// and got got of them, with err, early if before 8/10 of its expiry,
+// took long after it was asked for. The server was asked to hold it for
+// waitAtLeast or more, and at most its expiry. dead says that it may
+// have lost deliveries on their way, whatever else says.
+type pullEnd struct {
+	n, got              int
+	err                 error
+	early, dead         bool
+	took                time.Duration
+	expiry, waitAtLeast time.Duration
+}
+
+// noteSealed records how a pull ended (see above). Called on the fetch
 // goroutine.
-func (p *partition) noteSealed(n, got int, err error, early bool) {
+func (p *partition) noteSealed(e pullEnd) {
+	// A pull that ended with no error and short of its count, past 8/10
+	// of its expiry, ended at the server's 408, or at nats.go's own wait
+	// (its expiry and a second with no message), which the server does
+	// not know of.
+	expired := e.err == nil && e.got < e.n && !e.early
+	byServer := expired && e.took < e.waitAtLeast+time.Second
 	switch {
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+	case e.dead,
 		// Ended from this side (the pull's backstop, or Run's end), not
 		// by the server's word: a delivery may have been on its way.
+		errors.Is(e.err, context.DeadlineExceeded) || errors.Is(e.err, context.Canceled),
+		// Ended by a status (or a stored status message) while the
+		// server may have more to send it.
+		e.n > 1 && (e.err != nil || (e.early && e.got < e.n)),
+		expired && !byServer:
 		p.sealed = false
-	case n > 1 && (err != nil || (early && got < n)):
-		p.sealed = false
+		p.deadOwe = max(p.deadOwe, e.expiry)
+	case byServer:
+		p.deadOwe = max(0, p.deadOwe-e.waitAtLeast)
 	}
 }
 

@@ -509,3 +509,138 @@ func TestOwnAnswerThatArrivedLateIsNotCountedByALaterCatchUp(t *testing.T) {
 	eventually(t, func() bool { return l.count() == 3 }, "three applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
 	assert.Equal(t, []uint64{1, 2, 3}, l.key("k"), "in stream order")
 }
+
+// A pull that this instance ended itself (its backstop, on a host too
+// loaded for the server's end to come in time) may still be held by the
+// server, when its request reached the server late: the server then
+// shares its deliveries between that pull and the next, and what it sends
+// the dead one is lost on its way, after deliveries this instance took
+// from the next. Such a gap is no evidence of a stored status message that
+// nats.go swallowed: the messages come again after their AckWait. Here 1
+// (k.a) is out with the old owner past the catch-up's bound, and the dead
+// pull loses one message (of k.b) on each side of one the next pull
+// brings (of k.c). The catch-up must start over, not give up on 1 as a
+// status message and run 2 before it.
+func TestDeliveriesLostToAPullThisInstanceEndedDoNotGiveACatchUpUp(t *testing.T) {
+	var dead *deadPull
+	rec := recordingHandler{records: make(chan slog.Record, 256)}
+	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms: a catch-up's bound is 2s
+	first, stop := heldByAPlainClient(t, js, consumerFor)
+	dead = newDeadPull(consumerFor(t))
+	l := newLedger()
+	c := pinnedConsumer(t, dead, func(ctx context.Context, m jetstream.Msg) error {
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	}, 300*time.Millisecond, seqjetstream.WithLogger(slog.New(rec)))
+	start(t, c)
+	second := pinTheNewOwner(t, js, s) // the new owner catches up, holding 2, missing 1
+	eventually(t, func() bool { return c.Stats().Consumers[0].Waiting == 1 }, "2 held by the catch-up: %+v", statsOf(c))
+
+	dead.arm(t)
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 2 }, "the dead pull and the next both waiting at the server")
+	var b, cc []uint64
+	for i := range 2 {
+		b = append(b, publish(t, js, "k.b", fmt.Sprint(i))) // to the dead pull: lost
+		cc = append(cc, publish(t, js, "k.c", fmt.Sprint(i)))
+	}
+	dead.wait(t)
+	assert.Equal(t, int32(2), dead.lost.Load(), "deliveries lost to the dead pull")
+
+	// The catch-up's bound ends with 1 still out; what it does then is
+	// the test.
+	var ended string
+	for deadline := time.After(20 * time.Second); ended == ""; {
+		select {
+		case r := <-rec.records:
+			if strings.HasPrefix(r.Message, "seqjetstream: catch-up started over") || strings.HasPrefix(r.Message, "seqjetstream: catch-up given up") {
+				ended = r.Message
+			}
+		case <-deadline:
+			t.Fatalf("the catch-up neither started over nor gave up: %+v", c.Stats())
+		}
+	}
+	stop() // 1 comes back after its AckWait
+
+	eventually(t, func() bool { return l.count() == 6 }, "six applied: %v %v %v; %+v",
+		lazy(func() any { return l.key("k.a") }), lazy(func() any { return l.key("k.b") }), lazy(func() any { return l.key("k.c") }), statsOf(c))
+	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "k.a in stream order")
+	assert.Equal(t, b, l.key("k.b"), "k.b in stream order")
+	assert.Equal(t, cc, l.key("k.c"), "k.c in stream order")
+	assert.Zero(t, c.Stats().CatchUpsAbandoned, "catch-ups given up (%q)", ended)
+}
+
+// deadPull is a pinned consumer whose next pull, once armed, ends at once
+// at this instance with context.DeadlineExceeded, as its backstop ends it,
+// while the server goes on holding its request (for two messages): what
+// the server sends it is lost on its way. The pull after it (also for two
+// messages) is sent at once, so that the server holds both and shares
+// what it delivers between them, the dead one first. Other pulls pass
+// through.
+type deadPull struct {
+	jetstream.Consumer
+	armed    atomic.Int32 // 1: the next pull is the dead one; 2: the one after it
+	lost     atomic.Int32
+	drained  chan struct{} // closed once the dead pull's request is done at the server
+	bothSent chan struct{}
+}
+
+func newDeadPull(cons jetstream.Consumer) *deadPull {
+	return &deadPull{Consumer: cons, drained: make(chan struct{}), bothSent: make(chan struct{})}
+}
+
+// arm makes the next pull the dead one, and waits for it and the next
+// to be sent.
+func (d *deadPull) arm(t *testing.T) {
+	t.Helper()
+	d.armed.Store(1)
+	select {
+	case <-d.bothSent:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the dead pull and the next were not sent")
+	}
+}
+
+// wait waits until the server is done with the dead pull's request.
+func (d *deadPull) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-d.drained:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the dead pull's request did not end at the server")
+	}
+}
+
+func (d *deadPull) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
+	switch {
+	case d.armed.CompareAndSwap(1, 2):
+		b, err := d.Consumer.Fetch(2, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup("g"))
+		if err != nil {
+			return nil, err
+		}
+		go func() { // ends with the request, at its count or its expiry
+			defer close(d.drained)
+			for range b.Messages() {
+				d.lost.Add(1)
+			}
+		}()
+		out := make(chan jetstream.Msg)
+		close(out)
+		return endedBatch{out, context.DeadlineExceeded}, nil
+	case d.armed.CompareAndSwap(2, 3):
+		b, err := d.Consumer.Fetch(2, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup("g"))
+		close(d.bothSent)
+		return b, err
+	}
+	return d.Consumer.Fetch(n, opts...)
+}
+
+// endedBatch is a pull that ended at this instance with err.
+type endedBatch struct {
+	msgs chan jetstream.Msg
+	err  error
+}
+
+func (b endedBatch) Messages() <-chan jetstream.Msg { return b.msgs }
+func (b endedBatch) Error() error                   { return b.err }

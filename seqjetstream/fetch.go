@@ -36,7 +36,10 @@ func (p *partition) fetch(ctx context.Context) {
 		p.take(h) // the predecessor stopped in a callback while taking h
 	}
 	if p.batch != nil {
+		// How the predecessor's pull began is lost with it: taken as one
+		// that may have lost deliveries on their way (see noteSealed).
 		p.drainBatch(ctx)
+		p.noteSealed(pullEnd{dead: true, expiry: p.pullExpiry()})
 	}
 	for ctx.Err() == nil {
 		if p.c.bal != nil && !p.waitAssigned(ctx) {
@@ -52,6 +55,7 @@ func (p *partition) fetch(ctx context.Context) {
 		p.pullAt = now()
 		p.pullPinned = p.withPin
 		b, err := p.cons.Fetch(n, opts...)
+		sent := time.Now()
 		if err != nil {
 			cancel()
 			p.fetchFailed(ctx, err)
@@ -59,9 +63,11 @@ func (p *partition) fetch(ctx context.Context) {
 		}
 		p.batch, p.batchCancel = b, cancel
 		got, err := p.drainBatch(ctx)
-		p.noteSealed(n, got, err, got < n && time.Since(start) < expiry*8/10)
+		early := got < n && time.Since(start) < expiry*8/10
+		p.noteSealed(pullEnd{n: n, got: got, err: err, early: early, took: time.Since(start),
+			expiry: expiry, waitAtLeast: serverWaitAtLeast(start.Add(expiry).Sub(sent))})
 		if p.group != "" && ctx.Err() == nil {
-			p.noteEnd(got < n && time.Since(start) < expiry*8/10, err)
+			p.noteEnd(early, err)
 			p.watchSilence(ctx, got)
 		}
 	}
@@ -114,6 +120,17 @@ type pullCtx struct {
 }
 
 func (c pullCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// serverWaitAtLeast is the least that nats.go's FetchContext can have
+// asked the server to hold a pull whose ctx had remaining left before its
+// deadline when Fetch returned: it asks for the time left then, less a
+// tenth of it, at most a second.
+func serverWaitAtLeast(remaining time.Duration) time.Duration {
+	if remaining <= 0 {
+		return 0
+	}
+	return remaining - min(remaining/10, time.Second)
+}
 
 // newPullCtx returns the ctx of a pull that expires after expiry (see
 // pullCtx), and its cancel.

@@ -122,8 +122,12 @@ type partition struct {
 
 	// Fetch goroutine only (handed to its replacement after a Goexit).
 	// sealed is false once a pull that may have lost a delivery on its
-	// way ended since the last delivery taken (see noteDeliveryLocked).
+	// way ended since the last delivery taken, or when that delivery was
+	// taken while such a pull's request may still have been held by the
+	// server; deadOwe is how much more of the server's waits, of pulls it
+	// ended at their expiry, that takes (see noteSealed).
 	sealed      bool
+	deadOwe     time.Duration
 	batch       jetstream.MessageBatch
 	batchCancel context.CancelFunc
 	keying      *held            // the message being taken (see take)
