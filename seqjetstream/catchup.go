@@ -3,7 +3,6 @@ package seqjetstream
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -351,7 +350,7 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 			// Not all of what is missing can be stored status
 			// messages: a real message may be out still, and running
 			// what is held could run later messages of its key first.
-			// Start over instead (see startOverLocked).
+			// Start over instead (see startOver).
 			p.mu.Unlock()
 			p.startOver(r.epoch, need-mine, r.asked.Sub(p.cuSince))
 			return
@@ -402,23 +401,42 @@ func (p *partition) countWithheldLocked(info *jetstream.ConsumerInfo, asked time
 	return n
 }
 
-// startOver ends a catch-up of epoch that waited its whole bound for
-// messages that are not all stored status messages (see
-// noteSwallowedLocked) without running anything: what it holds and has
-// not started is given back at once (a Nak without delay), so that the
-// server delivers it again, with whatever it still holds for this
-// instance, from the ack floor on, and the catch-up begins again with a
-// new bound. Key order holds; the partition waits. The server counts a
-// message it redelivers at most once per redelivery wait, so a message
-// that is still out comes back within the new bound, unless a client
-// other than this package keeps it in progress, or nats.go drops its
-// redelivery again (a pull that its backstop ended on a starved host: see
-// pullCtx). Neither is bounded from here: the catch-up starts over as
-// often as it must, and never runs what it holds while a message may be
-// out. Each start-over is counted (Stats.CatchUpsStartedOver) and logged
-// with how many times this catch-up started over and how long the
-// partition has waited: at Warn, and from the startOverErrorAt-th on at
-// Error. Called on the fetch goroutine, with no lock held.
+// startOver starts the bound of a catch-up of epoch over, after it waited
+// its whole bound for messages that are not all stored status messages
+// (see noteSwallowedLocked), without running anything: key order holds,
+// and the partition waits. What it holds stays held, and counted as this
+// instance's at its next checks: the server counts those messages
+// unacknowledged still (they are above its ack floor, and only this
+// instance answers for them while it holds the pin), so each of them is
+// evidence the catch-up already has, and the catch-up ends as soon as
+// the messages it misses have come once. The server redelivers a message
+// it counts at least once per redelivery wait, so one that is still out
+// comes, unless a client other than this package keeps it in progress.
+// Those of the held messages still in their answer window are given back
+// all the same (a Nak without delay), but kept: their redeliveries, as
+// duplicates of held messages, show by the delivery sequence whatever
+// nats.go swallowed since the last delivery (a stored status message's
+// redelivery, see noteDeliveryLocked), which a catch-up that receives
+// nothing more could not see, and so could never be given up for.
+// (A held message that such a client answered late, past its AckWait, is
+// counted as this instance's until the catch-up ends, as it was within
+// one bound before: the package doc's assumption on answers.) The new
+// bound begins with full pulls (see pullSize), for what the last one
+// missed is likely waiting at the server behind the redeliveries of what
+// is held; half way through it pulls singly again (see giveUpDueLocked).
+//
+// An earlier version gave back what it held (or, past its answer window,
+// dropped it unanswered) and began again from nothing: each new bound
+// then had to see every unacknowledged message come again, and on a host
+// too loaded for its pulls (a pull of one message at a time after half a
+// bound; deliveries that nats.go dropped when a pull ended from this
+// side; the held messages' own redeliveries, while a stall kept their
+// InProgress back, taking the pulls' turns) it never saw them all within
+// one bound, and started over for ever (issue 45). Each start-over is
+// counted (Stats.CatchUpsStartedOver) and logged with how many times this
+// catch-up started over and how long the partition has waited: at Warn,
+// and from the startOverErrorAt-th on at Error. Called on the fetch
+// goroutine, with no lock held.
 func (p *partition) startOver(epoch uint64, missing int, waited time.Duration) {
 	p.gate.RLock()
 	p.mu.Lock()
@@ -427,27 +445,31 @@ func (p *partition) startOver(epoch uint64, missing int, waited time.Duration) {
 		p.gate.RUnlock()
 		return
 	}
-	back, late := p.answerableOnlyLocked(p.takeUnstartedLocked())
-	p.waiting = slices.DeleteFunc(p.waiting, func(h *held) bool { return h.gone })
 	p.cuSince, p.cuOverdue = time.Now(), time.Time{}
 	p.cuNeed, p.cuMine = -1, 0
 	p.cuGen++
 	p.cuRestart++
 	restarts, stalled := p.cuRestart, p.cuSince.Sub(p.cuBegan)
-	p.checkDrainedLocked()
+	t := now()
+	var again []*held
+	for _, h := range p.waiting {
+		if p.answerableLocked(h, t) {
+			again = append(again, h)
+		}
+	}
+	held := len(p.waiting)
 	p.mu.Unlock()
-	slices.SortFunc(back, bySeq)
-	for _, h := range back {
+	sortBySeq(again)
+	for _, h := range again {
 		_ = h.msg.Nak()
 	}
 	p.gate.RUnlock()
-	p.st.givenBack.Add(uint64(len(back)))
-	p.st.dropped.Add(uint64(late))
+	p.single = false
 	p.st.catchUpsStartedOver.Add(1)
-	attrs := []any{"stream", p.stream, "consumer", p.name, "missing", missing, "waited", waited, "given back", len(back),
+	attrs := []any{"stream", p.stream, "consumer", p.name, "missing", missing, "waited", waited, "held", held, "asked again", len(again),
 		"restarts", restarts, "stalled", stalled}
 	if restarts < startOverErrorAt {
-		p.c.logAt(p.c.life, levelWarn, "seqjetstream: catch-up started over: the server counts unacknowledged messages that never came to this instance, and not all of them can be stored status messages; what it held is given back and comes again, in order", attrs...)
+		p.c.logAt(p.c.life, levelWarn, "seqjetstream: catch-up started over: the server counts unacknowledged messages that never came to this instance, and not all of them can be stored status messages; it goes on holding what it has until they come, then runs it in order", attrs...)
 		return
 	}
 	p.c.logAt(p.c.life, levelError, "seqjetstream: catch-up started over again: a message the server counts as unacknowledged has been kept from this instance for several catch-up bounds (held in progress by a client other than this package, or its deliveries dropped by a starved process); the partition waits for it, in order",

@@ -369,14 +369,37 @@ func TestEmptyMessagesWithStatusesThatEndAPullCostNoOrder(t *testing.T) {
 // bound, so that it starts over.
 func catchingUpWhileOneIsOut(t *testing.T) (c *seqjetstream.Consumer, l *ledger, rec recordingHandler, first, second uint64, stop func()) {
 	t.Helper()
+	rec = recordingHandler{records: make(chan slog.Record, 256)}
+	c, l, first, second, stop = catchingUpThrough(t, func(cons jetstream.Consumer) jetstream.Consumer { return cons }, rec)
+	return c, l, rec, first, second, stop
+}
+
+// catchingUpThrough is catchingUpWhileOneIsOut with the new owner's
+// consumer wrapped by wrap, and log as its logger.
+func catchingUpThrough(t *testing.T, wrap func(jetstream.Consumer) jetstream.Consumer, log slog.Handler) (c *seqjetstream.Consumer, l *ledger, first, second uint64, stop func()) {
+	t.Helper()
 	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms: a catch-up's bound is 2s
 	first, stop = heldByAPlainClient(t, js, consumerFor)
-	rec = recordingHandler{records: make(chan slog.Record, 256)}
 	l = newLedger()
-	c = pinnedConsumer(t, consumerFor(t), l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(slog.New(rec)))
+	c = pinnedConsumer(t, wrap(consumerFor(t)), l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(slog.New(log)))
 	start(t, c)
 	second = pinTheNewOwner(t, js, s)
-	return c, l, rec, first, second, stop
+	return c, l, first, second, stop
+}
+
+// startedOver waits for rec's first "catch-up started over" record.
+func startedOver(t *testing.T, rec recordingHandler, c *seqjetstream.Consumer) {
+	t.Helper()
+	for deadline := time.After(20 * time.Second); ; {
+		select {
+		case r := <-rec.records:
+			if r.Level == slog.LevelWarn && strings.HasPrefix(r.Message, "seqjetstream: catch-up started over") {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no catch-up started over: %+v", c.Stats())
+		}
+	}
 }
 
 // appliedInOrderOnceBack waits for 1 and 2 to be applied, once 1 is back,
@@ -509,6 +532,97 @@ func TestOwnAnswerThatArrivedLateIsNotCountedByALaterCatchUp(t *testing.T) {
 	eventually(t, func() bool { return l.count() == 3 }, "three applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
 	assert.Equal(t, []uint64{1, 2, 3}, l.key("k"), "in stream order")
 }
+
+// A catch-up that starts over keeps what it holds: those messages came
+// once, the server still counts them as this owner's, and they need not
+// come again. Here every redelivery of 2 is lost on its way, as a loaded
+// host's pulls lose deliveries (nats.go drops what reaches a pull it
+// ended from this side). The catch-up ends as soon as 1 is back, and
+// runs 1 and 2 in stream order. A catch-up that gave 2 back when it
+// started over waited for a redelivery of 2 for ever, starting over
+// every 2s (issue 45).
+func TestCatchUpThatStartsOverKeepsWhatItHolds(t *testing.T) {
+	var second atomic.Uint64
+	var lost atomic.Int32
+	rec := recordingHandler{records: make(chan slog.Record, 256)}
+	c, l, first, sec, stop := catchingUpThrough(t, func(cons jetstream.Consumer) jetstream.Consumer {
+		return wrapConsumer{cons, func(m jetstream.Msg) jetstream.Msg {
+			meta, err := m.Metadata()
+			if err == nil && meta.Sequence.Stream == second.Load() && meta.NumDelivered > 1 {
+				lost.Add(1)
+				return nil
+			}
+			return m
+		}}
+	}, rec)
+	second.Store(sec)
+
+	startedOver(t, rec, c)
+	assert.Empty(t, l.key("k"), "nothing ran while 1 was out")
+	stop() // 1 comes back after its AckWait
+
+	eventually(t, func() bool { return l.count() == 2 }, "1 and 2 applied: %v; %d redeliveries of 2 lost; %+v",
+		lazy(func() any { return l.key("k") }), lazy(func() any { return lost.Load() }), statsOf(c))
+	assert.Equal(t, []uint64{first, sec}, l.key("k"), "in stream order")
+	assert.Zero(t, c.Stats().CatchUpsAbandoned)
+}
+
+// A catch-up that starts over pulls for everything the server may send
+// at once (MaxAckPending), not one message at a time, whatever it holds:
+// the server redelivers what it waits for behind the redeliveries of what
+// it holds (when a stall kept their InProgress back), and pulls of one
+// message each took every turn on a loaded host (issue 45). What it holds
+// takes no room in a pull: the server sends no more new messages than
+// MaxAckPending less the unacknowledged ones, held ones included.
+func TestCatchUpThatStartsOverPullsInFull(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int // each pull's batch, in order
+	at := -1        // how many pulls were made when the catch-up started over
+	log := hookHandler(func(r slog.Record) {
+		if strings.HasPrefix(r.Message, "seqjetstream: catch-up started over") {
+			mu.Lock()
+			if at < 0 {
+				at = len(sizes)
+			}
+			mu.Unlock()
+		}
+	})
+	c, l, _, _, stop := catchingUpThrough(t, func(cons jetstream.Consumer) jetstream.Consumer {
+		return sizingConsumer{cons, func(n int) { mu.Lock(); sizes = append(sizes, n); mu.Unlock() }}
+	}, log)
+	defer stop()
+
+	eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return at >= 0 && len(sizes) > at }, "a pull after the catch-up started over: %+v", statsOf(c))
+	mu.Lock()
+	before, after := sizes[at-1], sizes[at]
+	mu.Unlock()
+	assert.Equal(t, 1, before, "the pull before it started over, half way through its bound: one message")
+	assert.Equal(t, 100, after, "the first pull after it started over: MaxAckPending, though it holds 2")
+	assert.Empty(t, l.key("k"), "nothing ran while 1 was out")
+}
+
+// sizingConsumer reports each pull's batch size to size.
+type sizingConsumer struct {
+	jetstream.Consumer
+	size func(n int)
+}
+
+func (s sizingConsumer) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
+	s.size(n)
+	return s.Consumer.Fetch(n, opts...)
+}
+
+// hookHandler is a slog handler that calls itself with every record, on
+// the goroutine that logs it.
+type hookHandler func(slog.Record)
+
+func (h hookHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h hookHandler) Handle(_ context.Context, r slog.Record) error {
+	h(r)
+	return nil
+}
+func (h hookHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h hookHandler) WithGroup(string) slog.Handler      { return h }
 
 // A pull that this instance ended itself (its backstop, on a host too
 // loaded for the server's end to come in time) may still be held by the

@@ -74,10 +74,18 @@ func (p *partition) fetch(ctx context.Context) {
 }
 
 // pullSize returns the next pull's batch and its expiry. The batch is the
-// room left under the bound, at most the consumer's MaxAckPending (the
-// server never has more for this instance at once, and newPartitions
-// checks that MaxRequestBatch allows it), and at least 1: a pinned
-// consumer must keep pulling to keep its pin. The expiry is, on a pinned
+// consumer's MaxAckPending (newPartitions checks that MaxRequestBatch
+// allows it), or 1 while pulling singly (see pullSingly). It is not the
+// room left under the bound: the server delivers no more new messages
+// than MaxAckPending less those it counts unacknowledged, which include
+// every held one, and MaxAckPending is at most the bound (see
+// WithMaxBuffered), so no pull can take the partition past it; the rest
+// of a pull's room goes to redeliveries, and a redelivery of a held
+// message takes none. Sized by the room left, a partition holding close
+// to MaxAckPending (a catch-up, or a key's backlog) pulled one message at
+// a time, and when a stall kept its InProgress back, the server's
+// redeliveries of what it held took every turn of those pulls, ahead of
+// the messages a catch-up waited for (issue 45). The expiry is, on a pinned
 // consumer, at most a tick, whatever WithFetchExpiry says, so that a
 // message arrives with most of its answer window ahead (its anchor is the
 // pull's start: see answerableLocked); this also checks a catch-up every
@@ -90,7 +98,7 @@ func (p *partition) pullSize() (int, time.Duration) {
 	if p.single && !p.catchUp && time.Since(p.singleSince) >= p.cuLimit/2 {
 		p.single = false
 	}
-	n := max(1, min(p.bound-len(p.held), p.maxPull))
+	n := p.maxPull
 	if p.single {
 		n = 1
 	}
