@@ -315,9 +315,9 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 			return
 		}
 	}
-	mine := 0
-	for seq := range p.held {
-		if seq <= info.Delivered.Stream && seq > info.AckFloor.Stream {
+	mine, t := 0, now()
+	for seq, h := range p.held {
+		if seq <= info.Delivered.Stream && seq > info.AckFloor.Stream && !p.givenUpLocked(h, t) {
 			mine++
 		}
 	}
@@ -372,6 +372,15 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 	}
 }
 
+// givenUpLocked reports whether the server may have given up held
+// message h by t, and count it no more: its latest delivery was its last
+// under MaxDeliver, and past its answer window it gets no InProgress, so
+// its AckWait may have run out. Within the window, the InProgress it gets
+// keeps it counted. Called with mu held.
+func (p *partition) givenUpLocked(h *held, t time.Time) bool {
+	return p.lastHeldDeliveryLocked(h) && !p.answerableLocked(h, t)
+}
+
 // countWithheldLocked counts, for a catch-up check the server answered
 // with info when asked at asked, the messages done here with their answer
 // withheld (p.withheld) that the server counted: they wait for a
@@ -413,7 +422,10 @@ func (p *partition) countWithheldLocked(info *jetstream.ConsumerInfo, asked time
 // it counts at least once per redelivery wait, so one that is still out
 // comes, unless a client other than this package keeps it in progress.
 // Those of the held messages still in their answer window are given back
-// all the same (a Nak without delay), but kept: their redeliveries, as
+// all the same (a Nak without delay), but for one whose latest delivery
+// was its last under MaxDeliver (a Nak would make the server give it up
+// and count it no more, while this catch-up counted it: see
+// givenUpLocked), and kept: their redeliveries, as
 // duplicates of held messages, show by the delivery sequence whatever
 // nats.go swallowed since the last delivery (a stored status message's
 // redelivery, see noteDeliveryLocked), which a catch-up that receives
@@ -453,7 +465,7 @@ func (p *partition) startOver(epoch uint64, missing int, waited time.Duration) {
 	t := now()
 	var again []*held
 	for _, h := range p.waiting {
-		if p.answerableLocked(h, t) {
+		if p.answerableLocked(h, t) && !p.lastHeldDeliveryLocked(h) {
 			again = append(again, h)
 		}
 	}

@@ -758,3 +758,43 @@ type endedBatch struct {
 
 func (b endedBatch) Messages() <-chan jetstream.Msg { return b.msgs }
 func (b endedBatch) Error() error                   { return b.err }
+
+// A catch-up that starts over keeps what it holds and counts it, for the
+// server counts it too; but the server gives a message up at its last
+// delivery under MaxDeliver when it is given back, or its AckWait runs
+// out, and counts it no more. Here (MaxDeliver 2) 2 comes again (given
+// back by a start-over, or its AckWait run out on a loaded host), its
+// last delivery; a later start-over that gave it back (or let its
+// AckWait run out) made the server give 2 up, and the catch-up, still
+// counting 2 as its own, ended with 1 out and ran 2 first. 2 must run
+// after 1.
+func TestCatchUpThatStartsOverDoesNotCountAMessageTheServerGaveUp(t *testing.T) {
+	js, s, consumerFor := pinnedFixtureOf(t, func(cfg *jetstream.ConsumerConfig) { cfg.MaxDeliver = 2 })
+	first, stop := heldByAPlainClient(t, js, consumerFor)
+	var c *seqjetstream.Consumer
+	var second atomic.Uint64
+	lastAt := make(chan uint64, 1) // the start-overs counted when 2's last delivery came
+	cons := wrapConsumer{consumerFor(t), func(m jetstream.Msg) jetstream.Msg {
+		if meta, err := m.Metadata(); err == nil && meta.Sequence.Stream == second.Load() && meta.NumDelivered == 2 {
+			lastAt <- c.Stats().CatchUpsStartedOver
+		}
+		return m
+	}}
+	l := newLedger()
+	c = pinnedConsumer(t, cons, l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(discard))
+	start(t, c)
+	second.Store(pinTheNewOwner(t, js, s))
+
+	var at uint64
+	select {
+	case at = <-lastAt:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("2 not delivered again: %+v", c.Stats())
+	}
+	eventually(t, func() bool { return l.count() > 0 || c.Stats().CatchUpsStartedOver > at },
+		"a start-over after 2's last delivery, or the catch-up over: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Empty(t, l.key("k"), "nothing ran while 1 was out")
+	stop() // 1 comes back after its AckWait
+
+	appliedInOrderOnceBack(t, c, l, first, second.Load())
+}

@@ -214,7 +214,7 @@ func (p *partition) receive(m jetstream.Msg) {
 			"stream", p.stream, "consumer", p.name, "subject", logkey.Cut(m.Subject()), "err", err)
 		return
 	}
-	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, del: meta.Sequence.Consumer, first: meta.NumDelivered == 1, at: now(), anchor: p.pullAt}
+	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, del: meta.Sequence.Consumer, first: meta.NumDelivered == 1, dc: meta.NumDelivered, at: now(), anchor: p.pullAt}
 	if ph := p.c.cfg.priorityHeader; ph != "" {
 		h.high = strings.EqualFold(m.Headers().Get(ph), "high")
 	}
