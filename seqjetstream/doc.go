@@ -116,7 +116,9 @@
 // message of the server and drops it, on every redelivery (status.go says
 // what else each status makes nats.go do, and how the owner keeps its
 // order and its pin); the owner sees such a drop as a gap in the delivery
-// sequence behind pulls that could lose nothing on their way. If no more
+// sequence behind pulls that could lose nothing on their way (a pull the
+// owner ended itself, whose request the server may still hold, is no such
+// pull until the server has surely dropped its request). If no more
 // are missing than it saw dropped, the catch-up is given up (logged at
 // Error, counted in Stats.CatchUpsAbandoned) and the held messages run;
 // the epoch remembers how many never came, so its later catch-ups do not
