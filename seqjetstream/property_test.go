@@ -91,7 +91,8 @@ var regressions = map[string][]uint64{
 		// after another instance's graceful Close, instance 4 took a 423
 		// for a stored status message on two partitions (pinForgotten),
 		// then applied k24@1541 before k24@1508 and k34@1528 before
-		// k34@1522. Open: not yet replayed.
+		// k34@1522. Open: replays with the same hogs, twice on js45l and
+		// twice on main, passed.
 		2823274999529456777},
 	// A catch-up given up with 37 messages missing.
 	"TestBalancedInstancesThatStallLoseNothingKeepOrderAndShareEvenly": {3034307000158103757,
