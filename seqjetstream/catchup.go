@@ -3,7 +3,6 @@ package seqjetstream
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -118,7 +117,7 @@ func (p *partition) noteDeliveryLocked(h *held) {
 			p.noteSwallowedLocked(int(h.del-p.lastDel-1), t.Sub(p.lastDelAt))
 		}
 	}
-	p.lastDel, p.lastDelAt, p.sealed = h.del, t, true
+	p.lastDel, p.lastDelAt, p.sealed = h.del, t, p.deadOwe == 0
 	if p.own == 0 && h.first {
 		p.own = h.seq
 	}
@@ -127,32 +126,75 @@ func (p *partition) noteDeliveryLocked(h *held) {
 // Swallowed deliveries. nats.go drops a delivery it takes for a status
 // message of the server (see status.go) without a word; the consumer's
 // delivery sequence shows it as a gap. A gap also shows a delivery lost
-// on its way (a pull that ended while it was in flight, a reconnect),
-// which is a real message that comes back. The two are told apart by
-// how the pulls since the last delivery ended: a pull of several
-// messages that ended at its count or by the server's word at its
-// expiry, with no error, lost nothing on its way, and neither did a pull
-// of one message that the server or a status ended (nothing can follow
-// the one delivery it gets); a pull that this side ended (its backstop,
-// on a host too loaded for the server's end to come in time) may have. So a
-// gap behind such pulls only (sealed) is of swallowed deliveries, of
-// stored status messages, which no client can receive; a catch-up that
+// on its way, which is a real message that comes back after its AckWait:
+// one sent to a pull that this instance ended (its backstop, on a host
+// too loaded for the server's end to come in time; nats.go's own wait;
+// a status that ended it early), or lost in a reconnect. A gap is
+// evidence of swallowed status messages only when no such pull can have
+// taken any of the deliveries it misses (sealed), for a catch-up that
 // misses no more messages than that may run what it holds (see
-// catchUpChecked). The server redelivers a message at most once per
-// redelivery wait, so of g swallowed deliveries over a span of k waits,
-// at least ceil(g/(k+1)) are of distinct messages.
+// catchUpChecked), and a real message taken for a status message runs
+// after later messages of its key.
+//
+// A pull the server ended (its count reached, or its expiry's 408, after
+// every delivery it sent that pull) lost nothing on its way, and neither
+// did one of one message that the server or a status ended (nothing can
+// follow the one delivery it gets). A pull this instance ended is dead:
+// the server may still hold its request, the more so on a loaded host
+// whose requests reach it late, and shares what it delivers between it
+// and the pulls sent after it, so that its losses fall between deliveries
+// that this instance takes from those (issue 45). The server holds a
+// request at most the wait it was asked for, counted from when it took
+// it up, and it takes up one connection's requests in the order they were
+// sent; so a dead pull's request is surely done once pulls sent after it
+// have, one after the other, each been ended by the server at its expiry,
+// for waits that add up to the dead pull's (deadOwe). A delivery taken
+// after that comes from a pull sent after the dead one's last possible
+// delivery, and a gap that follows it can hold none of the dead pull's.
+// Until then no delivery seals, and a gap is not taken for swallowed
+// deliveries: the catch-up that waits for them starts over instead of
+// giving up, and they come again. (A stored empty message with a Status
+// 408 header that ends a pull late looks like the server's 408; so it did
+// before: that publisher's misuse is the one this evidence cannot tell
+// apart.) The server redelivers a message at most once per redelivery
+// wait, so of g swallowed deliveries over a span of k waits, at least
+// ceil(g/(k+1)) are of distinct messages.
 
-// noteSealed records how a pull that asked for n messages ended: got of
-// them, with err, early if before its expiry. Called on the fetch
+// pullEnd is how a pull ended, for noteSealed: it asked for n messages
+// and got got of them, with err, early if before 8/10 of its expiry,
+// took long after it was asked for. The server was asked to hold it for
+// waitAtLeast or more, and at most its expiry. dead says that it may
+// have lost deliveries on their way, whatever else says.
+type pullEnd struct {
+	n, got              int
+	err                 error
+	early, dead         bool
+	took                time.Duration
+	expiry, waitAtLeast time.Duration
+}
+
+// noteSealed records how a pull ended (see above). Called on the fetch
 // goroutine.
-func (p *partition) noteSealed(n, got int, err error, early bool) {
+func (p *partition) noteSealed(e pullEnd) {
+	// A pull that ended with no error and short of its count, past 8/10
+	// of its expiry, ended at the server's 408, or at nats.go's own wait
+	// (its expiry and a second with no message), which the server does
+	// not know of.
+	expired := e.err == nil && e.got < e.n && !e.early
+	byServer := expired && e.took < e.waitAtLeast+time.Second
 	switch {
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+	case e.dead,
 		// Ended from this side (the pull's backstop, or Run's end), not
 		// by the server's word: a delivery may have been on its way.
+		errors.Is(e.err, context.DeadlineExceeded) || errors.Is(e.err, context.Canceled),
+		// Ended by a status (or a stored status message) while the
+		// server may have more to send it.
+		e.n > 1 && (e.err != nil || (e.early && e.got < e.n)),
+		expired && !byServer:
 		p.sealed = false
-	case n > 1 && (err != nil || (early && got < n)):
-		p.sealed = false
+		p.deadOwe = max(p.deadOwe, e.expiry)
+	case byServer:
+		p.deadOwe = max(0, p.deadOwe-e.waitAtLeast)
 	}
 }
 
@@ -273,9 +315,9 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 			return
 		}
 	}
-	mine := 0
-	for seq := range p.held {
-		if seq <= info.Delivered.Stream && seq > info.AckFloor.Stream {
+	mine, t := 0, now()
+	for seq, h := range p.held {
+		if seq <= info.Delivered.Stream && seq > info.AckFloor.Stream && !p.givenUpLocked(h, t) {
 			mine++
 		}
 	}
@@ -308,7 +350,7 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 			// Not all of what is missing can be stored status
 			// messages: a real message may be out still, and running
 			// what is held could run later messages of its key first.
-			// Start over instead (see startOverLocked).
+			// Start over instead (see startOver).
 			p.mu.Unlock()
 			p.startOver(r.epoch, need-mine, r.asked.Sub(p.cuSince))
 			return
@@ -328,6 +370,15 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 		p.c.logAt(p.c.life, levelError, "seqjetstream: catch-up given up: the server counts unacknowledged messages that never came to this instance, as many as the deliveries nats.go dropped (empty messages with a Status header, stored by a publisher); the held messages run now",
 			"stream", p.stream, "consumer", p.name, "missing", short, "waited", waited, "released", len(out))
 	}
+}
+
+// givenUpLocked reports whether the server may have given up held
+// message h by t, and count it no more: its latest delivery was its last
+// under MaxDeliver, and past its answer window it gets no InProgress, so
+// its AckWait may have run out. Within the window, the InProgress it gets
+// keeps it counted. Called with mu held.
+func (p *partition) givenUpLocked(h *held, t time.Time) bool {
+	return p.lastHeldDeliveryLocked(h) && !p.answerableLocked(h, t)
 }
 
 // countWithheldLocked counts, for a catch-up check the server answered
@@ -359,23 +410,45 @@ func (p *partition) countWithheldLocked(info *jetstream.ConsumerInfo, asked time
 	return n
 }
 
-// startOver ends a catch-up of epoch that waited its whole bound for
-// messages that are not all stored status messages (see
-// noteSwallowedLocked) without running anything: what it holds and has
-// not started is given back at once (a Nak without delay), so that the
-// server delivers it again, with whatever it still holds for this
-// instance, from the ack floor on, and the catch-up begins again with a
-// new bound. Key order holds; the partition waits. The server counts a
-// message it redelivers at most once per redelivery wait, so a message
-// that is still out comes back within the new bound, unless a client
-// other than this package keeps it in progress, or nats.go drops its
-// redelivery again (a pull that its backstop ended on a starved host: see
-// pullCtx). Neither is bounded from here: the catch-up starts over as
-// often as it must, and never runs what it holds while a message may be
-// out. Each start-over is counted (Stats.CatchUpsStartedOver) and logged
-// with how many times this catch-up started over and how long the
-// partition has waited: at Warn, and from the startOverErrorAt-th on at
-// Error. Called on the fetch goroutine, with no lock held.
+// startOver starts the bound of a catch-up of epoch over, after it waited
+// its whole bound for messages that are not all stored status messages
+// (see noteSwallowedLocked), without running anything: key order holds,
+// and the partition waits. What it holds stays held, and counted as this
+// instance's at its next checks: the server counts those messages
+// unacknowledged still (they are above its ack floor, and only this
+// instance answers for them while it holds the pin), so each of them is
+// evidence the catch-up already has, and the catch-up ends as soon as
+// the messages it misses have come once. The server redelivers a message
+// it counts at least once per redelivery wait, so one that is still out
+// comes, unless a client other than this package keeps it in progress.
+// Those of the held messages still in their answer window are given back
+// all the same (a Nak without delay), but for one whose latest delivery
+// was its last under MaxDeliver (a Nak would make the server give it up
+// and count it no more, while this catch-up counted it: see
+// givenUpLocked), and kept: their redeliveries, as
+// duplicates of held messages, show by the delivery sequence whatever
+// nats.go swallowed since the last delivery (a stored status message's
+// redelivery, see noteDeliveryLocked), which a catch-up that receives
+// nothing more could not see, and so could never be given up for.
+// (A held message that such a client answered late, past its AckWait, is
+// counted as this instance's until the catch-up ends, as it was within
+// one bound before: the package doc's assumption on answers.) The new
+// bound begins with full pulls (see pullSize), for what the last one
+// missed is likely waiting at the server behind the redeliveries of what
+// is held; half way through it pulls singly again (see giveUpDueLocked).
+//
+// An earlier version gave back what it held (or, past its answer window,
+// dropped it unanswered) and began again from nothing: each new bound
+// then had to see every unacknowledged message come again, and on a host
+// too loaded for its pulls (a pull of one message at a time after half a
+// bound; deliveries that nats.go dropped when a pull ended from this
+// side; the held messages' own redeliveries, while a stall kept their
+// InProgress back, taking the pulls' turns) it never saw them all within
+// one bound, and started over for ever (issue 45). Each start-over is
+// counted (Stats.CatchUpsStartedOver) and logged with how many times this
+// catch-up started over and how long the partition has waited: at Warn,
+// and from the startOverErrorAt-th on at Error. Called on the fetch
+// goroutine, with no lock held.
 func (p *partition) startOver(epoch uint64, missing int, waited time.Duration) {
 	p.gate.RLock()
 	p.mu.Lock()
@@ -384,27 +457,31 @@ func (p *partition) startOver(epoch uint64, missing int, waited time.Duration) {
 		p.gate.RUnlock()
 		return
 	}
-	back, late := p.answerableOnlyLocked(p.takeUnstartedLocked())
-	p.waiting = slices.DeleteFunc(p.waiting, func(h *held) bool { return h.gone })
 	p.cuSince, p.cuOverdue = time.Now(), time.Time{}
 	p.cuNeed, p.cuMine = -1, 0
 	p.cuGen++
 	p.cuRestart++
 	restarts, stalled := p.cuRestart, p.cuSince.Sub(p.cuBegan)
-	p.checkDrainedLocked()
+	t := now()
+	var again []*held
+	for _, h := range p.waiting {
+		if p.answerableLocked(h, t) && !p.lastHeldDeliveryLocked(h) {
+			again = append(again, h)
+		}
+	}
+	held := len(p.waiting)
 	p.mu.Unlock()
-	slices.SortFunc(back, bySeq)
-	for _, h := range back {
+	sortBySeq(again)
+	for _, h := range again {
 		_ = h.msg.Nak()
 	}
 	p.gate.RUnlock()
-	p.st.givenBack.Add(uint64(len(back)))
-	p.st.dropped.Add(uint64(late))
+	p.single = false
 	p.st.catchUpsStartedOver.Add(1)
-	attrs := []any{"stream", p.stream, "consumer", p.name, "missing", missing, "waited", waited, "given back", len(back),
+	attrs := []any{"stream", p.stream, "consumer", p.name, "missing", missing, "waited", waited, "held", held, "asked again", len(again),
 		"restarts", restarts, "stalled", stalled}
 	if restarts < startOverErrorAt {
-		p.c.logAt(p.c.life, levelWarn, "seqjetstream: catch-up started over: the server counts unacknowledged messages that never came to this instance, and not all of them can be stored status messages; what it held is given back and comes again, in order", attrs...)
+		p.c.logAt(p.c.life, levelWarn, "seqjetstream: catch-up started over: the server counts unacknowledged messages that never came to this instance, and not all of them can be stored status messages; it goes on holding what it has until they come, then runs it in order", attrs...)
 		return
 	}
 	p.c.logAt(p.c.life, levelError, "seqjetstream: catch-up started over again: a message the server counts as unacknowledged has been kept from this instance for several catch-up bounds (held in progress by a client other than this package, or its deliveries dropped by a starved process); the partition waits for it, in order",

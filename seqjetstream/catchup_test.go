@@ -369,14 +369,37 @@ func TestEmptyMessagesWithStatusesThatEndAPullCostNoOrder(t *testing.T) {
 // bound, so that it starts over.
 func catchingUpWhileOneIsOut(t *testing.T) (c *seqjetstream.Consumer, l *ledger, rec recordingHandler, first, second uint64, stop func()) {
 	t.Helper()
+	rec = recordingHandler{records: make(chan slog.Record, 256)}
+	c, l, first, second, stop = catchingUpThrough(t, func(cons jetstream.Consumer) jetstream.Consumer { return cons }, rec)
+	return c, l, rec, first, second, stop
+}
+
+// catchingUpThrough is catchingUpWhileOneIsOut with the new owner's
+// consumer wrapped by wrap, and log as its logger.
+func catchingUpThrough(t *testing.T, wrap func(jetstream.Consumer) jetstream.Consumer, log slog.Handler) (c *seqjetstream.Consumer, l *ledger, first, second uint64, stop func()) {
+	t.Helper()
 	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms: a catch-up's bound is 2s
 	first, stop = heldByAPlainClient(t, js, consumerFor)
-	rec = recordingHandler{records: make(chan slog.Record, 256)}
 	l = newLedger()
-	c = pinnedConsumer(t, consumerFor(t), l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(slog.New(rec)))
+	c = pinnedConsumer(t, wrap(consumerFor(t)), l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(slog.New(log)))
 	start(t, c)
 	second = pinTheNewOwner(t, js, s)
-	return c, l, rec, first, second, stop
+	return c, l, first, second, stop
+}
+
+// startedOver waits for rec's first "catch-up started over" record.
+func startedOver(t *testing.T, rec recordingHandler, c *seqjetstream.Consumer) {
+	t.Helper()
+	for deadline := time.After(20 * time.Second); ; {
+		select {
+		case r := <-rec.records:
+			if r.Level == slog.LevelWarn && strings.HasPrefix(r.Message, "seqjetstream: catch-up started over") {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no catch-up started over: %+v", c.Stats())
+		}
+	}
 }
 
 // appliedInOrderOnceBack waits for 1 and 2 to be applied, once 1 is back,
@@ -508,4 +531,270 @@ func TestOwnAnswerThatArrivedLateIsNotCountedByALaterCatchUp(t *testing.T) {
 
 	eventually(t, func() bool { return l.count() == 3 }, "three applied: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
 	assert.Equal(t, []uint64{1, 2, 3}, l.key("k"), "in stream order")
+}
+
+// A catch-up that starts over keeps what it holds: those messages came
+// once, the server still counts them as this owner's, and they need not
+// come again. Here every redelivery of 2 is lost on its way, as a loaded
+// host's pulls lose deliveries (nats.go drops what reaches a pull it
+// ended from this side). The catch-up ends as soon as 1 is back, and
+// runs 1 and 2 in stream order. A catch-up that gave 2 back when it
+// started over waited for a redelivery of 2 for ever, starting over
+// every 2s (issue 45).
+func TestCatchUpThatStartsOverKeepsWhatItHolds(t *testing.T) {
+	var second atomic.Uint64
+	var lost atomic.Int32
+	rec := recordingHandler{records: make(chan slog.Record, 256)}
+	c, l, first, sec, stop := catchingUpThrough(t, func(cons jetstream.Consumer) jetstream.Consumer {
+		return wrapConsumer{cons, func(m jetstream.Msg) jetstream.Msg {
+			meta, err := m.Metadata()
+			if err == nil && meta.Sequence.Stream == second.Load() && meta.NumDelivered > 1 {
+				lost.Add(1)
+				return nil
+			}
+			return m
+		}}
+	}, rec)
+	second.Store(sec)
+
+	startedOver(t, rec, c)
+	assert.Empty(t, l.key("k"), "nothing ran while 1 was out")
+	stop() // 1 comes back after its AckWait
+
+	eventually(t, func() bool { return l.count() == 2 }, "1 and 2 applied: %v; %d redeliveries of 2 lost; %+v",
+		lazy(func() any { return l.key("k") }), lazy(func() any { return lost.Load() }), statsOf(c))
+	assert.Equal(t, []uint64{first, sec}, l.key("k"), "in stream order")
+	assert.Zero(t, c.Stats().CatchUpsAbandoned)
+}
+
+// A catch-up that starts over pulls for everything the server may send
+// at once (MaxAckPending), not one message at a time, whatever it holds:
+// the server redelivers what it waits for behind the redeliveries of what
+// it holds (when a stall kept their InProgress back), and pulls of one
+// message each took every turn on a loaded host (issue 45). What it holds
+// takes no room in a pull: the server sends no more new messages than
+// MaxAckPending less the unacknowledged ones, held ones included.
+func TestCatchUpThatStartsOverPullsInFull(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int // each pull's batch, in order
+	at := -1        // how many pulls were made when the catch-up started over
+	log := hookHandler(func(r slog.Record) {
+		if strings.HasPrefix(r.Message, "seqjetstream: catch-up started over") {
+			mu.Lock()
+			if at < 0 {
+				at = len(sizes)
+			}
+			mu.Unlock()
+		}
+	})
+	c, l, _, _, stop := catchingUpThrough(t, func(cons jetstream.Consumer) jetstream.Consumer {
+		return sizingConsumer{cons, func(n int) { mu.Lock(); sizes = append(sizes, n); mu.Unlock() }}
+	}, log)
+	defer stop()
+
+	eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return at >= 0 && len(sizes) > at }, "a pull after the catch-up started over: %+v", statsOf(c))
+	mu.Lock()
+	before, after := sizes[at-1], sizes[at]
+	mu.Unlock()
+	assert.Equal(t, 1, before, "the pull before it started over, half way through its bound: one message")
+	assert.Equal(t, 100, after, "the first pull after it started over: MaxAckPending, though it holds 2")
+	assert.Empty(t, l.key("k"), "nothing ran while 1 was out")
+}
+
+// sizingConsumer reports each pull's batch size to size.
+type sizingConsumer struct {
+	jetstream.Consumer
+	size func(n int)
+}
+
+func (s sizingConsumer) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
+	s.size(n)
+	return s.Consumer.Fetch(n, opts...)
+}
+
+// hookHandler is a slog handler that calls itself with every record, on
+// the goroutine that logs it.
+type hookHandler func(slog.Record)
+
+func (h hookHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h hookHandler) Handle(_ context.Context, r slog.Record) error {
+	h(r)
+	return nil
+}
+func (h hookHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h hookHandler) WithGroup(string) slog.Handler      { return h }
+
+// A pull that this instance ended itself (its backstop, on a host too
+// loaded for the server's end to come in time) may still be held by the
+// server, when its request reached the server late: the server then
+// shares its deliveries between that pull and the next, and what it sends
+// the dead one is lost on its way, after deliveries this instance took
+// from the next. Such a gap is no evidence of a stored status message that
+// nats.go swallowed: the messages come again after their AckWait. Here 1
+// (k.a) is out with the old owner past the catch-up's bound, and the dead
+// pull loses one message (of k.b) on each side of one the next pull
+// brings (of k.c). The catch-up must start over, not give up on 1 as a
+// status message and run 2 before it.
+func TestDeliveriesLostToAPullThisInstanceEndedDoNotGiveACatchUpUp(t *testing.T) {
+	var dead *deadPull
+	rec := recordingHandler{records: make(chan slog.Record, 256)}
+	js, s, consumerFor := pinnedFixture(t) // AckWait 500ms: a catch-up's bound is 2s
+	first, stop := heldByAPlainClient(t, js, consumerFor)
+	dead = newDeadPull(consumerFor(t))
+	l := newLedger()
+	c := pinnedConsumer(t, dead, func(ctx context.Context, m jetstream.Msg) error {
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	}, 300*time.Millisecond, seqjetstream.WithLogger(slog.New(rec)))
+	start(t, c)
+	second := pinTheNewOwner(t, js, s) // the new owner catches up, holding 2, missing 1
+	eventually(t, func() bool { return c.Stats().Consumers[0].Waiting == 1 }, "2 held by the catch-up: %+v", statsOf(c))
+
+	dead.arm(t)
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 2 }, "the dead pull and the next both waiting at the server")
+	var b, cc []uint64
+	for i := range 2 {
+		b = append(b, publish(t, js, "k.b", fmt.Sprint(i))) // to the dead pull: lost
+		cc = append(cc, publish(t, js, "k.c", fmt.Sprint(i)))
+	}
+	dead.wait(t)
+	assert.Equal(t, int32(2), dead.lost.Load(), "deliveries lost to the dead pull")
+
+	// The catch-up's bound ends with 1 still out; what it does then is
+	// the test.
+	var ended string
+	for deadline := time.After(20 * time.Second); ended == ""; {
+		select {
+		case r := <-rec.records:
+			if strings.HasPrefix(r.Message, "seqjetstream: catch-up started over") || strings.HasPrefix(r.Message, "seqjetstream: catch-up given up") {
+				ended = r.Message
+			}
+		case <-deadline:
+			t.Fatalf("the catch-up neither started over nor gave up: %+v", c.Stats())
+		}
+	}
+	stop() // 1 comes back after its AckWait
+
+	eventually(t, func() bool { return l.count() == 6 }, "six applied: %v %v %v; %+v",
+		lazy(func() any { return l.key("k.a") }), lazy(func() any { return l.key("k.b") }), lazy(func() any { return l.key("k.c") }), statsOf(c))
+	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "k.a in stream order")
+	assert.Equal(t, b, l.key("k.b"), "k.b in stream order")
+	assert.Equal(t, cc, l.key("k.c"), "k.c in stream order")
+	assert.Zero(t, c.Stats().CatchUpsAbandoned, "catch-ups given up (%q)", ended)
+}
+
+// deadPull is a pinned consumer whose next pull, once armed, ends at once
+// at this instance with context.DeadlineExceeded, as its backstop ends it,
+// while the server goes on holding its request (for two messages): what
+// the server sends it is lost on its way. The pull after it (also for two
+// messages) is sent at once, so that the server holds both and shares
+// what it delivers between them, the dead one first. Other pulls pass
+// through.
+type deadPull struct {
+	jetstream.Consumer
+	armed    atomic.Int32 // 1: the next pull is the dead one; 2: the one after it
+	lost     atomic.Int32
+	drained  chan struct{} // closed once the dead pull's request is done at the server
+	bothSent chan struct{}
+}
+
+func newDeadPull(cons jetstream.Consumer) *deadPull {
+	return &deadPull{Consumer: cons, drained: make(chan struct{}), bothSent: make(chan struct{})}
+}
+
+// arm makes the next pull the dead one, and waits for it and the next
+// to be sent.
+func (d *deadPull) arm(t *testing.T) {
+	t.Helper()
+	d.armed.Store(1)
+	select {
+	case <-d.bothSent:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the dead pull and the next were not sent")
+	}
+}
+
+// wait waits until the server is done with the dead pull's request.
+func (d *deadPull) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-d.drained:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the dead pull's request did not end at the server")
+	}
+}
+
+func (d *deadPull) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
+	switch {
+	case d.armed.CompareAndSwap(1, 2):
+		b, err := d.Consumer.Fetch(2, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup("g"))
+		if err != nil {
+			return nil, err
+		}
+		go func() { // ends with the request, at its count or its expiry
+			defer close(d.drained)
+			for range b.Messages() {
+				d.lost.Add(1)
+			}
+		}()
+		out := make(chan jetstream.Msg)
+		close(out)
+		return endedBatch{out, context.DeadlineExceeded}, nil
+	case d.armed.CompareAndSwap(2, 3):
+		b, err := d.Consumer.Fetch(2, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup("g"))
+		close(d.bothSent)
+		return b, err
+	}
+	return d.Consumer.Fetch(n, opts...)
+}
+
+// endedBatch is a pull that ended at this instance with err.
+type endedBatch struct {
+	msgs chan jetstream.Msg
+	err  error
+}
+
+func (b endedBatch) Messages() <-chan jetstream.Msg { return b.msgs }
+func (b endedBatch) Error() error                   { return b.err }
+
+// A catch-up that starts over keeps what it holds and counts it, for the
+// server counts it too; but the server gives a message up at its last
+// delivery under MaxDeliver when it is given back, or its AckWait runs
+// out, and counts it no more. Here (MaxDeliver 2) 2 comes again (given
+// back by a start-over, or its AckWait run out on a loaded host), its
+// last delivery; a later start-over that gave it back (or let its
+// AckWait run out) made the server give 2 up, and the catch-up, still
+// counting 2 as its own, ended with 1 out and ran 2 first. 2 must run
+// after 1.
+func TestCatchUpThatStartsOverDoesNotCountAMessageTheServerGaveUp(t *testing.T) {
+	js, s, consumerFor := pinnedFixtureOf(t, func(cfg *jetstream.ConsumerConfig) { cfg.MaxDeliver = 2 })
+	first, stop := heldByAPlainClient(t, js, consumerFor)
+	var c *seqjetstream.Consumer
+	var second atomic.Uint64
+	lastAt := make(chan uint64, 1) // the start-overs counted when 2's last delivery came
+	cons := wrapConsumer{consumerFor(t), func(m jetstream.Msg) jetstream.Msg {
+		if meta, err := m.Metadata(); err == nil && meta.Sequence.Stream == second.Load() && meta.NumDelivered == 2 {
+			lastAt <- c.Stats().CatchUpsStartedOver
+		}
+		return m
+	}}
+	l := newLedger()
+	c = pinnedConsumer(t, cons, l.applier(t), 300*time.Millisecond, seqjetstream.WithLogger(discard))
+	start(t, c)
+	second.Store(pinTheNewOwner(t, js, s))
+
+	var at uint64
+	select {
+	case at = <-lastAt:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("2 not delivered again: %+v", c.Stats())
+	}
+	eventually(t, func() bool { return l.count() > 0 || c.Stats().CatchUpsStartedOver > at },
+		"a start-over after 2's last delivery, or the catch-up over: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
+	assert.Empty(t, l.key("k"), "nothing ran while 1 was out")
+	stop() // 1 comes back after its AckWait
+
+	appliedInOrderOnceBack(t, c, l, first, second.Load())
 }

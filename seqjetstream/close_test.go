@@ -176,13 +176,22 @@ func TestCloseFromAHandlerBeginsTheCloseAndReturnsErrWouldDeadlock(t *testing.T)
 // minute, so that only a hand-over or a loss moves it within a test).
 func pinnedFixture(t *testing.T) (jetstream.JetStream, jetstream.Stream, func(*testing.T) jetstream.Consumer) {
 	t.Helper()
+	return pinnedFixtureOf(t, func(*jetstream.ConsumerConfig) {})
+}
+
+// pinnedFixtureOf is pinnedFixture with the consumer's configuration
+// changed by change first.
+func pinnedFixtureOf(t *testing.T, change func(*jetstream.ConsumerConfig)) (jetstream.JetStream, jetstream.Stream, func(*testing.T) jetstream.Consumer) {
+	t.Helper()
 	url := startServer(t)
 	_, js := connect(t, url)
 	s := newStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"k.*"}})
-	newConsumer(t, s, jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		Durable: "part", AckWait: 500 * time.Millisecond, MaxAckPending: 100,
 		PriorityPolicy: jetstream.PriorityPolicyPinned, PriorityGroups: []string{"g"}, PinnedTTL: time.Minute,
-	})
+	}
+	change(&cfg)
+	newConsumer(t, s, cfg)
 	// Each instance gets its own connection, as separate processes would.
 	return js, s, func(t *testing.T) jetstream.Consumer {
 		_, ijs := connect(t, url)

@@ -107,30 +107,32 @@
 // A catch-up waits at most four times the longest redelivery wait (the
 // AckWait, or the longest BackOff step): what it waits for comes back
 // well within that. Half way through, if messages are still missing, the
-// owner pulls one message at a time until the catch-up ends: a message
-// lost on its way behind another cannot be lost again. Past the bound,
+// owner pulls one message at a time until the catch-up ends or its bound
+// starts over: a message lost on its way behind another cannot be lost
+// again. Past the bound,
 // what is still missing is either a message that never reaches this
 // instance, or one still out. Any publisher can store the first kind:
 // nats.go takes an empty message with a Status header for a control
 // message of the server and drops it, on every redelivery (status.go says
 // what else each status makes nats.go do, and how the owner keeps its
 // order and its pin); the owner sees such a drop as a gap in the delivery
-// sequence behind pulls that could lose nothing on their way. If no more
+// sequence behind pulls that could lose nothing on their way (a pull the
+// owner ended itself, whose request the server may still hold, is no such
+// pull until the server has surely dropped its request). If no more
 // are missing than it saw dropped, the catch-up is given up (logged at
 // Error, counted in Stats.CatchUpsAbandoned) and the held messages run;
 // the epoch remembers how many never came, so its later catch-ups do not
 // wait for them again. Otherwise a message may still be out (held past
 // its AckWait by a client other than this package, or not yet redelivered
-// by the server): the owner gives back what it holds and starts the
-// catch-up over (logged at Warn, counted in Stats.CatchUpsStartedOver).
-// The partition waits; no message runs after a later one of its key. A
-// catch-up starts over as often as a message stays out, after a bound
-// each time. What an owner of this package held comes back within the
-// first bound; a message that a client other than this package keeps in
-// progress, or whose redeliveries a starved process keeps dropping,
-// stalls the partition for as long as that lasts. From a catch-up's third
-// start-over on, each is logged at Error, with how long the partition has
-// waited.
+// by the server): the owner starts the catch-up's bound over (logged at
+// Warn, counted in Stats.CatchUpsStartedOver), keeping what it holds,
+// which need not come again. The partition waits; no message runs after
+// a later one of its key. A catch-up starts over as often as a message
+// stays out, after a bound each time: a message that a client other than
+// this package keeps in progress, or whose redeliveries a starved process
+// keeps dropping, stalls the partition for as long as that lasts. From a
+// catch-up's third start-over on, each is logged at Error, with how long
+// the partition has waited.
 //
 // Delivery is at least once: a message whose handler ran but whose
 // acknowledgement did not reach the server (the instance died, or lost its
@@ -209,8 +211,8 @@
 // held messages by stream sequence, its epoch (a pinned consumer's time
 // under one pin) and its catch-up; config.go checks each consumer's
 // configuration at NewConsumer. The partition's fetch goroutine (fetch.go,
-// started by Run) keeps one pull outstanding, sized to the room under the
-// bound, and takes each message: settles its epoch from its pin header,
+// started by Run) keeps one pull outstanding, of the consumer's
+// MaxAckPending (at most the bound), and takes each message: settles its epoch from its pin header,
 // computes its key, answers duplicates (resolved.go remembers what was
 // answered, by sequence and, for the epoch of a pinned consumer, by key),
 // holds and submits new ones. The catch-up (catchup.go) begins with an

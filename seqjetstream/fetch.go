@@ -36,7 +36,10 @@ func (p *partition) fetch(ctx context.Context) {
 		p.take(h) // the predecessor stopped in a callback while taking h
 	}
 	if p.batch != nil {
+		// How the predecessor's pull began is lost with it: taken as one
+		// that may have lost deliveries on their way (see noteSealed).
 		p.drainBatch(ctx)
+		p.noteSealed(pullEnd{dead: true, expiry: p.pullExpiry()})
 	}
 	for ctx.Err() == nil {
 		if p.c.bal != nil && !p.waitAssigned(ctx) {
@@ -52,6 +55,7 @@ func (p *partition) fetch(ctx context.Context) {
 		p.pullAt = now()
 		p.pullPinned = p.withPin
 		b, err := p.cons.Fetch(n, opts...)
+		sent := time.Now()
 		if err != nil {
 			cancel()
 			p.fetchFailed(ctx, err)
@@ -59,19 +63,29 @@ func (p *partition) fetch(ctx context.Context) {
 		}
 		p.batch, p.batchCancel = b, cancel
 		got, err := p.drainBatch(ctx)
-		p.noteSealed(n, got, err, got < n && time.Since(start) < expiry*8/10)
+		early := got < n && time.Since(start) < expiry*8/10
+		p.noteSealed(pullEnd{n: n, got: got, err: err, early: early, took: time.Since(start),
+			expiry: expiry, waitAtLeast: serverWaitAtLeast(start.Add(expiry).Sub(sent))})
 		if p.group != "" && ctx.Err() == nil {
-			p.noteEnd(got < n && time.Since(start) < expiry*8/10, err)
+			p.noteEnd(early, err)
 			p.watchSilence(ctx, got)
 		}
 	}
 }
 
 // pullSize returns the next pull's batch and its expiry. The batch is the
-// room left under the bound, at most the consumer's MaxAckPending (the
-// server never has more for this instance at once, and newPartitions
-// checks that MaxRequestBatch allows it), and at least 1: a pinned
-// consumer must keep pulling to keep its pin. The expiry is, on a pinned
+// consumer's MaxAckPending (newPartitions checks that MaxRequestBatch
+// allows it), or 1 while pulling singly (see pullSingly). It is not the
+// room left under the bound: the server delivers no more new messages
+// than MaxAckPending less those it counts unacknowledged, which include
+// every held one, and MaxAckPending is at most the bound (see
+// WithMaxBuffered), so no pull can take the partition past it; the rest
+// of a pull's room goes to redeliveries, and a redelivery of a held
+// message takes none. Sized by the room left, a partition holding close
+// to MaxAckPending (a catch-up, or a key's backlog) pulled one message at
+// a time, and when a stall kept its InProgress back, the server's
+// redeliveries of what it held took every turn of those pulls, ahead of
+// the messages a catch-up waited for (issue 45). The expiry is, on a pinned
 // consumer, at most a tick, whatever WithFetchExpiry says, so that a
 // message arrives with most of its answer window ahead (its anchor is the
 // pull's start: see answerableLocked); this also checks a catch-up every
@@ -84,7 +98,7 @@ func (p *partition) pullSize() (int, time.Duration) {
 	if p.single && !p.catchUp && time.Since(p.singleSince) >= p.cuLimit/2 {
 		p.single = false
 	}
-	n := max(1, min(p.bound-len(p.held), p.maxPull))
+	n := p.maxPull
 	if p.single {
 		n = 1
 	}
@@ -114,6 +128,17 @@ type pullCtx struct {
 }
 
 func (c pullCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// serverWaitAtLeast is the least that nats.go's FetchContext can have
+// asked the server to hold a pull whose ctx had remaining left before its
+// deadline when Fetch returned: it asks for the time left then, less a
+// tenth of it, at most a second.
+func serverWaitAtLeast(remaining time.Duration) time.Duration {
+	if remaining <= 0 {
+		return 0
+	}
+	return remaining - min(remaining/10, time.Second)
+}
 
 // newPullCtx returns the ctx of a pull that expires after expiry (see
 // pullCtx), and its cancel.
@@ -189,7 +214,7 @@ func (p *partition) receive(m jetstream.Msg) {
 			"stream", p.stream, "consumer", p.name, "subject", logkey.Cut(m.Subject()), "err", err)
 		return
 	}
-	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, del: meta.Sequence.Consumer, first: meta.NumDelivered == 1, at: now(), anchor: p.pullAt}
+	h := &held{p: p, msg: m, seq: meta.Sequence.Stream, del: meta.Sequence.Consumer, first: meta.NumDelivered == 1, dc: meta.NumDelivered, at: now(), anchor: p.pullAt}
 	if ph := p.c.cfg.priorityHeader; ph != "" {
 		h.high = strings.EqualFold(m.Headers().Get(ph), "high")
 	}

@@ -122,8 +122,12 @@ type partition struct {
 
 	// Fetch goroutine only (handed to its replacement after a Goexit).
 	// sealed is false once a pull that may have lost a delivery on its
-	// way ended since the last delivery taken (see noteDeliveryLocked).
+	// way ended since the last delivery taken, or when that delivery was
+	// taken while such a pull's request may still have been held by the
+	// server; deadOwe is how much more of the server's waits, of pulls it
+	// ended at their expiry, that takes (see noteSealed).
 	sealed      bool
+	deadOwe     time.Duration
 	batch       jetstream.MessageBatch
 	batchCancel context.CancelFunc
 	keying      *held            // the message being taken (see take)
@@ -207,6 +211,9 @@ type held struct {
 	seq   uint64 // stream sequence
 	del   uint64 // consumer sequence: which delivery of the consumer this is
 	first bool   // the message's first delivery
+	// dc is the delivery count of its latest delivery to this epoch
+	// (NumDelivered). Guarded by p.mu once held.
+	dc    uint64
 	key   sessionKey
 	high  bool
 	epoch uint64
@@ -426,6 +433,9 @@ func (p *partition) dispatch(h *held) {
 		if o := p.held[h.seq]; h.anchor.After(o.anchor) {
 			o.anchor = h.anchor
 		}
+		if o := p.held[h.seq]; h.dc > o.dc {
+			o.dc = h.dc
+		}
 		p.st.duplicates.Add(1)
 	default:
 		if termed, ok := p.resolvedLocked(h); ok {
@@ -498,6 +508,15 @@ func (p *partition) lastDelivery(h *held) bool {
 	}
 	meta, err := h.msg.Metadata()
 	return err == nil && meta.NumDelivered >= uint64(md)
+}
+
+// lastHeldDeliveryLocked reports whether h's latest delivery is its
+// message's last under the consumer's MaxDeliver: a Nak of it, or its
+// AckWait running out, makes the server give it up and count it no more
+// (see catchUpChecked). Called with mu held.
+func (p *partition) lastHeldDeliveryLocked(h *held) bool {
+	md := p.cons.CachedInfo().Config.MaxDeliver
+	return md > 0 && h.dc >= uint64(md)
 }
 
 // submit queues h's task on its key's session.

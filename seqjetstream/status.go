@@ -45,9 +45,10 @@ func (p *partition) noteEnd(early bool, err error) {
 
 // pullSingly makes every pull of the fetch goroutine ask for one message,
 // for at least two of the longest redelivery waits and until no catch-up
-// is in progress. A pull of one message has nothing behind it to lose: a
-// status message ends its own pull only, and the messages after it come
-// in the next ones. So a catch-up waiting for messages lost behind a
+// is in progress or the catch-up's bound starts over (see startOver). A
+// pull of one message has nothing behind it to lose: a status message
+// ends its own pull only, and the messages after it come in the next
+// ones. So a catch-up waiting for messages lost behind a
 // status message gets them within two waits. Called on the fetch
 // goroutine.
 func (p *partition) pullSingly(t time.Time) {
