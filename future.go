@@ -320,13 +320,20 @@ func (p *parker) wake() {
 func (f *Future[T]) resolved() bool { return f.signal.Load() == resolvedWaiter }
 
 func (f *Future[T]) exec(t *task, ctx context.Context) {
+	var err error
 	if f.fn0 != nil {
-		f.err = f.fn0(ctx)
+		err = f.fn0(ctx)
 	} else {
-		f.val, f.err = f.fn(ctx)
+		f.val, err = f.fn(ctx)
+	}
+	// f.err is stored only when it changes: a pointer store costs a write
+	// barrier while the GC marks, and it is nil unless an interceptor's
+	// next ran fn before.
+	if err != nil || f.err != nil {
+		f.err = err
 	}
 	t.outcome = outcomeSucceeded
-	if f.err != nil {
+	if err != nil {
 		t.outcome = outcomeFailed
 	}
 }
@@ -368,9 +375,12 @@ type posted struct {
 }
 
 func (p *posted) exec(t *task, ctx context.Context) {
-	p.err = p.fn(ctx)
+	err := p.fn(ctx)
+	if err != nil || p.err != nil { // stored only when it changes: see Future.exec
+		p.err = err
+	}
 	t.outcome = outcomeSucceeded
-	if p.err != nil {
+	if err != nil {
 		t.outcome = outcomeFailed
 	}
 }

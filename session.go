@@ -741,14 +741,16 @@ func (u wakeUp) wake() {
 	}
 }
 
-// fifo is one lane of a session: a singly linked FIFO of tasks.
+// fifo is one lane of a session: a singly linked FIFO of tasks. A task
+// in no lane has a nil next (a new one's is zero, and pop clears it), so
+// that push need not store it: while the GC marks, each pointer store
+// pays a write barrier.
 type fifo struct {
 	head, tail *task
 	n          int
 }
 
 func (q *fifo) push(t *task) {
-	t.next = nil
 	if q.tail == nil {
 		q.head = t
 	} else {

@@ -149,8 +149,15 @@ func (s *Scheduler[K]) steps(g *guardState[K]) {
 			s.unwound(g.sess, r, debug.Stack())
 		}
 	}()
-	for g.sess != nil {
-		g.sess = s.step(g.sess)
+	for sess := g.sess; sess != nil; {
+		// g.sess is written only when the session changes: while the GC
+		// marks, every pointer store pays a write barrier, and a
+		// goroutine with a backlog steps the same session task after task.
+		next := s.step(sess)
+		if next != sess {
+			g.sess = next
+		}
+		sess = next
 	}
 }
 
