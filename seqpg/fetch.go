@@ -9,21 +9,12 @@ package seqpg
 import (
 	"context"
 	"time"
+
+	"github.com/seqsched/seqsched/internal/pgclaim"
 )
 
 const (
-	sqlClaim = `
-WITH c AS (
-	SELECT key FROM seqpg_keys
-	WHERE pending > 0 AND NOT paused AND NOT halted
-		AND run_after <= clock_timestamp() AND lease_until < clock_timestamp()
-	ORDER BY run_after LIMIT $2
-	FOR UPDATE SKIP LOCKED)
-UPDATE seqpg_keys k SET lease_owner = $1, lease_token = nextval('seqpg_lease_token'),
-	lease_until = clock_timestamp() + $3 * interval '1 millisecond',
-	run_after = clock_timestamp() + $3 * interval '1 millisecond'
-FROM c WHERE k.key = c.key
-RETURNING k.key, k.lease_token`
+	sqlClaim = pgclaim.SQL // shared with seqpg/bench's stall diagnosis
 
 	// sqlNextReady is how long until a key becomes claimable: its backoff
 	// ends, or its lease expires unrenewed.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/seqsched/seqsched/internal/pgclaim"
 	"github.com/seqsched/seqsched/seqpg"
 )
 
@@ -146,20 +147,9 @@ SELECT count(*) FILTER (WHERE pending > 0) AS with_jobs,
 FROM seqpg_keys`)
 	// The claim's plans: the custom one, for the parameters in use (a
 	// hundred keys), and the generic one that a prepared statement may
-	// switch to after five executions. The statement is a copy of seqpg's
-	// unexported sqlClaim (fetch.go): keep the two alike.
-	claim := `
-WITH c AS (
-	SELECT key FROM seqpg_keys
-	WHERE pending > 0 AND NOT paused AND NOT halted
-		AND run_after <= clock_timestamp() AND lease_until < clock_timestamp()
-	ORDER BY run_after LIMIT $2
-	FOR UPDATE SKIP LOCKED)
-UPDATE seqpg_keys k SET lease_owner = $1, lease_token = nextval('seqpg_lease_token'),
-	lease_until = clock_timestamp() + $3 * interval '1 millisecond',
-	run_after = clock_timestamp() + $3 * interval '1 millisecond'
-FROM c WHERE k.key = c.key
-RETURNING k.key, k.lease_token`
+	// switch to after five executions. The statement is seqpg's own
+	// (internal/pgclaim).
+	claim := pgclaim.SQL
 	if conn, err := pool.Acquire(ctx); err != nil {
 		stallf("claim plan: %v", err)
 	} else {
