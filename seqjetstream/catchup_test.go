@@ -798,3 +798,113 @@ func TestCatchUpThatStartsOverDoesNotCountAMessageTheServerGaveUp(t *testing.T) 
 
 	appliedInOrderOnceBack(t, c, l, first, second.Load())
 }
+
+// A standby's pull, sent without a pin, is the one the server pins when
+// the owner's pin goes: it writes the new pin into that waiting request
+// and delivers to it. If the pin then moves again while the request still
+// waits (unpinned by another instance's Close that no longer held it, or
+// its PinnedTTL), the server answers that request, sent without a pin,
+// with a 423. That 423 is the server's: the partition is another client's
+// now, and nothing more of this epoch may run. Taken for a stored status
+// message, the instance went on under the other client's pin, counted one
+// message as out of reach, and its catch-up ended one short: a later
+// message of a key ran before an earlier one still out (issue 45, seed
+// 2823274999529456777). Here 1 (k.a) is out with the old owner, the new
+// owner's pull (held at the server, as on a loaded host) takes 2 (k.a)
+// under the new pin, the pin is unpinned and another client's pull takes
+// 3 (k.b) under the next one: 2 must not run before 1.
+func TestServers423ToAPullSentWithoutAPinEndsTheEpoch(t *testing.T) {
+	js, s, consumerFor := pinnedFixtureOf(t, func(cfg *jetstream.ConsumerConfig) { cfg.PinnedTTL = 2 * time.Second })
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	first, stop := heldByAPlainClient(t, js, consumerFor)
+
+	rec := recordingHandler{records: make(chan slog.Record, 256)}
+	var takenForStored, lost atomic.Bool
+	log := hookHandler(func(r slog.Record) {
+		switch {
+		case strings.Contains(r.Message, "Status 423 header made nats.go forget this instance's pin"):
+			takenForStored.Store(true)
+		case strings.HasPrefix(r.Message, "seqjetstream: partition lost"):
+			lost.Store(true)
+		}
+		_ = rec.Handle(context.Background(), r)
+	})
+	l := newLedger()
+	applied := make(chan struct{}, 1)
+	held := &heldPull{Consumer: consumerFor(t)}
+	held.armed.Store(true) // the new owner's first pull stays at the server
+	c := pinnedConsumer(t, held, func(ctx context.Context, m jetstream.Msg) error {
+		l.apply(m.Subject(), seqOf(t, m))
+		select {
+		case applied <- struct{}{}:
+		default:
+		}
+		return nil
+	}, 300*time.Millisecond, seqjetstream.WithHandover(js), seqjetstream.WithLogger(slog.New(log)))
+	start(t, c)
+	second := pinTheNewOwner(t, js, s)
+	eventually(t, func() bool { return c.Stats().Received == 1 }, "2 delivered to the new owner under its pin: %+v", statsOf(c))
+	require.Equal(t, 1, info(t, probe).NumWaiting, "the new owner's pull, sent without a pin, still waits at the server")
+
+	// Another client's pull (without a pin) waits too; the pin is
+	// unpinned, as by an instance whose Close still thought it held it;
+	// 3 pins the other client, and 4 finds the new owner's pull under a
+	// pin that is no longer the server's, if 3 did not.
+	other := consumerFor(t)
+	taken := make(chan []jetstream.Msg, 1)
+	go func() {
+		b, err := other.Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("g"))
+		var got []jetstream.Msg
+		if err == nil {
+			for m := range b.Messages() {
+				got = append(got, m)
+			}
+		}
+		taken <- got
+	}()
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 2 }, "the other client's pull waiting")
+	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
+	third := publish(t, js, "k.b", "3")
+	require.Len(t, <-taken, 1, "the other client took 3 under the next pin")
+	publish(t, js, "k.c", "4")
+
+	// The new owner gets the partition again once the other client's pin
+	// lapses; its catch-up must wait for 1, which the old owner holds.
+	// Whichever comes first, 2 applied or a catch-up that starts over,
+	// the old owner lets 1 go.
+	for deadline, done := time.After(30*time.Second), false; !done; {
+		select {
+		case r := <-rec.records:
+			done = strings.HasPrefix(r.Message, "seqjetstream: catch-up started over")
+		case <-applied:
+			done = true
+		case <-deadline:
+			t.Fatalf("neither applied nor started over: %+v", c.Stats())
+		}
+	}
+	stop()
+	eventually(t, func() bool { return len(l.key("k.a")) == 2 && len(l.key("k.b")) == 1 }, "1, 2 and 3 applied: %v %v; %+v",
+		lazy(func() any { return l.key("k.a") }), lazy(func() any { return l.key("k.b") }), statsOf(c))
+	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "in stream order")
+	assert.Equal(t, []uint64{third}, l.key("k.b"))
+	assert.Zero(t, c.Stats().CatchUpsAbandoned)
+	assert.False(t, takenForStored.Load(), "the server's 423 taken for a stored status message")
+	assert.True(t, lost.Load(), "the epoch ended at the server's 423")
+}
+
+// heldPull is a consumer whose next pull, once armed, asks the server to
+// hold it for 20s whatever the package asked: a pull the server still
+// holds when the pin moves, as on a host too loaded for its pulls to end
+// in time.
+type heldPull struct {
+	jetstream.Consumer
+	armed atomic.Bool
+}
+
+func (h *heldPull) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
+	if h.armed.CompareAndSwap(true, false) {
+		return h.Consumer.Fetch(n, jetstream.FetchMaxWait(20*time.Second), jetstream.FetchPriorityGroup("g"))
+	}
+	return h.Consumer.Fetch(n, opts...)
+}

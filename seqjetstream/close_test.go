@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -422,4 +424,56 @@ func TestHandoverOnCloseUnpinsOnlyOnceNothingMoreIsSent(t *testing.T) {
 	require.Equal(t, uint64(2), publish(t, js, "k.a", "2")) // pins the standby
 	eventually(t, func() bool { return l.count() == 2 }, "1 and 2 applied by the standby: %v; %+v", lazy(func() any { return l.key("k") }), statsOf(c))
 	assert.Equal(t, []uint64{1, 2}, l.key("k"))
+}
+
+// An owner whose Close drains longer than PinnedTTL stops pulling, and the
+// server pins a standby meanwhile; the owner does not know. Its Close must
+// not unpin the standby's pin at the end (the server's unpin takes
+// whatever pin is current): that ended the standby's pull, which the
+// server had pinned, in a 423 and cost it its epoch (issue 45, 90ms after
+// another instance's Close).
+func TestCloseDoesNotUnpinAPinItLostMeanwhile(t *testing.T) {
+	js, s, consumerFor := pinnedFixtureOf(t, func(cfg *jetstream.ConsumerConfig) { cfg.PinnedTTL = time.Second })
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	var unpins atomic.Int32
+	running, release := make(chan struct{}), make(chan struct{})
+	first, err := seqjetstream.NewConsumer([]jetstream.Consumer{consumerFor(t)}, func(ctx context.Context, m jetstream.Msg) error {
+		if seqOf(t, m) == 2 {
+			close(running)
+			<-release
+		}
+		return nil
+	}, seqjetstream.WithMaxBuffered(100), seqjetstream.WithFetchExpiry(300*time.Millisecond), seqjetstream.WithLogger(discard),
+		seqjetstream.WithHandover(unpinHook{JetStream: js, before: func() { unpins.Add(1) }}))
+	require.NoError(t, err)
+	r1 := start(t, first)
+	publish(t, js, "k.a", "1")
+	eventually(t, func() bool { return first.Stats().Acked == 1 }, "the first instance owns the partition")
+	publish(t, js, "k.a", "2")
+	<-running
+
+	var lost atomic.Int32
+	second := pinnedConsumer(t, consumerFor(t), func(context.Context, jetstream.Msg) error { return nil }, 300*time.Millisecond,
+		seqjetstream.WithHandover(js), seqjetstream.WithLogger(slog.New(hookHandler(func(r slog.Record) {
+			if strings.HasPrefix(r.Message, "seqjetstream: partition lost") {
+				lost.Add(1)
+			}
+		}))))
+	start(t, second)
+	closed := make(chan error, 1)
+	go func() { closed <- r1.close(t, 10*time.Second) }()
+	// The first instance pulls no more; after PinnedTTL the server pins
+	// the standby's pull when it has a message to deliver.
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 1 }, "only the standby pulling")
+	publish(t, js, "k.b", "3")
+	eventually(t, func() bool { return second.Stats().Consumers[0].Owned }, "the standby pinned after PinnedTTL: %+v", statsOf(second))
+	close(release)
+	require.NoError(t, <-closed)
+	assert.Zero(t, unpins.Load(), "unpins by the closed instance, whose pin the server had given to the standby")
+
+	publish(t, js, "k.c", "4")
+	eventually(t, func() bool { return second.Stats().Acked == 2 }, "3 and 4 acknowledged by the standby: %+v", statsOf(second))
+	assert.Zero(t, lost.Load(), "epochs the standby lost")
+	assert.True(t, second.Stats().Consumers[0].Owned)
 }

@@ -160,13 +160,30 @@ func (c *Consumer) unpinAll(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, p := range c.parts {
 		p.mu.Lock()
-		owned := p.owned && p.group != ""
+		owned, pin := p.owned && p.group != "", p.pin
 		p.mu.Unlock()
 		if owned {
-			wg.Go(func() { p.unpin(ctx, c.handover) })
+			wg.Go(func() { p.unpinOwn(ctx, c.handover, pin) })
 		}
 	}
 	wg.Wait()
+}
+
+// unpinOwn unpins the partition unless the server, asked first, pins a
+// client other than pin, this instance's: one that stopped pulling (a
+// drain longer than PinnedTTL, a stall) may have lost the pin without
+// knowing, and the server's unpin takes whatever pin is current. Taken
+// from the new owner, the unpin ends that owner's pull, which the server
+// had pinned, in a 423 and costs it its epoch (issue 45: a Close did so
+// 90ms after it ended). Should the server not answer, it unpins all the
+// same. The question and the unpin are two requests: a pin that moves
+// between them is still taken, which costs its owner a hand-over, never
+// order (see pinForgotten).
+func (p *partition) unpinOwn(ctx context.Context, js jetstream.JetStream, pin string) {
+	if now, ok := p.serverPin(ctx); ok && now != pin {
+		return
+	}
+	p.unpin(ctx, js)
 }
 
 // unpin gives up this instance's pin, for a standby to take over at once.

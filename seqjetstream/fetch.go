@@ -234,6 +234,10 @@ func (p *partition) take(h *held) {
 			pin, forged := pinOf(h.msg)
 			p.forgedPin = forged
 			p.withPin = p.withPin || pin != ""
+			// A delivery under a pin means the server pinned this pull,
+			// whatever it carried when sent: it wrote the new pin into a
+			// request sent without one (see pinForgotten).
+			p.pullPinned = p.pullPinned || pin != ""
 			p.followPin(pin)
 		}
 	}

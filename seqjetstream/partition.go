@@ -135,7 +135,7 @@ type partition struct {
 	failures    int              // fetch errors in a row
 	forgedPin   bool             // the last delivery's first pin header was a stored one (see pinOf)
 	withPin     bool             // nats.go holds a pin for the consumer: one came with a delivery since its last 423
-	pullPinned  bool             // withPin when the current pull was sent: it carried a pin
+	pullPinned  bool             // the current pull carried a pin when sent, or the server gave it one (a delivery under a pin came)
 	runWG       *sync.WaitGroup  // Run's, which waits for the catch-up checks too
 	checking    bool             // a catch-up check is in flight (see checkCatchUp)
 	checked     chan checkResult // its answer; room for one

@@ -74,28 +74,44 @@ func (p *partition) pullSingly(t time.Time) {
 //     server refuses with a 423, and nats.go then forgets it: its pulls
 //     carry none, as above. The message itself came, and ran or runs.
 //
-// The server never answers a pull that carries no pin with a 423, and
-// delivers to a pull that carries one only while it is the current pin:
-// so the 423 was such a stored message when the pull carried no pin, or
+// The server answers with a 423 a waiting pull whose pin is not its current
+// one: a pull sent with a pin, but also one sent without, that the server
+// pinned when the pin was free (it writes the new pin into the waiting
+// request, and delivers to it), if the pin moves again while that request
+// still waits: another instance's Close unpinning a pin it no longer held,
+// or a PinnedTTL (issue 45). Such a pull took a delivery under its pin
+// (pullPinned says so), unless nats.go swallowed it: a stored status
+// message. Pins are never used twice, so after the server's own 423 it pins
+// no pin this instance took deliveries under. So the 423 was such a stored
+// message when the pull carried no pin and took no delivery under one, or
 // when it carried a forged one, or when the server, asked now, still pins
-// the pull's pin; in each case the server, asked now, still pins this
-// instance's. Then the partition stays owned (if it was), and its epoch
+// the pull's pin. Then the partition stays owned (if it was), and its epoch
 // goes on: the running handlers' answers go out, and what they resolved
-// stays remembered. A status message, never to be got, is counted as out
-// of the epoch's reach at once, so that a catch-up that waited for it
-// ends. What the epoch holds is let run first (for at most drainWait: the
-// server, pinning this instance, delivers nothing to anyone meanwhile),
-// and only then is the partition unpinned through WithHandover's (or
-// WithBalance's) JetStream (see followRepin), so that the server pins the
-// next pull: if that is this instance's, the epoch goes on under the new
-// pin (see followPin); if it is another instance's, followRepin sees it
-// and the partition is lost as in any hand-over, with nothing left to
-// lose. Unpinning at once instead gave a standby, whose pull waits at the
-// server, the pin and the messages the catch-up held; its own catch-up
-// then waited for the status message's next redelivery, which made it
-// unpin in turn, and the partition could pass back and forth with
-// nothing run, an AckWait each time. Losing the epoch at once instead
-// (as was done for a forged pin) dropped what it held: a handler that ran
+// stays remembered. A status message, never to be got, is counted as out of
+// the epoch's reach at once, so that a catch-up that waited for it ends,
+// but only with proof: the server, asked now, still pins the pin this epoch
+// took its deliveries under. Without it (a pull without a pin whose first
+// delivery was the stored message, the pin moved since) nothing is counted,
+// for a real message may be what is missing: the catch-up under the new pin
+// waits (starting over at its bounds) until a redelivery of the status
+// message reaches a pull of a pin this epoch took deliveries under, or the
+// server gives it up (MaxDeliver); the first such message an epoch meets
+// comes, as a rule, to its own pinned pull. Counted on a 423 of the
+// server's, the one message let a later catch-up end with a real message
+// still out, and run later messages of its key first (issue 45, seed
+// 2823274999529456777). What the epoch holds is let run first (for at most
+// drainWait: the server, pinning this instance, delivers nothing to anyone
+// meanwhile), and only then is the partition unpinned through
+// WithHandover's (or WithBalance's) JetStream (see followRepin), so that
+// the server pins the next pull: if that is this instance's, the epoch goes
+// on under the new pin (see followPin); if it is another instance's,
+// followRepin sees it and the partition is lost as in any hand-over, with
+// nothing left to lose. Unpinning at once instead gave a standby, whose
+// pull waits at the server, the pin and the messages the catch-up held; its
+// own catch-up then waited for the status message's next redelivery, which
+// made it unpin in turn, and the partition could pass back and forth with
+// nothing run, an AckWait each time. Losing the epoch at once instead (as
+// was done for a forged pin) dropped what it held: a handler that ran
 // meanwhile ran its message again on the next pin, and a catch-up slower
 // than the pull that followed the forged message never ended, for its
 // messages came back together, forged pin and all, every AckWait.
@@ -138,10 +154,14 @@ func (p *partition) pinForgotten(ctx context.Context, forged bool) bool {
 			p.repinDrain, drain = p.repinSince.Add(p.drainWait()), true
 			p.repinEnds = ends
 		}
-		p.pin = now
-		if !forged {
+		if !forged && now == pin {
+			// Proof of a stored status message, which nats.go swallows
+			// and the server counts unacknowledged: the server still
+			// pins the pin this epoch took its deliveries under, and
+			// it never answers a pull of its current pin with a 423.
 			p.unreachable = max(p.unreachable, 1)
 		}
+		p.pin = now
 	}
 	p.mu.Unlock()
 	switch {

@@ -92,10 +92,13 @@ func (p *partition) stepDown(ctx context.Context) {
 		// to drain and unpin.
 		return
 	}
+	p.mu.Lock()
+	pin := p.pin
+	p.mu.Unlock()
 	p.lose("assigned to another instance (WithBalance)")
 	uctx, cancel := context.WithTimeout(ctx, handoverWait)
 	defer cancel()
-	p.unpin(uctx, p.c.bal.js)
+	p.unpinOwn(uctx, p.c.bal.js, pin)
 }
 
 // drainWait bounds how long a step-down lets running handlers finish: a
