@@ -742,9 +742,10 @@ func (u wakeUp) wake() {
 }
 
 // fifo is one lane of a session: a singly linked FIFO of tasks. A task
-// in no lane has a nil next (a new one's is zero, and pop clears it), so
-// that push need not store it: while the GC marks, each pointer store
-// pays a write barrier.
+// in no lane has a nil next (a new one's is zero, pop clears it, and
+// stage takes only a lane's lone task, whose next is nil), so that push
+// need not store it: while the GC marks, each pointer store pays a write
+// barrier.
 type fifo struct {
 	head, tail *task
 	n          int
