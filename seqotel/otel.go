@@ -13,6 +13,7 @@ import (
 
 	"github.com/seqsched/seqsched"
 	"github.com/seqsched/seqsched/seqotel/internal/contain"
+	"github.com/seqsched/seqsched/seqotel/internal/observe"
 )
 
 // ScopeName is the instrumentation scope of the histograms Produce
@@ -64,8 +65,7 @@ var (
 
 // with returns the attributes of a data point: WithAttributes's, then kv.
 func (m *Metrics) with(kv ...attribute.KeyValue) attribute.Set {
-	all := make([]attribute.KeyValue, 0, len(m.attrs)+len(kv))
-	return attribute.NewSet(append(append(all, m.attrs...), kv...)...)
+	return observe.Attributes(m.attrs, kv...)
 }
 
 // Register creates the counters and gauges on meter, as asynchronous
@@ -76,29 +76,18 @@ func (m *Metrics) with(kv ...attribute.KeyValue) attribute.Set {
 // nothing. Register returns the meter's error if an instrument or the
 // callback cannot be made.
 func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
-	tasks, err1 := meter.Int64ObservableCounter("seqsched.tasks", metric.WithUnit("{task}"),
-		metric.WithDescription("Tasks whose future resolved, by priority and by how they ended."))
-	sessions, err2 := meter.Int64ObservableUpDownCounter("seqsched.sessions", metric.WithUnit("{session}"),
-		metric.WithDescription("Sessions with queued or running work."))
-	running, err3 := meter.Int64ObservableUpDownCounter("seqsched.running", metric.WithUnit("{session}"),
-		metric.WithDescription("Sessions running a task now."))
-	queued, err4 := meter.Int64ObservableUpDownCounter("seqsched.queued", metric.WithUnit("{task}"),
-		metric.WithDescription("Tasks waiting to start."))
-	yields, err5 := meter.Int64ObservableCounter("seqsched.yields", metric.WithUnit("{yield}"),
-		metric.WithDescription("Times a session gave up its turn to another."))
-	slow, err6 := meter.Int64ObservableCounter("seqsched.slow_tasks", metric.WithUnit("{task}"),
-		metric.WithDescription("Tasks that ran longer than seqsched.WithSlowTask's limit."))
-	paused, err7 := meter.Int64ObservableUpDownCounter("seqsched.paused", metric.WithUnit("{session}"),
-		metric.WithDescription("Sessions paused (Pause, or a halt) with no task running."))
-	paced, err8 := meter.Int64ObservableUpDownCounter("seqsched.paced", metric.WithUnit("{session}"),
-		metric.WithDescription("Sessions waiting for a token of their seqsched.WithRate bucket."))
-	halts, err9 := meter.Int64ObservableCounter("seqsched.halts", metric.WithUnit("{halt}"),
-		metric.WithDescription("Times a failed seqsched.HaltOnError task halted its session."))
-	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8, err9); err != nil {
-		return nil, err
-	}
+	in := observe.On(meter)
+	tasks := in.Counter("seqsched.tasks", "{task}", "Tasks whose future resolved, by priority and by how they ended.")
+	sessions := in.Gauge("seqsched.sessions", "{session}", "Sessions with queued or running work.")
+	running := in.Gauge("seqsched.running", "{session}", "Sessions running a task now.")
+	queued := in.Gauge("seqsched.queued", "{task}", "Tasks waiting to start.")
+	yields := in.Counter("seqsched.yields", "{yield}", "Times a session gave up its turn to another.")
+	slow := in.Counter("seqsched.slow_tasks", "{task}", "Tasks that ran longer than seqsched.WithSlowTask's limit.")
+	paused := in.Gauge("seqsched.paused", "{session}", "Sessions paused (Pause, or a halt) with no task running.")
+	paced := in.Gauge("seqsched.paced", "{session}", "Sessions waiting for a token of their seqsched.WithRate bucket.")
+	halts := in.Counter("seqsched.halts", "{halt}", "Times a failed seqsched.HaltOnError task halted its session.")
 	set := func(kv ...attribute.KeyValue) metric.ObserveOption { return metric.WithAttributeSet(m.with(kv...)) }
-	return meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	return in.Register(func(ctx context.Context, o metric.Observer) error {
 		st, err := m.stats.Read(ctx)
 		if err != nil {
 			return err
@@ -119,7 +108,7 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 		o.ObserveInt64(paced, int64(st.Paced), set())
 		o.ObserveInt64(halts, int64(st.Halts), set())
 		return nil
-	}, tasks, sessions, running, queued, yields, slow, paused, paced, halts)
+	})
 }
 
 // Produce reads Stats once and returns the wait and run-time histograms,
@@ -134,8 +123,7 @@ func (m *Metrics) Produce(ctx context.Context) ([]metricdata.ScopeMetrics, error
 		return nil, err
 	}
 	now := time.Now()
-	wait := metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality}
-	run := metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality}
+	wait, run := observe.Cumulative(), observe.Cumulative()
 	for i, ps := range [...]*seqsched.PriorityStats{&st.High, &st.Normal} {
 		attrs := m.with(attribute.String("priority", priorities[i]))
 		wait.DataPoints = append(wait.DataPoints, HistogramDataPoint(ps.WaitHistogram, attrs, m.start, now))

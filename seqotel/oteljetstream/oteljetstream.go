@@ -76,6 +76,7 @@ import (
 	"github.com/seqsched/seqsched/seqjetstream"
 	"github.com/seqsched/seqsched/seqotel"
 	"github.com/seqsched/seqsched/seqotel/internal/contain"
+	"github.com/seqsched/seqsched/seqotel/internal/observe"
 )
 
 // ScopeName is the instrumentation scope of the histograms Produce
@@ -123,8 +124,7 @@ func New(s StatsReader, opts ...seqotel.Option) (*Metrics, error) {
 
 // with returns the attributes of a data point: WithAttributes's, then kv.
 func (m *Metrics) with(kv ...attribute.KeyValue) attribute.Set {
-	all := make([]attribute.KeyValue, 0, len(m.attrs)+len(kv))
-	return attribute.NewSet(append(append(all, m.attrs...), kv...)...)
+	return observe.Attributes(m.attrs, kv...)
 }
 
 // Register creates the counters and gauges on meter, as asynchronous
@@ -135,17 +135,8 @@ func (m *Metrics) with(kv ...attribute.KeyValue) attribute.Set {
 // nothing. Register returns the meter's error if an instrument or the
 // callback cannot be made.
 func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
-	var errs []error
-	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		c, err := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return c
-	}
-	gauge := func(name, unit, desc string) metric.Int64ObservableUpDownCounter {
-		g, err := meter.Int64ObservableUpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return g
-	}
+	in := observe.On(meter)
+	counter, gauge := in.Counter, in.Gauge
 	counters := [...]metric.Int64ObservableCounter{
 		counter("seqsched.jetstream.received", "{delivery}", "Deliveries taken from JetStream, redeliveries included."),
 		counter("seqsched.jetstream.acked", "{message}", "Messages acknowledged after their handler returned nil."),
@@ -168,17 +159,7 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 		gauge("seqsched.jetstream.catching_up", "{consumer}", "1 while this instance holds messages back after taking the pin over, else 0."),
 		gauge("seqsched.jetstream.assigned", "{consumer}", "0 while WithBalance assigns the consumer to another instance (this one does not pull from it), else 1."),
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	var instruments []metric.Observable
-	for _, c := range counters {
-		instruments = append(instruments, c)
-	}
-	for _, g := range gauges {
-		instruments = append(instruments, g)
-	}
-	return meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	return in.Register(func(ctx context.Context, o metric.Observer) error {
 		st, err := m.stats.Read(ctx)
 		if err != nil {
 			return err
@@ -190,12 +171,12 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 				o.ObserveInt64(counters[i], int64(v), set)
 			}
 			for i, v := range [...]int64{int64(cs.InFlight), int64(cs.Buffered), int64(cs.Waiting),
-				int64(cs.Remembered), one(cs.Owned), one(cs.CatchingUp), one(cs.Assigned)} {
+				int64(cs.Remembered), observe.One(cs.Owned), observe.One(cs.CatchingUp), observe.One(cs.Assigned)} {
 				o.ObserveInt64(gauges[i], v, set)
 			}
 		}
 		return nil
-	}, instruments...)
+	})
 }
 
 // Produce reads Stats once and returns the handler-duration and
@@ -211,10 +192,7 @@ func (m *Metrics) Produce(ctx context.Context) ([]metricdata.ScopeMetrics, error
 	}
 	now, attrs := time.Now(), m.with()
 	histogram := func(h seqsched.Histogram) metricdata.Histogram[float64] {
-		return metricdata.Histogram[float64]{
-			Temporality: metricdata.CumulativeTemporality,
-			DataPoints:  []metricdata.HistogramDataPoint[float64]{seqotel.HistogramDataPoint(h, attrs, m.start, now)},
-		}
+		return observe.Cumulative(seqotel.HistogramDataPoint(h, attrs, m.start, now))
 	}
 	return []metricdata.ScopeMetrics{{
 		Scope: instrumentation.Scope{Name: ScopeName},
@@ -225,11 +203,4 @@ func (m *Metrics) Produce(ctx context.Context) ([]metricdata.ScopeMetrics, error
 				Description: "Time from a message's delivery to the start of its first attempt."},
 		},
 	}}, nil
-}
-
-func one(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }

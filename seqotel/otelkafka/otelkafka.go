@@ -66,6 +66,7 @@ import (
 	"github.com/seqsched/seqsched/seqkafka"
 	"github.com/seqsched/seqsched/seqotel"
 	"github.com/seqsched/seqsched/seqotel/internal/contain"
+	"github.com/seqsched/seqsched/seqotel/internal/observe"
 )
 
 // ScopeName is the instrumentation scope of the histograms Produce
@@ -113,8 +114,7 @@ func New(s StatsReader, opts ...seqotel.Option) (*Metrics, error) {
 
 // with returns the attributes of a data point: WithAttributes's, then kv.
 func (m *Metrics) with(kv ...attribute.KeyValue) attribute.Set {
-	all := make([]attribute.KeyValue, 0, len(m.attrs)+len(kv))
-	return attribute.NewSet(append(append(all, m.attrs...), kv...)...)
+	return observe.Attributes(m.attrs, kv...)
 }
 
 // Register creates the counters and gauges on meter, as asynchronous
@@ -125,17 +125,8 @@ func (m *Metrics) with(kv ...attribute.KeyValue) attribute.Set {
 // nothing. Register returns the meter's error if an instrument or the
 // callback cannot be made.
 func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
-	var errs []error
-	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		c, err := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return c
-	}
-	gauge := func(name, unit, desc string) metric.Int64ObservableUpDownCounter {
-		g, err := meter.Int64ObservableUpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return g
-	}
+	in := observe.On(meter)
+	counter, gauge := in.Counter, in.Gauge
 	counters := [...]metric.Int64ObservableCounter{
 		counter("seqsched.kafka.processed", "{record}", "Records handled successfully."),
 		counter("seqsched.kafka.retries", "{attempt}", "Failed attempts that were retried."),
@@ -150,17 +141,7 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 	}
 	commits := counter("seqsched.kafka.commits", "{commit}", "Offset commits that succeeded.")
 	commitErrors := counter("seqsched.kafka.commit_errors", "{commit}", "Offset commits that failed.")
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	instruments := []metric.Observable{commits, commitErrors}
-	for _, c := range counters {
-		instruments = append(instruments, c)
-	}
-	for _, g := range gauges {
-		instruments = append(instruments, g)
-	}
-	return meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	return in.Register(func(ctx context.Context, o metric.Observer) error {
 		st, err := m.stats.Read(ctx)
 		if err != nil {
 			return err
@@ -170,7 +151,7 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 			for i, v := range [...]uint64{p.Processed, p.Retries, p.DeadLettered, p.Skipped} {
 				o.ObserveInt64(counters[i], int64(v), set)
 			}
-			for i, v := range [...]int64{int64(p.Buffered), int64(p.InFlight), p.Lag, one(p.Paused)} {
+			for i, v := range [...]int64{int64(p.Buffered), int64(p.InFlight), p.Lag, observe.One(p.Paused)} {
 				o.ObserveInt64(gauges[i], v, set)
 			}
 		}
@@ -178,7 +159,7 @@ func (m *Metrics) Register(meter metric.Meter) (metric.Registration, error) {
 		o.ObserveInt64(commits, int64(st.Commits), set)
 		o.ObserveInt64(commitErrors, int64(st.CommitErrors), set)
 		return nil
-	}, instruments...)
+	})
 }
 
 // Produce reads Stats once and returns the handler and queue-time
@@ -194,10 +175,7 @@ func (m *Metrics) Produce(ctx context.Context) ([]metricdata.ScopeMetrics, error
 	}
 	now, attrs := time.Now(), m.with()
 	histogram := func(h seqsched.Histogram) metricdata.Histogram[float64] {
-		return metricdata.Histogram[float64]{
-			Temporality: metricdata.CumulativeTemporality,
-			DataPoints:  []metricdata.HistogramDataPoint[float64]{seqotel.HistogramDataPoint(h, attrs, m.start, now)},
-		}
+		return observe.Cumulative(seqotel.HistogramDataPoint(h, attrs, m.start, now))
 	}
 	return []metricdata.ScopeMetrics{{
 		Scope: instrumentation.Scope{Name: ScopeName},
@@ -208,11 +186,4 @@ func (m *Metrics) Produce(ctx context.Context) ([]metricdata.ScopeMetrics, error
 				Description: "Time from a record's fetch to the start of its first handler call."},
 		},
 	}}, nil
-}
-
-func one(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }
