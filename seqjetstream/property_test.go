@@ -101,7 +101,15 @@ var regressions = map[string][]uint64{
 		// and its next catch-up ended one short. Fixed: see
 		// TestServers423ToAPullSentWithoutAPinEndsTheEpoch and
 		// TestCloseDoesNotUnpinAPinItLostMeanwhile.
-		2823274999529456777},
+		2823274999529456777,
+		// A soak of main at fa8f6db starved on purpose: the soak at nice
+		// 5 against 16 CPU hogs at nice 0 (load average 24), runs 25-60
+		// times their unloaded length, pins passing PinnedTTL between
+		// instances. These runs timed out on the test's 20s waits and
+		// nats.go's publish timeout, with partitions moving between
+		// instances faster than their catch-ups ended; no order broken,
+		// nothing lost (see the reliability log).
+		2967834205635022905, 13395084248647563997, 9981085472446490507},
 	// A catch-up given up with 37 messages missing.
 	"TestBalancedInstancesThatStallLoseNothingKeepOrderAndShareEvenly": {3034307000158103757,
 		// The same soak, the same shape: one owner, with nothing
@@ -111,7 +119,17 @@ var regressions = map[string][]uint64{
 		// handlers finished, and an Ack of the old owner that landed late
 		// took off the server's count a message the new owner held in
 		// its catch-up (see TestHandoverOnCloseUnpinsOnlyOnceNothingMoreIsSent).
-		9220102002355871535},
+		9220102002355871535,
+		// Timed out in the starved soak of fa8f6db (see
+		// TestPartitionedInstancesThatStallLoseNothingAndKeepOrder's
+		// list): order held, nothing lost.
+		2592278249238962283, 6439495910200052037, 17353150104591591101,
+		2792319219401809249, 6704472002692201969, 8405772285858454497},
+	"TestBalancedInstancesJoiningLeavingAndKilledLoseNothingKeepOrderAndShareEvenly": {
+		// Timed out in the starved soak of fa8f6db (see
+		// TestPartitionedInstancesThatStallLoseNothingAndKeepOrder's
+		// list): order held, nothing lost.
+		17688133687086733325, 904789583838568127, 13365325968918036937},
 }
 
 func envUint(name string, def uint64) uint64 {
