@@ -908,3 +908,117 @@ func (h *heldPull) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBa
 	}
 	return h.Consumer.Fetch(n, opts...)
 }
+
+// A stored empty message with Status 423 that the owner proved out of
+// its reach (the server still pinned it at the 423, and counts the
+// message unacknowledged) leaves the server's count once the server gives
+// it up at MaxDeliver, an AckWait after its last delivery. The owner
+// counted it out of reach for the rest of the epoch: a later catch-up,
+// for a real message lost on its way while the status message was gone
+// from the count, found the server counting one message more than it
+// held, took it for the status message, and ran the lost message's key's
+// later message first (issue 45). Here (MaxDeliver 2, AckWait 2s) the
+// status message comes twice, each time the owner unpins and a message of
+// k.x pins it anew; once the server has given it up, 1 (k.a) is lost on
+// its way and 2 (k.a) comes: 2 must run after 1.
+func TestStatusMessageTheServerGaveUpIsNotCountedOutOfReachByALaterCatchUp(t *testing.T) {
+	js, s, consumerFor := pinnedFixtureOf(t, func(cfg *jetstream.ConsumerConfig) {
+		cfg.AckWait, cfg.MaxDeliver = 2*time.Second, 2
+	})
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	forgot := make(chan struct{}, 8)
+	log := hookHandler(func(r slog.Record) {
+		if strings.Contains(r.Message, "Status 423 header made nats.go forget this instance's pin") {
+			forgot <- struct{}{}
+		}
+	})
+	var lost atomic.Bool
+	cons := wrapConsumer{consumerFor(t), func(m jetstream.Msg) jetstream.Msg {
+		if m.Subject() == "k.a" && lost.CompareAndSwap(false, true) {
+			return nil // 1's first delivery, lost on its way
+		}
+		return m
+	}}
+	l := newLedger()
+	var pendingAtLast atomic.Int64 // the server's count while the message after the last 423 runs
+	c := pinnedConsumer(t, cons, func(ctx context.Context, m jetstream.Msg) error {
+		if m.Subject() == "k.x" && string(m.Data()) == "1" {
+			pendingAtLast.Store(int64(info(t, probe).NumAckPending))
+		}
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	}, 300*time.Millisecond, seqjetstream.WithHandover(js), seqjetstream.WithLogger(slog.New(log)))
+	start(t, c)
+	publish(t, js, "k.b", "0")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "0 acked, the partition owned: %+v", statsOf(c))
+
+	publish(t, js, "k.g", "", "Status", "423", "Description", "not from the server")
+	for i := range 2 { // its two deliveries
+		select {
+		case <-forgot:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("delivery %d of the status message not seen: %+v", i+1, c.Stats())
+		}
+		publish(t, js, "k.x", fmt.Sprint(i)) // pins the owner anew
+		eventually(t, func() bool { return len(l.key("k.x")) == i+1 }, "k.x %d applied: %v; %+v", i, lazy(func() any { return l.key("k.x") }), statsOf(c))
+	}
+	// Counted still when the catch-up after its last delivery ended (the
+	// case of the issue; otherwise that catch-up saw it gone already).
+	t.Logf("unacknowledged at the server while k.x 1 ran: %d (2: the status message still counted)", pendingAtLast.Load())
+	eventually(t, func() bool { return info(t, probe).NumAckPending == 0 }, "the status message given up at MaxDeliver: %+v", lazy(func() any { return info(t, probe) }))
+
+	first := publish(t, js, "k.a", "1")
+	eventually(t, lost.Load, "1 delivered and lost")
+	second := publish(t, js, "k.a", "2")
+	eventually(t, func() bool { return len(l.key("k.a")) == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k.a") }), statsOf(c))
+	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "in stream order")
+	assert.Empty(t, l.key("k.g"), "the status message never runs")
+	assert.Zero(t, c.Stats().CatchUpsAbandoned)
+}
+
+// The same holds for a stored status message that a catch-up was given
+// up for (Status 100: nats.go drops it and goes on, and the owner sees a
+// gap in the delivery sequence each time it comes): counted out of reach
+// for the rest of the epoch, it let a later catch-up end with a real
+// message out once the server had given it up. Here (MaxDeliver 8,
+// AckWait 1s: the server counts it for about nine seconds, past the
+// catch-up's bound of four) 1 (k.a) is lost on its way after that, and 2
+// (k.a) comes: 2 must run after 1.
+func TestStatusMessageACatchUpWasGivenUpForIsNotCountedOnceTheServerGaveItUp(t *testing.T) {
+	js, s, consumerFor := pinnedFixtureOf(t, func(cfg *jetstream.ConsumerConfig) {
+		cfg.AckWait, cfg.MaxDeliver = time.Second, 8
+	})
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	var lost atomic.Bool
+	cons := wrapConsumer{consumerFor(t), func(m jetstream.Msg) jetstream.Msg {
+		if m.Subject() == "k.a" && lost.CompareAndSwap(false, true) {
+			return nil // 1's first delivery, lost on its way
+		}
+		return m
+	}}
+	l := newLedger()
+	c := pinnedConsumer(t, cons, func(ctx context.Context, m jetstream.Msg) error {
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	}, 300*time.Millisecond, seqjetstream.WithLogger(discard))
+	start(t, c)
+	publish(t, js, "k.b", "0")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "0 acked, the partition owned: %+v", statsOf(c))
+
+	publish(t, js, "k.g", "", "Status", "100")
+	for i := range 3 {
+		publish(t, js, "k.b", fmt.Sprint(1+i))
+	}
+	eventually(t, func() bool { return len(l.key("k.b")) == 4 }, "0-3 applied: %v; %+v", lazy(func() any { return l.key("k.b") }), statsOf(c))
+	t.Logf("catch-ups given up for the status message: %d", c.Stats().CatchUpsAbandoned)
+	eventually(t, func() bool { return info(t, probe).NumAckPending == 0 }, "the status message given up at MaxDeliver: %+v", lazy(func() any { return info(t, probe) }))
+
+	first := publish(t, js, "k.a", "1")
+	eventually(t, lost.Load, "1 delivered and lost")
+	second := publish(t, js, "k.a", "2")
+	eventually(t, func() bool { return len(l.key("k.a")) == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k.a") }), statsOf(c))
+	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "in stream order")
+	assert.Empty(t, l.key("k.g"), "the status message never runs")
+}
