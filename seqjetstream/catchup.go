@@ -169,7 +169,7 @@ func (p *partition) noteDeliveryLocked(h *held) {
 		// being taken for a duplicate.
 		p.own = 0
 		p.beginCatchUpLocked()
-		if p.sealed {
+		if p.sealed && !p.reconnectedSincePull() {
 			// What was swallowed came after the last delivery, and so
 			// after the pull that brought it was made.
 			p.noteSwallowedLocked(int(h.del-p.lastDel-1), t.Sub(p.lastDelAt), p.lastDelPull)
@@ -214,7 +214,25 @@ func (p *partition) noteDeliveryLocked(h *held) {
 // giving up, and they come again. (A stored empty message with a Status
 // 408 header that ends a pull late looks like the server's 408; so it did
 // before: that publisher's misuse is the one this evidence cannot tell
-// apart.) The server redelivers a message at most once per redelivery
+// apart.)
+//
+// A reconnect breaks the rule that a pull the server ended lost nothing:
+// what was on the wire is lost, but the server keeps a waiting pull while
+// its reply subject has interest (nats-server consumer.go, nextWaiting and
+// processWaiting look at interest only when they run), and nats.go
+// subscribes the pull's inbox again on the new connection; the server
+// then delivers the rest to that pull and ends it at its expiry, with a
+// 408 that reaches it. So a pull in flight across a reconnect is dead,
+// from the first delivery it takes after the reconnect (see
+// reconnectedSincePull): without it the gap its losses left read as
+// swallowed deliveries, and a catch-up missing one real message gave up
+// and ran its key's later messages first (issue 45). The package sees
+// the reconnects of WithHandover's (or WithBalance's) JetStream's
+// connection, as a rule the one the consumers were made from; without
+// either, or with consumers on another connection, a reconnect's losses
+// cannot be told from swallowed deliveries (see the README's Limits).
+//
+// The server redelivers a message at most once per redelivery
 // wait, so of g swallowed deliveries over a span of k waits, at least
 // ceil(g/(k+1)) are of distinct messages. With a finite MaxDeliver the
 // server gives a stored status message up, an AckWait after its last
@@ -259,6 +277,29 @@ func (p *partition) noteSealed(e pullEnd) {
 	case byServer:
 		p.deadOwe = max(0, p.deadOwe-e.waitAtLeast)
 	}
+}
+
+// reconnects returns how many times the connection of WithHandover's (or
+// WithBalance's) JetStream has reconnected (see above); 0 without one.
+func (p *partition) reconnects() uint64 {
+	if js := p.c.handover; js != nil {
+		if nc := js.Conn(); nc != nil {
+			return nc.Stats().Reconnects
+		}
+	}
+	return 0
+}
+
+// reconnectedSincePull reports whether that connection reconnected since
+// the current pull was made, which is then dead (see above); it marks
+// the pull so once it has. Called on the fetch goroutine.
+func (p *partition) reconnectedSincePull() bool {
+	if !p.pullReconnected && p.reconnects() != p.pullReconnects {
+		p.pullReconnected = true
+		p.sealed = false
+		p.deadOwe = max(p.deadOwe, p.pullExpiry())
+	}
+	return p.pullReconnected
 }
 
 // noteSwallowedLocked counts g deliveries swallowed over span, after

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -1021,4 +1022,95 @@ func TestStatusMessageACatchUpWasGivenUpForIsNotCountedOnceTheServerGaveItUp(t *
 	eventually(t, func() bool { return len(l.key("k.a")) == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k.a") }), statsOf(c))
 	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "in stream order")
 	assert.Empty(t, l.key("k.g"), "the status message never runs")
+}
+
+// A reconnect loses the deliveries on the wire, but the server may go on
+// holding a pull of the old connection: it keeps a waiting pull while its
+// reply subject has interest, and nats.go subscribes the pull's inbox
+// again on the new connection. The server then ends that pull at its
+// expiry, on the new connection, as if it had lost nothing on its way,
+// and the gap its losses leave reads as deliveries nats.go swallowed. Here
+// 1 (k.a) is out with the old owner past the catch-up's bound; a pull of
+// the new owner loses 1 of k.b and 1 of k.c on the wire, the connection
+// is cut, and nats.go reconnects at once. The catch-up must start over,
+// not give up on 1 as a stored status message and run 2 before it. The
+// instance sees the reconnect on the connection of its WithHandover
+// JetStream, the one its consumer was made from.
+func TestDeliveriesLostInAReconnectDoNotGiveACatchUpUp(t *testing.T) {
+	url, js, s, consumerFor := pinnedFixtureAt(t, func(cfg *jetstream.ConsumerConfig) {
+		cfg.AckWait = 1500 * time.Millisecond // a catch-up's bound is 6s
+	})
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	first, stop := heldByAPlainClient(t, js, consumerFor)
+
+	prx := startProxy(t, strings.TrimPrefix(url, "nats://"))
+	nc, err := nats.Connect(prx.url(), nats.ReconnectWait(10*time.Millisecond), nats.MaxReconnects(-1))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	ijs, err := jetstream.New(nc)
+	require.NoError(t, err)
+	cn, err := ijs.Consumer(context.Background(), "S", "part")
+	require.NoError(t, err)
+	pulls := make(chan struct{}, 1) // a pull began
+	cons := sizingConsumer{cn, func(int) {
+		select {
+		case pulls <- struct{}{}:
+		default:
+		}
+	}}
+	rec := recordingHandler{records: make(chan slog.Record, 256)}
+	l := newLedger()
+	c := pinnedConsumer(t, cons, func(ctx context.Context, m jetstream.Msg) error {
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	}, 500*time.Millisecond, seqjetstream.WithHandover(ijs), seqjetstream.WithLogger(slog.New(rec)))
+	start(t, c)
+	second := pinTheNewOwner(t, js, s) // the new owner catches up, holding 2, missing 1
+	eventually(t, func() bool { return c.Stats().Consumers[0].Waiting == 1 }, "2 held by the catch-up: %+v", statsOf(c))
+
+	// At the start of a pull, what the server sends on the connection is
+	// lost, then the connection is cut.
+	select {
+	case <-pulls:
+	default:
+	}
+	select {
+	case <-pulls:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no pull")
+	}
+	reconnects := nc.Stats().Reconnects
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 1 }, "the pull waiting at the server")
+	prx.loseFromServer()
+	b := []uint64{publish(t, js, "k.b", "0")}
+	cc := []uint64{publish(t, js, "k.c", "0")}
+	eventually(t, func() bool { return info(t, probe).Delivered.Stream >= cc[0] }, "0 of k.b and k.c delivered, and lost on the wire")
+	prx.cut()
+	eventually(t, func() bool { return nc.Stats().Reconnects > reconnects }, "reconnected")
+	// The pull's inbox is subscribed again on the new connection once the
+	// server answers a flush on it: the server still holds the pull, and
+	// delivers 1 of k.b to it.
+	require.NoError(t, nc.Flush())
+	b = append(b, publish(t, js, "k.b", "1"))
+
+	var ended string
+	for deadline := time.After(30 * time.Second); ended == ""; {
+		select {
+		case r := <-rec.records:
+			if strings.HasPrefix(r.Message, "seqjetstream: catch-up started over") || strings.HasPrefix(r.Message, "seqjetstream: catch-up given up") {
+				ended = r.Message
+			}
+		case <-deadline:
+			t.Fatalf("the catch-up neither started over nor gave up: %+v", c.Stats())
+		}
+	}
+	stop() // 1 comes back after its AckWait
+
+	eventually(t, func() bool { return l.count() == 5 }, "five applied: %v %v %v; %+v",
+		lazy(func() any { return l.key("k.a") }), lazy(func() any { return l.key("k.b") }), lazy(func() any { return l.key("k.c") }), statsOf(c))
+	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "k.a in stream order")
+	assert.Equal(t, b, l.key("k.b"), "k.b in stream order")
+	assert.Equal(t, cc, l.key("k.c"))
+	assert.Zero(t, c.Stats().CatchUpsAbandoned, "catch-ups given up (%q)", ended)
 }

@@ -154,6 +154,12 @@ type partition struct {
 	single      bool
 	singleSince time.Time
 
+	// pullReconnects is reconnects() when the current pull was made, and
+	// pullReconnected says that it has changed since (see
+	// reconnectedSincePull). Fetch goroutine only.
+	pullReconnects  uint64
+	pullReconnected bool
+
 	// repin is set while the epoch waits to be pinned anew after a stored
 	// status message made nats.go forget its pin (see pinForgotten);
 	// repinSince is when it began, or when the unpin was sent after a
