@@ -864,7 +864,7 @@ func TestServers423ToAPullSentWithoutAPinEndsTheEpoch(t *testing.T) {
 		}
 		taken <- got
 	}()
-	eventually(t, func() bool { return info(t, probe).NumWaiting == 2 }, "the other client's pull waiting")
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 2 }, "the other client's pull waiting: %+v %v", lazy(func() any { return info(t, probe) }), lazy(func() any { return c.Stats() }))
 	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
 	third := publish(t, js, "k.b", "3")
 	require.Len(t, <-taken, 1, "the other client took 3 under the next pin")
@@ -897,14 +897,18 @@ func TestServers423ToAPullSentWithoutAPinEndsTheEpoch(t *testing.T) {
 // heldPull is a consumer whose next pull, once armed, asks the server to
 // hold it for 20s whatever the package asked: a pull the server still
 // holds when the pin moves, as on a host too loaded for its pulls to end
-// in time.
+// in time. With batch set, it asks for that many messages.
 type heldPull struct {
 	jetstream.Consumer
 	armed atomic.Bool
+	batch int
 }
 
 func (h *heldPull) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
 	if h.armed.CompareAndSwap(true, false) {
+		if h.batch > 0 {
+			n = h.batch
+		}
 		return h.Consumer.Fetch(n, jetstream.FetchMaxWait(20*time.Second), jetstream.FetchPriorityGroup("g"))
 	}
 	return h.Consumer.Fetch(n, opts...)
@@ -1113,4 +1117,117 @@ func TestDeliveriesLostInAReconnectDoNotGiveACatchUpUp(t *testing.T) {
 	assert.Equal(t, b, l.key("k.b"), "k.b in stream order")
 	assert.Equal(t, cc, l.key("k.c"))
 	assert.Zero(t, c.Stats().CatchUpsAbandoned, "catch-ups given up (%q)", ended)
+}
+
+// An owner that pulls without a pin (nats.go forgot it: here after a
+// stored Nats-Pin-Id header, which grants nothing) may be pinned by the
+// server through its waiting pull, whose first delivery under the new pin
+// is a stored status message that nats.go drops and goes on (Status 100):
+// no delivery shows the pull pinned. If the pin then moves (unpinned
+// through the API, and another client's pull pinned by the next message),
+// the server answers the waiting pull with a 423. That 423 proves nothing
+// about a stored message: the owner must not count one out of its reach
+// (the server no longer pins the pin its epoch took deliveries under),
+// and its epoch goes on under the pin the server shows, or ends; whatever
+// it does, a key's messages run in stream order. Here 1 (k.a) is taken by
+// the other client and kept in progress, and 2 (k.a) comes to the owner
+// once it is pinned again: 2 must run after 1. MaxDeliver 2 lets the
+// server give the status message up, so that the catch-up can end.
+func TestServers423AfterAStatusMessagePinnedThePullGrantsNothing(t *testing.T) {
+	js, s, consumerFor := pinnedFixtureOf(t, func(cfg *jetstream.ConsumerConfig) {
+		cfg.AckWait, cfg.MaxDeliver = 2*time.Second, 2
+	})
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	pinned := func() string {
+		for _, g := range info(t, probe).PriorityGroups {
+			return g.PinnedClientID
+		}
+		return ""
+	}
+
+	var cp atomic.Pointer[seqjetstream.Consumer]
+	forged, forgot := make(chan struct{}, 8), make(chan int, 8) // forgot: what the owner counted out of reach then
+	log := hookHandler(func(r slog.Record) {
+		switch {
+		case strings.Contains(r.Message, "stored Nats-Pin-Id header made nats.go pull with a pin"):
+			forged <- struct{}{}
+		case strings.Contains(r.Message, "Status 423 header made nats.go forget this instance's pin"):
+			forgot <- seqjetstream.Unreachable(cp.Load(), 0)
+		}
+	})
+	l := newLedger()
+	// The held pull asks for two: after a status the owner pulls one
+	// message at a time for a while, and a pull of one that the status
+	// message filled is done at the server.
+	held := &heldPull{Consumer: consumerFor(t), batch: 2}
+	c := pinnedConsumer(t, held, func(ctx context.Context, m jetstream.Msg) error {
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	}, 300*time.Millisecond, seqjetstream.WithHandover(js), seqjetstream.WithLogger(slog.New(log)))
+	cp.Store(c)
+	start(t, c)
+	publish(t, js, "k.b", "0")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "0 acked, the partition owned: %+v", statsOf(c))
+
+	// A stored pin header makes nats.go pull with it; the server's 423
+	// makes it forget it, and the owner unpins once what it holds is done.
+	publish(t, js, "k.b", "f", "Nats-Pin-Id", "forged")
+	select {
+	case <-forged:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the stored pin header not seen: %+v", c.Stats())
+	}
+	eventually(t, func() bool { return pinned() == "" }, "the owner unpinned")
+
+	// Its next pull, without a pin, is held at the server; the status
+	// message pins it, and nats.go drops the message and goes on.
+	held.armed.Store(true)
+	eventually(t, func() bool { return !held.armed.Load() && info(t, probe).NumWaiting == 1 }, "the owner's held pull waiting")
+	status := publish(t, js, "k.g", "", "Status", "100")
+	eventually(t, func() bool { return info(t, probe).Delivered.Stream >= status && pinned() != "" }, "the status message delivered under a new pin")
+
+	// The pin moves: unpinned, and another client's pull pinned by 1,
+	// which it keeps in progress; the server answers the owner's pull
+	// with a 423.
+	other := consumerFor(t)
+	taken := make(chan jetstream.Msg, 1)
+	go func() {
+		b, err := other.Fetch(1, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup("g"))
+		if err == nil {
+			for m := range b.Messages() {
+				taken <- m
+			}
+		}
+		close(taken)
+	}()
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 2 }, "the other client's pull waiting: %+v %v", lazy(func() any { return info(t, probe) }), lazy(func() any { return c.Stats() }))
+	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
+	first := publish(t, js, "k.a", "1")
+	m, ok := <-taken
+	require.True(t, ok, "the other client took 1")
+	stop := keepInProgress(t, m)
+	select {
+	case n := <-forgot:
+		assert.Zero(t, n, "counted out of reach on the server's 423")
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the server's 423 not seen: %+v", c.Stats())
+	}
+
+	second := publish(t, js, "k.a", "2")
+	eventually(t, func() bool { return c.Stats().Received >= 3 }, "2 delivered to the owner: %+v", statsOf(c))
+	assert.Empty(t, l.key("k.a"), "nothing of k.a ran while 1 was out")
+	stop() // 1 comes back after its AckWait
+	eventually(t, func() bool { return len(l.key("k.a")) == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k.a") }), statsOf(c))
+	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "in stream order")
+	assert.Empty(t, l.key("k.g"), "the status message never runs")
+	for {
+		select {
+		case n := <-forgot:
+			assert.Zero(t, n, "counted out of reach at a later 423")
+			continue
+		default:
+		}
+		break
+	}
 }
