@@ -665,24 +665,46 @@ func TestDeliveriesLostToAPullThisInstanceEndedDoNotGiveACatchUpUp(t *testing.T)
 
 	// The catch-up's bound ends with 1 still out; what it does then is
 	// the test.
-	var ended string
-	for deadline := time.After(20 * time.Second); ended == ""; {
+	ended := boundEnded(t, rec, c)
+	stop() // 1 comes back after its AckWait
+	ranInStreamOrder(t, c, l, ended, map[string][]uint64{"k.a": {first, second}, "k.b": b, "k.c": cc})
+}
+
+// boundEnded waits for the first of rec's records that says a catch-up
+// started over or was given up, and returns its message.
+func boundEnded(t *testing.T, rec recordingHandler, c *seqjetstream.Consumer) string {
+	t.Helper()
+	for deadline := time.After(30 * time.Second); ; {
 		select {
 		case r := <-rec.records:
 			if strings.HasPrefix(r.Message, "seqjetstream: catch-up started over") || strings.HasPrefix(r.Message, "seqjetstream: catch-up given up") {
-				ended = r.Message
+				return r.Message
 			}
 		case <-deadline:
 			t.Fatalf("the catch-up neither started over nor gave up: %+v", c.Stats())
 		}
 	}
-	stop() // 1 comes back after its AckWait
+}
 
-	eventually(t, func() bool { return l.count() == 6 }, "six applied: %v %v %v; %+v",
-		lazy(func() any { return l.key("k.a") }), lazy(func() any { return l.key("k.b") }), lazy(func() any { return l.key("k.c") }), statsOf(c))
-	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "k.a in stream order")
-	assert.Equal(t, b, l.key("k.b"), "k.b in stream order")
-	assert.Equal(t, cc, l.key("k.c"), "k.c in stream order")
+// ranInStreamOrder waits until l holds as many applications as want, and
+// checks that each key of want ran in that order and that no catch-up
+// was given up (ended: how the catch-up's bound ended).
+func ranInStreamOrder(t *testing.T, c *seqjetstream.Consumer, l *ledger, ended string, want map[string][]uint64) {
+	t.Helper()
+	n := 0
+	for _, seqs := range want {
+		n += len(seqs)
+	}
+	eventually(t, func() bool { return l.count() == n }, "%d applied: %v; %+v", n, lazy(func() any {
+		got := map[string][]uint64{}
+		for k := range want {
+			got[k] = l.key(k)
+		}
+		return got
+	}), statsOf(c))
+	for k, seqs := range want {
+		assert.Equal(t, seqs, l.key(k), "%s in stream order", k)
+	}
 	assert.Zero(t, c.Stats().CatchUpsAbandoned, "catch-ups given up (%q)", ended)
 }
 
@@ -914,6 +936,30 @@ func (h *heldPull) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBa
 	return h.Consumer.Fetch(n, opts...)
 }
 
+// loseFirstOf is a pinned consumer whose first delivery of a message on
+// subject is lost on its way (see loseFirst).
+func loseFirstOf(cons jetstream.Consumer, subject string) (jetstream.Consumer, *atomic.Bool) {
+	var lost atomic.Bool
+	return wrapConsumer{cons, func(m jetstream.Msg) jetstream.Msg {
+		if m.Subject() == subject && lost.CompareAndSwap(false, true) {
+			return nil
+		}
+		return m
+	}}, &lost
+}
+
+// oneLostThenTheNext publishes 1 (k.a), whose first delivery to c is lost
+// on its way (lost says when), then 2 (k.a), and checks that c applies
+// them to l in stream order.
+func oneLostThenTheNext(t *testing.T, js jetstream.JetStream, c *seqjetstream.Consumer, l *ledger, lost *atomic.Bool) {
+	t.Helper()
+	first := publish(t, js, "k.a", "1")
+	eventually(t, lost.Load, "1 delivered and lost")
+	second := publish(t, js, "k.a", "2")
+	eventually(t, func() bool { return len(l.key("k.a")) == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k.a") }), statsOf(c))
+	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "in stream order")
+}
+
 // A stored empty message with Status 423 that the owner proved out of
 // its reach (the server still pinned it at the 423, and counts the
 // message unacknowledged) leaves the server's count once the server gives
@@ -938,13 +984,7 @@ func TestStatusMessageTheServerGaveUpIsNotCountedOutOfReachByALaterCatchUp(t *te
 			forgot <- struct{}{}
 		}
 	})
-	var lost atomic.Bool
-	cons := wrapConsumer{consumerFor(t), func(m jetstream.Msg) jetstream.Msg {
-		if m.Subject() == "k.a" && lost.CompareAndSwap(false, true) {
-			return nil // 1's first delivery, lost on its way
-		}
-		return m
-	}}
+	cons, lost := loseFirstOf(consumerFor(t), "k.a") // 1's first delivery
 	l := newLedger()
 	var pendingAtLast atomic.Int64 // the server's count while the message after the last 423 runs
 	c := pinnedConsumer(t, cons, func(ctx context.Context, m jetstream.Msg) error {
@@ -973,11 +1013,7 @@ func TestStatusMessageTheServerGaveUpIsNotCountedOutOfReachByALaterCatchUp(t *te
 	t.Logf("unacknowledged at the server while k.x 1 ran: %d (2: the status message still counted)", pendingAtLast.Load())
 	eventually(t, func() bool { return info(t, probe).NumAckPending == 0 }, "the status message given up at MaxDeliver: %+v", lazy(func() any { return info(t, probe) }))
 
-	first := publish(t, js, "k.a", "1")
-	eventually(t, lost.Load, "1 delivered and lost")
-	second := publish(t, js, "k.a", "2")
-	eventually(t, func() bool { return len(l.key("k.a")) == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k.a") }), statsOf(c))
-	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "in stream order")
+	oneLostThenTheNext(t, js, c, l, lost)
 	assert.Empty(t, l.key("k.g"), "the status message never runs")
 	assert.Zero(t, c.Stats().CatchUpsAbandoned)
 }
@@ -996,13 +1032,7 @@ func TestStatusMessageACatchUpWasGivenUpForIsNotCountedOnceTheServerGaveItUp(t *
 	})
 	probe, err := s.Consumer(context.Background(), "part")
 	require.NoError(t, err)
-	var lost atomic.Bool
-	cons := wrapConsumer{consumerFor(t), func(m jetstream.Msg) jetstream.Msg {
-		if m.Subject() == "k.a" && lost.CompareAndSwap(false, true) {
-			return nil // 1's first delivery, lost on its way
-		}
-		return m
-	}}
+	cons, lost := loseFirstOf(consumerFor(t), "k.a") // 1's first delivery
 	l := newLedger()
 	c := pinnedConsumer(t, cons, func(ctx context.Context, m jetstream.Msg) error {
 		l.apply(m.Subject(), seqOf(t, m))
@@ -1020,11 +1050,7 @@ func TestStatusMessageACatchUpWasGivenUpForIsNotCountedOnceTheServerGaveItUp(t *
 	t.Logf("catch-ups given up for the status message: %d", c.Stats().CatchUpsAbandoned)
 	eventually(t, func() bool { return info(t, probe).NumAckPending == 0 }, "the status message given up at MaxDeliver: %+v", lazy(func() any { return info(t, probe) }))
 
-	first := publish(t, js, "k.a", "1")
-	eventually(t, lost.Load, "1 delivered and lost")
-	second := publish(t, js, "k.a", "2")
-	eventually(t, func() bool { return len(l.key("k.a")) == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k.a") }), statsOf(c))
-	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "in stream order")
+	oneLostThenTheNext(t, js, c, l, lost)
 	assert.Empty(t, l.key("k.g"), "the status message never runs")
 }
 
@@ -1098,25 +1124,9 @@ func TestDeliveriesLostInAReconnectDoNotGiveACatchUpUp(t *testing.T) {
 	require.NoError(t, nc.Flush())
 	b = append(b, publish(t, js, "k.b", "1"))
 
-	var ended string
-	for deadline := time.After(30 * time.Second); ended == ""; {
-		select {
-		case r := <-rec.records:
-			if strings.HasPrefix(r.Message, "seqjetstream: catch-up started over") || strings.HasPrefix(r.Message, "seqjetstream: catch-up given up") {
-				ended = r.Message
-			}
-		case <-deadline:
-			t.Fatalf("the catch-up neither started over nor gave up: %+v", c.Stats())
-		}
-	}
+	ended := boundEnded(t, rec, c)
 	stop() // 1 comes back after its AckWait
-
-	eventually(t, func() bool { return l.count() == 5 }, "five applied: %v %v %v; %+v",
-		lazy(func() any { return l.key("k.a") }), lazy(func() any { return l.key("k.b") }), lazy(func() any { return l.key("k.c") }), statsOf(c))
-	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "k.a in stream order")
-	assert.Equal(t, b, l.key("k.b"), "k.b in stream order")
-	assert.Equal(t, cc, l.key("k.c"))
-	assert.Zero(t, c.Stats().CatchUpsAbandoned, "catch-ups given up (%q)", ended)
+	ranInStreamOrder(t, c, l, ended, map[string][]uint64{"k.a": {first, second}, "k.b": b, "k.c": cc})
 }
 
 // An owner that pulls without a pin (nats.go forgot it: here after a
