@@ -22,7 +22,7 @@ import (
 // that nats.go drops make a gap every AckWait. Called with mu held.
 func (p *partition) beginCatchUpLocked() {
 	if !p.catchUp {
-		p.cuSince, p.cuOverdue, p.cuSwallowed = time.Now(), time.Time{}, 0
+		p.cuSince, p.cuOverdue, p.cuSwallowed, p.cuSwallowedUntil = time.Now(), time.Time{}, 0, time.Time{}
 		p.cuBegan, p.cuRestart = p.cuSince, 0
 	}
 	p.catchUp, p.cuNeed, p.cuD, p.cuMine = true, -1, 0, 0
@@ -82,12 +82,68 @@ func (p *partition) giveUpDueLocked(asked time.Time) bool {
 // messages run; a status message is never handled, so no key waits for
 // it. The epoch remembers short as unreachable, and its later catch-ups
 // (a redelivery of such a message that nats.go drops again shows as a
-// gap) do not wait for them; the count shrinks when the server's does. A
-// catch-up that misses more starts over instead (see startOver). Called
-// with mu held.
-func (p *partition) giveUpLocked(short int) {
+// gap) do not wait for them; the count shrinks when the server's does,
+// and with a finite MaxDeliver it holds only until, as the evidence it
+// rests on does (see statusCountedUntil). A catch-up that misses more
+// starts over instead (see startOver). Called with mu held.
+func (p *partition) giveUpLocked(short int, until time.Time) {
+	if !countedAt(p.unreachableUntil, now()) {
+		p.unreachable = 0
+	}
+	switch {
+	case p.unreachable == 0:
+		p.unreachableUntil = until
+	case !until.IsZero() && (p.unreachableUntil.IsZero() || until.Before(p.unreachableUntil)):
+		p.unreachableUntil = until // the whole count holds while each part does
+	}
 	p.unreachable += short
 	p.st.catchUpsAbandoned.Add(1)
+}
+
+// provenUnreachableLocked counts one stored status message out of the
+// epoch's reach, on pinForgotten's proof: the server delivered it to the
+// pull made at pulled, and counts it unacknowledged. A proof covers one
+// message, so a count of more (give-ups') keeps its own time. Called with
+// mu held.
+func (p *partition) provenUnreachableLocked(pulled time.Time) {
+	if !countedAt(p.unreachableUntil, now()) {
+		p.unreachable = 0
+	}
+	if p.unreachable <= 1 {
+		p.unreachable, p.unreachableUntil = 1, p.statusCountedUntil(pulled)
+	}
+}
+
+// statusCountedUntil returns until when a stored status message that the
+// server delivered after evidence (a time at or before that delivery)
+// surely stays in the server's count of unacknowledged messages; zero
+// means for as long as it is stored. No client answers it (nats.go never
+// hands it over), so it leaves the count only when the server gives it up
+// at MaxDeliver: nats-server (v2.15, consumer.go, checkPending and
+// hasMaxDeliveries) gives up a message at its last delivery once that
+// delivery's AckWait (or BackOff step) has run out, and getNextMsg one
+// past MaxDeliver only when it comes up for redelivery, later still.
+// Neither can be sooner than the shortest redelivery wait after the
+// delivery. Its delivery count is not known here (nats.go drops the
+// message, metadata and all), so any delivery may be its last: the
+// evidence holds one wait, and a catch-up whose check was answered later
+// needs a new one (the next delivery of the message: another 423, or
+// another gap). Counted past that, a status message given up while a
+// real message of the partition was out let a later catch-up end with
+// the real one still out, and run its key's later messages first (issue
+// 45). Both clocks count, as in answerableLocked (see countedAt).
+func (p *partition) statusCountedUntil(evidence time.Time) time.Time {
+	if p.cons.CachedInfo().Config.MaxDeliver <= 0 {
+		return time.Time{}
+	}
+	return evidence.Add(3 * p.tick) // the shortest redelivery wait, or a little less
+}
+
+// countedAt reports whether evidence that holds until until (see
+// statusCountedUntil) still holds at t, by the monotonic clock and by
+// the wall clock both: the server's wait goes on while this host sleeps.
+func countedAt(until, t time.Time) bool {
+	return until.IsZero() || (t.Before(until) && t.Round(0).Before(until.Round(0)))
 }
 
 // noteDeliveryLocked follows a pinned epoch's deliveries by their consumer
@@ -113,11 +169,13 @@ func (p *partition) noteDeliveryLocked(h *held) {
 		// being taken for a duplicate.
 		p.own = 0
 		p.beginCatchUpLocked()
-		if p.sealed {
-			p.noteSwallowedLocked(int(h.del-p.lastDel-1), t.Sub(p.lastDelAt))
+		if p.sealed && !p.reconnectedSincePull() {
+			// What was swallowed came after the last delivery, and so
+			// after the pull that brought it was made.
+			p.noteSwallowedLocked(int(h.del-p.lastDel-1), t.Sub(p.lastDelAt), p.lastDelPull)
 		}
 	}
-	p.lastDel, p.lastDelAt, p.sealed = h.del, t, p.deadOwe == 0
+	p.lastDel, p.lastDelAt, p.lastDelPull, p.sealed = h.del, t, h.anchor, p.deadOwe == 0
 	if p.own == 0 && h.first {
 		p.own = h.seq
 	}
@@ -156,9 +214,32 @@ func (p *partition) noteDeliveryLocked(h *held) {
 // giving up, and they come again. (A stored empty message with a Status
 // 408 header that ends a pull late looks like the server's 408; so it did
 // before: that publisher's misuse is the one this evidence cannot tell
-// apart.) The server redelivers a message at most once per redelivery
+// apart.)
+//
+// A reconnect breaks the rule that a pull the server ended lost nothing:
+// what was on the wire is lost, but the server keeps a waiting pull while
+// its reply subject has interest (nats-server consumer.go, nextWaiting and
+// processWaiting look at interest only when they run), and nats.go
+// subscribes the pull's inbox again on the new connection; the server
+// then delivers the rest to that pull and ends it at its expiry, with a
+// 408 that reaches it. So a pull in flight across a reconnect is dead,
+// from the first delivery it takes after the reconnect (see
+// reconnectedSincePull): without it the gap its losses left read as
+// swallowed deliveries, and a catch-up missing one real message gave up
+// and ran its key's later messages first (issue 45). The package sees
+// the reconnects of WithHandover's (or WithBalance's) JetStream's
+// connection, as a rule the one the consumers were made from; without
+// either, or with consumers on another connection, a reconnect's losses
+// cannot be told from swallowed deliveries (see the README's Limits).
+//
+// The server redelivers a message at most once per redelivery
 // wait, so of g swallowed deliveries over a span of k waits, at least
-// ceil(g/(k+1)) are of distinct messages.
+// ceil(g/(k+1)) are of distinct messages. With a finite MaxDeliver the
+// server gives a stored status message up, an AckWait after its last
+// delivery, and it leaves the count while a catch-up may still take a
+// missing message for it: the evidence of a swallowed delivery, and the
+// count of unreachable messages it grants, hold for one redelivery wait
+// after it (see statusCountedUntil).
 
 // pullEnd is how a pull ended, for noteSealed: it asked for n messages
 // and got got of them, with err, early if before 8/10 of its expiry,
@@ -198,12 +279,43 @@ func (p *partition) noteSealed(e pullEnd) {
 	}
 }
 
-// noteSwallowedLocked counts g deliveries swallowed over span (see
-// above) for the catch-up in progress. Called with mu held.
-func (p *partition) noteSwallowedLocked(g int, span time.Duration) {
+// reconnects returns how many times the connection of WithHandover's (or
+// WithBalance's) JetStream has reconnected (see above); 0 without one.
+func (p *partition) reconnects() uint64 {
+	if js := p.c.handover; js != nil {
+		if nc := js.Conn(); nc != nil {
+			return nc.Stats().Reconnects
+		}
+	}
+	return 0
+}
+
+// reconnectedSincePull reports whether that connection reconnected since
+// the current pull was made, which is then dead (see above); it marks
+// the pull so once it has. Called on the fetch goroutine.
+func (p *partition) reconnectedSincePull() bool {
+	if !p.pullReconnected && p.reconnects() != p.pullReconnects {
+		p.pullReconnected = true
+		p.sealed = false
+		p.deadOwe = max(p.deadOwe, p.pullExpiry())
+	}
+	return p.pullReconnected
+}
+
+// noteSwallowedLocked counts g deliveries swallowed over span, after
+// evidence (see above), for the catch-up in progress. With a finite
+// MaxDeliver the count holds only for a while (see statusCountedUntil):
+// the larger of the counts still holding, with its own time, is kept.
+// Called with mu held.
+func (p *partition) noteSwallowedLocked(g int, span time.Duration, evidence time.Time) {
 	wait := 3 * p.tick // the shortest redelivery wait
 	k := int(span / max(wait, time.Millisecond))
-	p.cuSwallowed = max(p.cuSwallowed, (g+k)/(k+1))
+	if !countedAt(p.cuSwallowedUntil, now()) {
+		p.cuSwallowed = 0
+	}
+	if n := (g + k) / (k + 1); n >= p.cuSwallowed {
+		p.cuSwallowed, p.cuSwallowedUntil = n, p.statusCountedUntil(evidence)
+	}
 }
 
 func (p *partition) catchingUp() bool {
@@ -322,6 +434,11 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 		}
 	}
 	mine += p.countWithheldLocked(info, r.asked)
+	if !countedAt(p.unreachableUntil, t) {
+		// The server may have given them up since the evidence (see
+		// statusCountedUntil): wait for them, or for new evidence.
+		p.unreachable = 0
+	}
 	if surplus := max(0, info.NumAckPending-mine); surplus < p.unreachable {
 		p.unreachable = surplus // some of them are gone from the server's count
 	}
@@ -346,7 +463,11 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 			p.mu.Unlock()
 			return
 		}
-		if need-mine > p.cuSwallowed {
+		swallowed := p.cuSwallowed
+		if !countedAt(p.cuSwallowedUntil, t) {
+			swallowed = 0 // they may have left the server's count since
+		}
+		if need-mine > swallowed {
 			// Not all of what is missing can be stored status
 			// messages: a real message may be out still, and running
 			// what is held could run later messages of its key first.
@@ -356,7 +477,7 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 			return
 		}
 		short = need - mine
-		p.giveUpLocked(short)
+		p.giveUpLocked(short, p.cuSwallowedUntil)
 	}
 	p.catchUp = false
 	out := p.waiting

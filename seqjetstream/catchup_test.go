@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -664,24 +665,46 @@ func TestDeliveriesLostToAPullThisInstanceEndedDoNotGiveACatchUpUp(t *testing.T)
 
 	// The catch-up's bound ends with 1 still out; what it does then is
 	// the test.
-	var ended string
-	for deadline := time.After(20 * time.Second); ended == ""; {
+	ended := boundEnded(t, rec, c)
+	stop() // 1 comes back after its AckWait
+	ranInStreamOrder(t, c, l, ended, map[string][]uint64{"k.a": {first, second}, "k.b": b, "k.c": cc})
+}
+
+// boundEnded waits for the first of rec's records that says a catch-up
+// started over or was given up, and returns its message.
+func boundEnded(t *testing.T, rec recordingHandler, c *seqjetstream.Consumer) string {
+	t.Helper()
+	for deadline := time.After(30 * time.Second); ; {
 		select {
 		case r := <-rec.records:
 			if strings.HasPrefix(r.Message, "seqjetstream: catch-up started over") || strings.HasPrefix(r.Message, "seqjetstream: catch-up given up") {
-				ended = r.Message
+				return r.Message
 			}
 		case <-deadline:
 			t.Fatalf("the catch-up neither started over nor gave up: %+v", c.Stats())
 		}
 	}
-	stop() // 1 comes back after its AckWait
+}
 
-	eventually(t, func() bool { return l.count() == 6 }, "six applied: %v %v %v; %+v",
-		lazy(func() any { return l.key("k.a") }), lazy(func() any { return l.key("k.b") }), lazy(func() any { return l.key("k.c") }), statsOf(c))
-	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "k.a in stream order")
-	assert.Equal(t, b, l.key("k.b"), "k.b in stream order")
-	assert.Equal(t, cc, l.key("k.c"), "k.c in stream order")
+// ranInStreamOrder waits until l holds as many applications as want, and
+// checks that each key of want ran in that order and that no catch-up
+// was given up (ended: how the catch-up's bound ended).
+func ranInStreamOrder(t *testing.T, c *seqjetstream.Consumer, l *ledger, ended string, want map[string][]uint64) {
+	t.Helper()
+	n := 0
+	for _, seqs := range want {
+		n += len(seqs)
+	}
+	eventually(t, func() bool { return l.count() == n }, "%d applied: %v; %+v", n, lazy(func() any {
+		got := map[string][]uint64{}
+		for k := range want {
+			got[k] = l.key(k)
+		}
+		return got
+	}), statsOf(c))
+	for k, seqs := range want {
+		assert.Equal(t, seqs, l.key(k), "%s in stream order", k)
+	}
 	assert.Zero(t, c.Stats().CatchUpsAbandoned, "catch-ups given up (%q)", ended)
 }
 
@@ -863,7 +886,7 @@ func TestServers423ToAPullSentWithoutAPinEndsTheEpoch(t *testing.T) {
 		}
 		taken <- got
 	}()
-	eventually(t, func() bool { return info(t, probe).NumWaiting == 2 }, "the other client's pull waiting")
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 2 }, "the other client's pull waiting: %+v %v", lazy(func() any { return info(t, probe) }), lazy(func() any { return c.Stats() }))
 	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
 	third := publish(t, js, "k.b", "3")
 	require.Len(t, <-taken, 1, "the other client took 3 under the next pin")
@@ -896,15 +919,329 @@ func TestServers423ToAPullSentWithoutAPinEndsTheEpoch(t *testing.T) {
 // heldPull is a consumer whose next pull, once armed, asks the server to
 // hold it for 20s whatever the package asked: a pull the server still
 // holds when the pin moves, as on a host too loaded for its pulls to end
-// in time.
+// in time. With batch set, it asks for that many messages.
 type heldPull struct {
 	jetstream.Consumer
 	armed atomic.Bool
+	batch int
 }
 
 func (h *heldPull) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
 	if h.armed.CompareAndSwap(true, false) {
+		if h.batch > 0 {
+			n = h.batch
+		}
 		return h.Consumer.Fetch(n, jetstream.FetchMaxWait(20*time.Second), jetstream.FetchPriorityGroup("g"))
 	}
 	return h.Consumer.Fetch(n, opts...)
+}
+
+// loseFirstOf is a pinned consumer whose first delivery of a message on
+// subject is lost on its way (see loseFirst).
+func loseFirstOf(cons jetstream.Consumer, subject string) (jetstream.Consumer, *atomic.Bool) {
+	var lost atomic.Bool
+	return wrapConsumer{cons, func(m jetstream.Msg) jetstream.Msg {
+		if m.Subject() == subject && lost.CompareAndSwap(false, true) {
+			return nil
+		}
+		return m
+	}}, &lost
+}
+
+// oneLostThenTheNext publishes 1 (k.a), whose first delivery to c is lost
+// on its way (lost says when), then 2 (k.a), and checks that c applies
+// them to l in stream order.
+func oneLostThenTheNext(t *testing.T, js jetstream.JetStream, c *seqjetstream.Consumer, l *ledger, lost *atomic.Bool) {
+	t.Helper()
+	first := publish(t, js, "k.a", "1")
+	eventually(t, lost.Load, "1 delivered and lost")
+	second := publish(t, js, "k.a", "2")
+	eventually(t, func() bool { return len(l.key("k.a")) == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k.a") }), statsOf(c))
+	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "in stream order")
+}
+
+// A stored empty message with Status 423 that the owner proved out of
+// its reach (the server still pinned it at the 423, and counts the
+// message unacknowledged) leaves the server's count once the server gives
+// it up at MaxDeliver, an AckWait after its last delivery. The owner
+// counted it out of reach for the rest of the epoch: a later catch-up,
+// for a real message lost on its way while the status message was gone
+// from the count, found the server counting one message more than it
+// held, took it for the status message, and ran the lost message's key's
+// later message first (issue 45). Here (MaxDeliver 2, AckWait 2s) the
+// status message comes twice, each time the owner unpins and a message of
+// k.x pins it anew; once the server has given it up, 1 (k.a) is lost on
+// its way and 2 (k.a) comes: 2 must run after 1.
+func TestStatusMessageTheServerGaveUpIsNotCountedOutOfReachByALaterCatchUp(t *testing.T) {
+	js, s, consumerFor := pinnedFixtureOf(t, func(cfg *jetstream.ConsumerConfig) {
+		cfg.AckWait, cfg.MaxDeliver = 2*time.Second, 2
+	})
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	forgot := make(chan struct{}, 8)
+	log := hookHandler(func(r slog.Record) {
+		if strings.Contains(r.Message, "Status 423 header made nats.go forget this instance's pin") {
+			forgot <- struct{}{}
+		}
+	})
+	cons, lost := loseFirstOf(consumerFor(t), "k.a") // 1's first delivery
+	l := newLedger()
+	var pendingAtLast atomic.Int64 // the server's count while the message after the last 423 runs
+	c := pinnedConsumer(t, cons, func(ctx context.Context, m jetstream.Msg) error {
+		if m.Subject() == "k.x" && string(m.Data()) == "1" {
+			pendingAtLast.Store(int64(info(t, probe).NumAckPending))
+		}
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	}, 300*time.Millisecond, seqjetstream.WithHandover(js), seqjetstream.WithLogger(slog.New(log)))
+	start(t, c)
+	publish(t, js, "k.b", "0")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "0 acked, the partition owned: %+v", statsOf(c))
+
+	publish(t, js, "k.g", "", "Status", "423", "Description", "not from the server")
+	for i := range 2 { // its two deliveries
+		select {
+		case <-forgot:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("delivery %d of the status message not seen: %+v", i+1, c.Stats())
+		}
+		publish(t, js, "k.x", fmt.Sprint(i)) // pins the owner anew
+		eventually(t, func() bool { return len(l.key("k.x")) == i+1 }, "k.x %d applied: %v; %+v", i, lazy(func() any { return l.key("k.x") }), statsOf(c))
+	}
+	// Counted still when the catch-up after its last delivery ended (the
+	// case of the issue; otherwise that catch-up saw it gone already).
+	t.Logf("unacknowledged at the server while k.x 1 ran: %d (2: the status message still counted)", pendingAtLast.Load())
+	eventually(t, func() bool { return info(t, probe).NumAckPending == 0 }, "the status message given up at MaxDeliver: %+v", lazy(func() any { return info(t, probe) }))
+
+	oneLostThenTheNext(t, js, c, l, lost)
+	assert.Empty(t, l.key("k.g"), "the status message never runs")
+	assert.Zero(t, c.Stats().CatchUpsAbandoned)
+}
+
+// The same holds for a stored status message that a catch-up was given
+// up for (Status 100: nats.go drops it and goes on, and the owner sees a
+// gap in the delivery sequence each time it comes): counted out of reach
+// for the rest of the epoch, it let a later catch-up end with a real
+// message out once the server had given it up. Here (MaxDeliver 8,
+// AckWait 1s: the server counts it for about nine seconds, past the
+// catch-up's bound of four) 1 (k.a) is lost on its way after that, and 2
+// (k.a) comes: 2 must run after 1.
+func TestStatusMessageACatchUpWasGivenUpForIsNotCountedOnceTheServerGaveItUp(t *testing.T) {
+	js, s, consumerFor := pinnedFixtureOf(t, func(cfg *jetstream.ConsumerConfig) {
+		cfg.AckWait, cfg.MaxDeliver = time.Second, 8
+	})
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	cons, lost := loseFirstOf(consumerFor(t), "k.a") // 1's first delivery
+	l := newLedger()
+	c := pinnedConsumer(t, cons, func(ctx context.Context, m jetstream.Msg) error {
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	}, 300*time.Millisecond, seqjetstream.WithLogger(discard))
+	start(t, c)
+	publish(t, js, "k.b", "0")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "0 acked, the partition owned: %+v", statsOf(c))
+
+	publish(t, js, "k.g", "", "Status", "100")
+	for i := range 3 {
+		publish(t, js, "k.b", fmt.Sprint(1+i))
+	}
+	eventually(t, func() bool { return len(l.key("k.b")) == 4 }, "0-3 applied: %v; %+v", lazy(func() any { return l.key("k.b") }), statsOf(c))
+	t.Logf("catch-ups given up for the status message: %d", c.Stats().CatchUpsAbandoned)
+	eventually(t, func() bool { return info(t, probe).NumAckPending == 0 }, "the status message given up at MaxDeliver: %+v", lazy(func() any { return info(t, probe) }))
+
+	oneLostThenTheNext(t, js, c, l, lost)
+	assert.Empty(t, l.key("k.g"), "the status message never runs")
+}
+
+// A reconnect loses the deliveries on the wire, but the server may go on
+// holding a pull of the old connection: it keeps a waiting pull while its
+// reply subject has interest, and nats.go subscribes the pull's inbox
+// again on the new connection. The server then ends that pull at its
+// expiry, on the new connection, as if it had lost nothing on its way,
+// and the gap its losses leave reads as deliveries nats.go swallowed. Here
+// 1 (k.a) is out with the old owner past the catch-up's bound; a pull of
+// the new owner loses 1 of k.b and 1 of k.c on the wire, the connection
+// is cut, and nats.go reconnects at once. The catch-up must start over,
+// not give up on 1 as a stored status message and run 2 before it. The
+// instance sees the reconnect on the connection of its WithHandover
+// JetStream, the one its consumer was made from.
+func TestDeliveriesLostInAReconnectDoNotGiveACatchUpUp(t *testing.T) {
+	url, js, s, consumerFor := pinnedFixtureAt(t, func(cfg *jetstream.ConsumerConfig) {
+		cfg.AckWait = 1500 * time.Millisecond // a catch-up's bound is 6s
+	})
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	first, stop := heldByAPlainClient(t, js, consumerFor)
+
+	prx := startProxy(t, strings.TrimPrefix(url, "nats://"))
+	nc, err := nats.Connect(prx.url(), nats.ReconnectWait(10*time.Millisecond), nats.MaxReconnects(-1))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	ijs, err := jetstream.New(nc)
+	require.NoError(t, err)
+	cn, err := ijs.Consumer(context.Background(), "S", "part")
+	require.NoError(t, err)
+	pulls := make(chan struct{}, 1) // a pull began
+	cons := sizingConsumer{cn, func(int) {
+		select {
+		case pulls <- struct{}{}:
+		default:
+		}
+	}}
+	rec := recordingHandler{records: make(chan slog.Record, 256)}
+	l := newLedger()
+	c := pinnedConsumer(t, cons, func(ctx context.Context, m jetstream.Msg) error {
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	}, 500*time.Millisecond, seqjetstream.WithHandover(ijs), seqjetstream.WithLogger(slog.New(rec)))
+	start(t, c)
+	second := pinTheNewOwner(t, js, s) // the new owner catches up, holding 2, missing 1
+	eventually(t, func() bool { return c.Stats().Consumers[0].Waiting == 1 }, "2 held by the catch-up: %+v", statsOf(c))
+
+	// At the start of a pull, what the server sends on the connection is
+	// lost, then the connection is cut.
+	select {
+	case <-pulls:
+	default:
+	}
+	select {
+	case <-pulls:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no pull")
+	}
+	reconnects := nc.Stats().Reconnects
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 1 }, "the pull waiting at the server")
+	prx.loseFromServer()
+	b := []uint64{publish(t, js, "k.b", "0")}
+	cc := []uint64{publish(t, js, "k.c", "0")}
+	eventually(t, func() bool { return info(t, probe).Delivered.Stream >= cc[0] }, "0 of k.b and k.c delivered, and lost on the wire")
+	prx.cut()
+	eventually(t, func() bool { return nc.Stats().Reconnects > reconnects }, "reconnected")
+	// The pull's inbox is subscribed again on the new connection once the
+	// server answers a flush on it: the server still holds the pull, and
+	// delivers 1 of k.b to it.
+	require.NoError(t, nc.Flush())
+	b = append(b, publish(t, js, "k.b", "1"))
+
+	ended := boundEnded(t, rec, c)
+	stop() // 1 comes back after its AckWait
+	ranInStreamOrder(t, c, l, ended, map[string][]uint64{"k.a": {first, second}, "k.b": b, "k.c": cc})
+}
+
+// An owner that pulls without a pin (nats.go forgot it: here after a
+// stored Nats-Pin-Id header, which grants nothing) may be pinned by the
+// server through its waiting pull, whose first delivery under the new pin
+// is a stored status message that nats.go drops and goes on (Status 100):
+// no delivery shows the pull pinned. If the pin then moves (unpinned
+// through the API, and another client's pull pinned by the next message),
+// the server answers the waiting pull with a 423. That 423 proves nothing
+// about a stored message: the owner must not count one out of its reach
+// (the server no longer pins the pin its epoch took deliveries under),
+// and its epoch goes on under the pin the server shows, or ends; whatever
+// it does, a key's messages run in stream order. Here 1 (k.a) is taken by
+// the other client and kept in progress, and 2 (k.a) comes to the owner
+// once it is pinned again: 2 must run after 1. MaxDeliver 2 lets the
+// server give the status message up, so that the catch-up can end.
+func TestServers423AfterAStatusMessagePinnedThePullGrantsNothing(t *testing.T) {
+	js, s, consumerFor := pinnedFixtureOf(t, func(cfg *jetstream.ConsumerConfig) {
+		cfg.AckWait, cfg.MaxDeliver = 2*time.Second, 2
+	})
+	probe, err := s.Consumer(context.Background(), "part")
+	require.NoError(t, err)
+	pinned := func() string {
+		for _, g := range info(t, probe).PriorityGroups {
+			return g.PinnedClientID
+		}
+		return ""
+	}
+
+	var cp atomic.Pointer[seqjetstream.Consumer]
+	forged, forgot := make(chan struct{}, 8), make(chan int, 8) // forgot: what the owner counted out of reach then
+	log := hookHandler(func(r slog.Record) {
+		switch {
+		case strings.Contains(r.Message, "stored Nats-Pin-Id header made nats.go pull with a pin"):
+			forged <- struct{}{}
+		case strings.Contains(r.Message, "Status 423 header made nats.go forget this instance's pin"):
+			forgot <- seqjetstream.Unreachable(cp.Load(), 0)
+		}
+	})
+	l := newLedger()
+	// The held pull asks for two: after a status the owner pulls one
+	// message at a time for a while, and a pull of one that the status
+	// message filled is done at the server.
+	held := &heldPull{Consumer: consumerFor(t), batch: 2}
+	c := pinnedConsumer(t, held, func(ctx context.Context, m jetstream.Msg) error {
+		l.apply(m.Subject(), seqOf(t, m))
+		return nil
+	}, 300*time.Millisecond, seqjetstream.WithHandover(js), seqjetstream.WithLogger(slog.New(log)))
+	cp.Store(c)
+	start(t, c)
+	publish(t, js, "k.b", "0")
+	eventually(t, func() bool { return c.Stats().Acked == 1 }, "0 acked, the partition owned: %+v", statsOf(c))
+
+	// A stored pin header makes nats.go pull with it; the server's 423
+	// makes it forget it, and the owner unpins once what it holds is done.
+	publish(t, js, "k.b", "f", "Nats-Pin-Id", "forged")
+	select {
+	case <-forged:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the stored pin header not seen: %+v", c.Stats())
+	}
+	eventually(t, func() bool { return pinned() == "" }, "the owner unpinned")
+
+	// Its next pull, without a pin, is held at the server; the status
+	// message pins it, and nats.go drops the message and goes on.
+	// (A pull before it that the owner ended itself may still wait at the
+	// server, for at most its expiry, 300ms: the held one is alone after.)
+	held.armed.Store(true)
+	eventually(t, func() bool { return !held.armed.Load() }, "the owner's held pull sent")
+	sent := time.Now()
+	eventually(t, func() bool { return time.Since(sent) > 300*time.Millisecond && info(t, probe).NumWaiting == 1 }, "the owner's held pull waiting alone")
+	status := publish(t, js, "k.g", "", "Status", "100")
+	eventually(t, func() bool { return info(t, probe).Delivered.Stream >= status && pinned() != "" }, "the status message delivered under a new pin")
+
+	// The pin moves: unpinned, and another client's pull pinned by 1,
+	// which it keeps in progress; the server answers the owner's pull
+	// with a 423.
+	other := consumerFor(t)
+	taken := make(chan jetstream.Msg, 1)
+	go func() {
+		b, err := other.Fetch(1, jetstream.FetchMaxWait(10*time.Second), jetstream.FetchPriorityGroup("g"))
+		if err == nil {
+			for m := range b.Messages() {
+				taken <- m
+			}
+		}
+		close(taken)
+	}()
+	eventually(t, func() bool { return info(t, probe).NumWaiting == 2 }, "the other client's pull waiting: %+v %v", lazy(func() any { return info(t, probe) }), lazy(func() any { return c.Stats() }))
+	require.NoError(t, s.UnpinConsumer(context.Background(), "part", "g"))
+	first := publish(t, js, "k.a", "1")
+	m, ok := <-taken
+	require.True(t, ok, "the other client took 1")
+	stop := keepInProgress(t, m)
+	select {
+	case n := <-forgot:
+		assert.Zero(t, n, "counted out of reach on the server's 423")
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the server's 423 not seen: %+v", c.Stats())
+	}
+
+	second := publish(t, js, "k.a", "2")
+	eventually(t, func() bool { return c.Stats().Received >= 3 }, "2 delivered to the owner: %+v", statsOf(c))
+	assert.Empty(t, l.key("k.a"), "nothing of k.a ran while 1 was out")
+	stop() // 1 comes back after its AckWait
+	eventually(t, func() bool { return len(l.key("k.a")) == 2 }, "1 and 2 applied: %v; %+v", lazy(func() any { return l.key("k.a") }), statsOf(c))
+	assert.Equal(t, []uint64{first, second}, l.key("k.a"), "in stream order")
+	assert.Empty(t, l.key("k.g"), "the status message never runs")
+	for {
+		select {
+		case n := <-forgot:
+			assert.Zero(t, n, "counted out of reach at a later 423")
+			continue
+		default:
+		}
+		break
+	}
 }

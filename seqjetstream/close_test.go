@@ -185,6 +185,13 @@ func pinnedFixture(t *testing.T) (jetstream.JetStream, jetstream.Stream, func(*t
 // changed by change first.
 func pinnedFixtureOf(t *testing.T, change func(*jetstream.ConsumerConfig)) (jetstream.JetStream, jetstream.Stream, func(*testing.T) jetstream.Consumer) {
 	t.Helper()
+	_, js, s, consumerFor := pinnedFixtureAt(t, change)
+	return js, s, consumerFor
+}
+
+// pinnedFixtureAt is pinnedFixtureOf that also returns the server's URL.
+func pinnedFixtureAt(t *testing.T, change func(*jetstream.ConsumerConfig)) (string, jetstream.JetStream, jetstream.Stream, func(*testing.T) jetstream.Consumer) {
+	t.Helper()
 	url := startServer(t)
 	_, js := connect(t, url)
 	s := newStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"k.*"}})
@@ -195,7 +202,7 @@ func pinnedFixtureOf(t *testing.T, change func(*jetstream.ConsumerConfig)) (jets
 	change(&cfg)
 	newConsumer(t, s, cfg)
 	// Each instance gets its own connection, as separate processes would.
-	return js, s, func(t *testing.T) jetstream.Consumer {
+	return url, js, s, func(t *testing.T) jetstream.Consumer {
 		_, ijs := connect(t, url)
 		cn, err := ijs.Consumer(context.Background(), "S", "part")
 		require.NoError(t, err)

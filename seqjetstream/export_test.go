@@ -28,3 +28,16 @@ func AdvanceClock(d time.Duration) (undo func()) {
 	clockSkew.Add(int64(d))
 	return func() { clockSkew.Add(-int64(d)) }
 }
+
+// Unreachable returns how many of the messages the server counts as
+// unacknowledged the i-th JetStream consumer of c counts now as stored
+// status messages out of its epoch's reach (see giveUpLocked).
+func Unreachable(c *Consumer, i int) int {
+	p := c.parts[i]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !countedAt(p.unreachableUntil, now()) {
+		return 0
+	}
+	return p.unreachable
+}

@@ -54,6 +54,7 @@ func (p *partition) fetch(ctx context.Context) {
 		}
 		p.pullAt = now()
 		p.pullPinned = p.withPin
+		p.pullReconnects, p.pullReconnected = p.reconnects(), false
 		b, err := p.cons.Fetch(n, opts...)
 		sent := time.Now()
 		if err != nil {
@@ -64,7 +65,7 @@ func (p *partition) fetch(ctx context.Context) {
 		p.batch, p.batchCancel = b, cancel
 		got, err := p.drainBatch(ctx)
 		early := got < n && time.Since(start) < expiry*8/10
-		p.noteSealed(pullEnd{n: n, got: got, err: err, early: early, took: time.Since(start),
+		p.noteSealed(pullEnd{n: n, got: got, err: err, early: early, dead: p.group != "" && p.reconnectedSincePull(), took: time.Since(start),
 			expiry: expiry, waitAtLeast: serverWaitAtLeast(start.Add(expiry).Sub(sent))})
 		if p.group != "" && ctx.Err() == nil {
 			p.noteEnd(early, err)

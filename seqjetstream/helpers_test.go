@@ -3,10 +3,13 @@ package seqjetstream_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -308,3 +311,110 @@ func (h journalLog) Handle(_ context.Context, r slog.Record) error {
 }
 func (h journalLog) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h journalLog) WithGroup(string) slog.Handler      { return h }
+
+// tcpProxy forwards connections to a server, and can lose what the server
+// sends on them, as a broken network does, then cut them: a client that
+// reconnects through it gets a fresh connection that forwards again.
+type tcpProxy struct {
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	pairs   []*proxied
+	accepts sync.WaitGroup // the accept loop
+	copies  sync.WaitGroup // each connection's two copy loops
+}
+
+// proxied is one client connection and its connection to the server.
+type proxied struct {
+	client, server net.Conn
+	lose           atomic.Bool // what the server sends is read and dropped
+}
+
+// startProxy starts a proxy to target (host:port), closed with the test.
+func startProxy(t testing.TB, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln, target: target}
+	p.accepts.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.accepts.Wait()
+		p.cut()
+		p.copies.Wait()
+	})
+	return p
+}
+
+// url is the proxy's client URL.
+func (p *tcpProxy) url() string { return "nats://" + p.ln.Addr().String() }
+
+func (p *tcpProxy) accept() {
+	defer p.accepts.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		pr := &proxied{client: c, server: s}
+		p.mu.Lock()
+		p.pairs = append(p.pairs, pr)
+		p.mu.Unlock()
+		p.copies.Add(2)
+		go func() {
+			defer p.copies.Done()
+			_, _ = io.Copy(s, c)
+			pr.close()
+		}()
+		go func() {
+			defer p.copies.Done()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := s.Read(buf)
+				if n > 0 && !pr.lose.Load() {
+					if _, werr := c.Write(buf[:n]); werr != nil {
+						break
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+			pr.close()
+		}()
+	}
+}
+
+func (pr *proxied) close() {
+	_ = pr.client.Close()
+	_ = pr.server.Close()
+}
+
+// loseFromServer makes the connections open now drop what the server
+// sends on them, until cut.
+func (p *tcpProxy) loseFromServer() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pr := range p.pairs {
+		pr.lose.Store(true)
+	}
+}
+
+// cut closes the connections open now, both ways.
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	prs := p.pairs
+	p.pairs = nil
+	p.mu.Unlock()
+	for _, pr := range prs {
+		pr.close()
+	}
+}

@@ -93,12 +93,22 @@ type partition struct {
 	// instance that nats.go was seen to swallow (see noteDeliveryLocked)
 	// that must have been of distinct messages: a lower bound on the
 	// stored status messages among the missing. lastDelAt is when the
-	// epoch's last delivery was taken, by the real clock.
-	cuSwallowed int
-	lastDelAt   time.Time
+	// epoch's last delivery was taken, by the real clock, and lastDelPull
+	// its anchor (when its pull was made, by the package's clock).
+	// With a finite MaxDeliver, cuSwallowed holds only until
+	// cuSwallowedUntil, and unreachable (below) only until
+	// unreachableUntil: the server may give those messages up (see
+	// statusCountedUntil); zero means for the catch-up, or the epoch.
+	cuSwallowed      int
+	cuSwallowedUntil time.Time
+	lastDelAt        time.Time
+	lastDelPull      time.Time
+	unreachableUntil time.Time
 	// unreachable is, in this epoch, how many of the messages the server
-	// counts as unacknowledged an abandoned catch-up found that never came
-	// (see giveUpLocked); later catch-ups do not wait for them.
+	// counts as unacknowledged are stored status messages out of its
+	// reach: found by an abandoned catch-up that they never came (see
+	// giveUpLocked), or proved by a 423 (see pinForgotten); later
+	// catch-ups do not wait for them.
 	unreachable int
 	fence       uint64        // pinned: the consumer sequence of this epoch's latest first delivery under a new pin (see Epoch)
 	lastDel     uint64        // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
@@ -143,6 +153,12 @@ type partition struct {
 	// since singleSince, by the real clock.
 	single      bool
 	singleSince time.Time
+
+	// pullReconnects is reconnects() when the current pull was made, and
+	// pullReconnected says that it has changed since (see
+	// reconnectedSincePull). Fetch goroutine only.
+	pullReconnects  uint64
+	pullReconnected bool
 
 	// repin is set while the epoch waits to be pinned anew after a stored
 	// status message made nats.go forget its pin (see pinForgotten);
@@ -286,7 +302,7 @@ func (p *partition) startEpochLocked(pin string) {
 	p.owned, p.pin = true, pin
 	p.ectx, p.ecancel = context.WithCancel(p.c.life)
 	p.lastDel, p.own = 0, 0
-	p.catchUp, p.unreachable = false, 0
+	p.catchUp, p.unreachable, p.unreachableUntil = false, 0, time.Time{}
 	p.repin, p.repinDrain = false, time.Time{}
 	clear(p.withheld)
 	if p.group != "" {

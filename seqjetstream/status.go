@@ -90,7 +90,9 @@ func (p *partition) pullSingly(t time.Time) {
 // stays remembered. A status message, never to be got, is counted as out of
 // the epoch's reach at once, so that a catch-up that waited for it ends,
 // but only with proof: the server, asked now, still pins the pin this epoch
-// took its deliveries under. Without it (a pull without a pin whose first
+// took its deliveries under (and, with a finite MaxDeliver, only for one
+// redelivery wait from the pull it came to, after which the server may
+// have given it up: see statusCountedUntil). Without it (a pull without a pin whose first
 // delivery was the stored message, the pin moved since) nothing is counted,
 // for a real message may be what is missing: the catch-up under the new pin
 // waits (starting over at its bounds) until a redelivery of the status
@@ -159,7 +161,7 @@ func (p *partition) pinForgotten(ctx context.Context, forged bool) bool {
 			// and the server counts unacknowledged: the server still
 			// pins the pin this epoch took its deliveries under, and
 			// it never answers a pull of its current pin with a 423.
-			p.unreachable = max(p.unreachable, 1)
+			p.provenUnreachableLocked(p.pullAt)
 		}
 		p.pin = now
 	}
