@@ -99,13 +99,7 @@ func claimReads(t *testing.T, pool *pgxpool.Pool, mode string, room int) (read i
 	defer tx.Rollback(ctx)
 	_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode)
 	require.NoError(t, err)
-	counted := func() int64 {
-		var n int64
-		require.NoError(t, tx.QueryRow(ctx, `
-SELECT coalesce(sum(pg_stat_get_xact_tuples_returned(oid)), 0)::bigint FROM pg_class
-WHERE relname IN ('seqpg_keys', 'seqpg_keys_pkey', 'seqpg_keys_ready')`).Scan(&n))
-		return n
-	}
+	counted := func() int64 { return tuplesRead(t, tx, "seqpg_keys", "seqpg_keys_pkey", "seqpg_keys_ready") }
 	before := counted()
 	rows, err := tx.Query(ctx, seqpg.SQLClaim, "test", room, 60000.0)
 	require.NoError(t, err)
