@@ -132,13 +132,7 @@ func readRows(t *testing.T, pool *pgxpool.Pool, mode string, run func(pgx.Tx) (i
 	defer tx.Rollback(ctx)
 	_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode)
 	require.NoError(t, err)
-	counted := func() int64 {
-		var n int64
-		require.NoError(t, tx.QueryRow(ctx, `
-SELECT coalesce(sum(pg_stat_get_xact_tuples_returned(oid)), 0)::bigint FROM pg_class
-WHERE relname IN ('seqpg_jobs', 'seqpg_jobs_pkey', 'seqpg_jobs_order')`).Scan(&n))
-		return n
-	}
+	counted := func() int64 { return tuplesRead(t, tx, "seqpg_jobs", "seqpg_jobs_pkey", "seqpg_jobs_order") }
 	for range 6 {
 		_, err := tx.Exec(ctx, "SAVEPOINT s")
 		require.NoError(t, err)
@@ -151,4 +145,16 @@ WHERE relname IN ('seqpg_jobs', 'seqpg_jobs_pkey', 'seqpg_jobs_order')`).Scan(&n
 	}
 	t.Logf("read %d rows, returned %d", read, returned)
 	return read, returned
+}
+
+// tuplesRead returns the rows of the relations rels (tables and indexes)
+// that tx has read so far: its own counts, exact and not yet sent to the
+// statistics.
+func tuplesRead(t *testing.T, tx pgx.Tx, rels ...string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, tx.QueryRow(context.Background(), `
+SELECT coalesce(sum(pg_stat_get_xact_tuples_returned(oid)), 0)::bigint FROM pg_class
+WHERE relname = ANY ($1)`, rels).Scan(&n))
+	return n
 }

@@ -1,9 +1,10 @@
 package seqpg
 
 // The statements that read and complete a held key's jobs, for
-// depth_test.go, which checks what each reads whatever the planner's
-// statistics say.
+// depth_test.go, and the claim, for idlekeys_test.go, which check what
+// each reads whatever the planner's statistics say.
 var (
+	SQLClaim         = sqlClaim
 	SQLHead          = sqlHead
 	SQLDoneNext      = sqlDoneNext
 	SQLSettle        = sqlSettle

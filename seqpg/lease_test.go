@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -360,4 +361,73 @@ func TestLostLeaseRollsBackTheWholeGroup(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, tokens, 2)
 	assert.Equal(t, tokens[0], tokens[1], "both effects are B's, once each")
+}
+
+// Two claims at once never take the same key: a claim takes the oldest
+// ready keys up to its room, the second skips those the first has locked
+// (without waiting for it), each lease gets a new, larger token, and a
+// claim after both finds every key leased.
+func TestConcurrentClaimsTakeDisjointKeysOldestFirst(t *testing.T) {
+	pool, _ := newDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	keys := []string{"a", "b", "c", "d"}
+	for _, k := range keys {
+		enqueue(t, pool, k, "x")
+	}
+	// a is the oldest ready key, d the newest.
+	_, err := pool.Exec(ctx, `UPDATE seqpg_keys SET run_after = clock_timestamp() - (ascii('e') - ascii(key)) * interval '1 minute'`)
+	require.NoError(t, err)
+	claim := func(tx pgx.Tx, owner string, room int) (got []string, tokens []int64) {
+		t.Helper()
+		rows, err := tx.Query(ctx, seqpg.SQLClaim, owner, room, 60000.0)
+		require.NoError(t, err)
+		for rows.Next() {
+			var k string
+			var token int64
+			require.NoError(t, rows.Scan(&k, &token))
+			got = append(got, k)
+			tokens = append(tokens, token)
+		}
+		require.NoError(t, rows.Err())
+		slices.Sort(got)
+		return got, tokens
+	}
+
+	first, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer first.Rollback(ctx)
+	got1, tokens1 := claim(first, "one", 2)
+	require.Equal(t, []string{"a", "b"}, got1, "the first claim, room 2")
+
+	// The first claim's transaction is still open: its keys are locked.
+	second, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer second.Rollback(ctx)
+	got2, tokens2 := claim(second, "two", 10)
+	require.Equal(t, []string{"c", "d"}, got2, "the second claim, room 10, while the first is open")
+	require.NoError(t, second.Commit(ctx))
+	require.NoError(t, first.Commit(ctx))
+	for _, t2 := range tokens2 {
+		for _, t1 := range tokens1 {
+			require.Greater(t, t2, t1, "tokens: first %v, second %v", tokens1, tokens2)
+		}
+	}
+
+	third, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer third.Rollback(ctx)
+	got3, _ := claim(third, "three", 10)
+	require.Empty(t, got3, "a claim while every key is leased")
+
+	owners := map[string]string{}
+	rows, err := pool.Query(ctx, `SELECT key, lease_owner FROM seqpg_keys`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var k, o string
+		require.NoError(t, rows.Scan(&k, &o))
+		owners[k] = o
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]string{"a": "one", "b": "one", "c": "two", "d": "two"}, owners)
 }

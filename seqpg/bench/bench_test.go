@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+	"github.com/seqsched/seqsched/internal/pgclaim"
 	"github.com/seqsched/seqsched/internal/pgtest"
 	"github.com/seqsched/seqsched/seqpg"
 )
@@ -497,5 +498,63 @@ INSERT INTO seqpg_jobs (key, lane, seq) SELECT 'deep', 1, g FROM k, generate_ser
 			b.ReportMetric(float64(per.Microseconds())/float64(b.N), "µs/job")
 			f.report(b)
 		})
+	}
+}
+
+// BenchmarkClaim: the time of one claim of 16 keys among 100 ready ones,
+// with 1,000 or 100,000 idle keys (a row each in seqpg_keys: nothing
+// deletes an idle key's row), under each plan of the prepared statement
+// and under PostgreSQL's choice between them (auto, what a worker gets),
+// with the statistics an ANALYZE leaves when it ran while a burst had
+// queued a job on every key. The same time at both sizes means a claim
+// reads the keys it takes, not every key ever enqueued. Each claim is
+// rolled back, so that every one finds the same keys ready.
+func BenchmarkClaim(b *testing.B) {
+	const ready, room = 100, 16
+	for _, idle := range []int{1_000, 100_000} {
+		for _, mode := range []string{"auto", "force_custom_plan", "force_generic_plan"} {
+			b.Run(fmt.Sprintf("idle=%d/stats=analyzed-during-a-burst/plan=%s", idle, strings.TrimSuffix(strings.TrimPrefix(mode, "force_"), "_plan")), func(b *testing.B) {
+				ctx := context.Background()
+				pool := newDB(b)
+				for _, sql := range []string{
+					`INSERT INTO seqpg_keys (key, last_seq, pending) SELECT 'idle-' || i, 1, 1 FROM generate_series(1, $1) i`,
+					`ANALYZE seqpg_keys`,
+					`UPDATE seqpg_keys SET pending = 0`,
+					`INSERT INTO seqpg_keys (key, last_seq, pending) SELECT 'ready-' || i, 1, 1 FROM generate_series(1, $1) i`,
+					`VACUUM seqpg_keys`,
+				} {
+					var args []any
+					if strings.Contains(sql, "$1") {
+						args = []any{idle}
+						if strings.Contains(sql, "ready-") {
+							args = []any{ready}
+						}
+					}
+					_, err := pool.Exec(ctx, sql, args...)
+					must(b, err)
+				}
+				conn, err := pool.Acquire(ctx)
+				must(b, err)
+				defer conn.Release()
+				_, err = conn.Exec(ctx, `SET plan_cache_mode = `+mode)
+				must(b, err)
+				defer conn.Exec(ctx, `RESET plan_cache_mode`)
+				for b.Loop() {
+					tx, err := conn.Begin(ctx)
+					must(b, err)
+					rows, err := tx.Query(ctx, pgclaim.SQL, "bench", room, 30000.0)
+					must(b, err)
+					n := 0
+					for rows.Next() {
+						n++
+					}
+					must(b, rows.Err())
+					if n != room {
+						b.Fatalf("claimed %d keys; want %d", n, room)
+					}
+					must(b, tx.Rollback(ctx))
+				}
+			})
+		}
 	}
 }
