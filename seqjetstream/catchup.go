@@ -22,7 +22,7 @@ import (
 // that nats.go drops make a gap every AckWait. Called with mu held.
 func (p *partition) beginCatchUpLocked() {
 	if !p.catchUp {
-		p.cuSince, p.cuOverdue, p.cuSwallowed, p.cuSwallowedUntil = time.Now(), time.Time{}, 0, time.Time{}
+		p.cuSince, p.cuOverdue, p.cuSwallowed = time.Now(), time.Time{}, timedCount{}
 		p.cuBegan, p.cuRestart = p.cuSince, 0
 	}
 	p.catchUp, p.cuNeed, p.cuD, p.cuMine = true, -1, 0, 0
@@ -87,16 +87,15 @@ func (p *partition) giveUpDueLocked(asked time.Time) bool {
 // rests on does (see statusCountedUntil). A catch-up that misses more
 // starts over instead (see startOver). Called with mu held.
 func (p *partition) giveUpLocked(short int, until time.Time) {
-	if !countedAt(p.unreachableUntil, now()) {
-		p.unreachable = 0
-	}
+	u := &p.unreachable
+	n := u.at(now())
 	switch {
-	case p.unreachable == 0:
-		p.unreachableUntil = until
-	case !until.IsZero() && (p.unreachableUntil.IsZero() || until.Before(p.unreachableUntil)):
-		p.unreachableUntil = until // the whole count holds while each part does
+	case n == 0:
+		u.until = until
+	case !until.IsZero() && (u.until.IsZero() || until.Before(u.until)):
+		u.until = until // the whole count holds while each part does
 	}
-	p.unreachable += short
+	u.n = n + short
 	p.st.catchUpsAbandoned.Add(1)
 }
 
@@ -106,11 +105,8 @@ func (p *partition) giveUpLocked(short int, until time.Time) {
 // message, so a count of more (give-ups') keeps its own time. Called with
 // mu held.
 func (p *partition) provenUnreachableLocked(pulled time.Time) {
-	if !countedAt(p.unreachableUntil, now()) {
-		p.unreachable = 0
-	}
-	if p.unreachable <= 1 {
-		p.unreachable, p.unreachableUntil = 1, p.statusCountedUntil(pulled)
+	if p.unreachable.at(now()) <= 1 {
+		p.unreachable = timedCount{1, p.statusCountedUntil(pulled)}
 	}
 }
 
@@ -131,7 +127,7 @@ func (p *partition) provenUnreachableLocked(pulled time.Time) {
 // another gap). Counted past that, a status message given up while a
 // real message of the partition was out let a later catch-up end with
 // the real one still out, and run its key's later messages first (issue
-// 45). Both clocks count, as in answerableLocked (see countedAt).
+// 45). Both clocks count, as in answerableLocked (see timedCount.at).
 func (p *partition) statusCountedUntil(evidence time.Time) time.Time {
 	if p.cons.CachedInfo().Config.MaxDeliver <= 0 {
 		return time.Time{}
@@ -139,11 +135,22 @@ func (p *partition) statusCountedUntil(evidence time.Time) time.Time {
 	return evidence.Add(3 * p.tick) // the shortest redelivery wait, or a little less
 }
 
-// countedAt reports whether evidence that holds until until (see
-// statusCountedUntil) still holds at t, by the monotonic clock and by
-// the wall clock both: the server's wait goes on while this host sleeps.
-func countedAt(until, t time.Time) bool {
-	return until.IsZero() || (t.Before(until) && t.Round(0).Before(until.Round(0)))
+// timedCount is a count of messages that evidence vouches for until
+// until (see statusCountedUntil); a zero until vouches for as long as
+// the count's scope lasts (a catch-up, or an epoch).
+type timedCount struct {
+	n     int
+	until time.Time
+}
+
+// at is the count at t: n while its evidence holds, by the monotonic
+// clock and by the wall clock both (the server's wait goes on while this
+// host sleeps), else 0.
+func (c timedCount) at(t time.Time) int {
+	if c.until.IsZero() || (t.Before(c.until) && t.Round(0).Before(c.until.Round(0))) {
+		return c.n
+	}
+	return 0
 }
 
 // noteDeliveryLocked follows a pinned epoch's deliveries by their consumer
@@ -310,11 +317,8 @@ func (p *partition) reconnectedSincePull() bool {
 func (p *partition) noteSwallowedLocked(g int, span time.Duration, evidence time.Time) {
 	wait := 3 * p.tick // the shortest redelivery wait
 	k := int(span / max(wait, time.Millisecond))
-	if !countedAt(p.cuSwallowedUntil, now()) {
-		p.cuSwallowed = 0
-	}
-	if n := (g + k) / (k + 1); n >= p.cuSwallowed {
-		p.cuSwallowed, p.cuSwallowedUntil = n, p.statusCountedUntil(evidence)
+	if n := (g + k) / (k + 1); n >= p.cuSwallowed.at(now()) {
+		p.cuSwallowed = timedCount{n, p.statusCountedUntil(evidence)}
 	}
 }
 
@@ -434,15 +438,13 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 		}
 	}
 	mine += p.countWithheldLocked(info, r.asked)
-	if !countedAt(p.unreachableUntil, t) {
-		// The server may have given them up since the evidence (see
-		// statusCountedUntil): wait for them, or for new evidence.
-		p.unreachable = 0
+	// Past its evidence, the server may have given them up (see
+	// statusCountedUntil): wait for them, or for new evidence.
+	unreachable := p.unreachable.at(t)
+	if surplus := max(0, info.NumAckPending-mine); surplus < unreachable {
+		unreachable, p.unreachable.n = surplus, surplus // some of them are gone from the server's count
 	}
-	if surplus := max(0, info.NumAckPending-mine); surplus < p.unreachable {
-		p.unreachable = surplus // some of them are gone from the server's count
-	}
-	need := info.NumAckPending - p.unreachable
+	need := info.NumAckPending - unreachable
 	p.cuNeed, p.cuD, p.cuMine = need, info.Delivered.Stream, mine
 	short, waited := 0, r.asked.Sub(p.cuSince)
 	if need > mine {
@@ -463,11 +465,7 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 			p.mu.Unlock()
 			return
 		}
-		swallowed := p.cuSwallowed
-		if !countedAt(p.cuSwallowedUntil, t) {
-			swallowed = 0 // they may have left the server's count since
-		}
-		if need-mine > swallowed {
+		if need-mine > p.cuSwallowed.at(t) { // past its evidence they may have left the server's count
 			// Not all of what is missing can be stored status
 			// messages: a real message may be out still, and running
 			// what is held could run later messages of its key first.
@@ -477,7 +475,7 @@ func (p *partition) catchUpChecked(ctx context.Context, r checkResult) {
 			return
 		}
 		short = need - mine
-		p.giveUpLocked(short, p.cuSwallowedUntil)
+		p.giveUpLocked(short, p.cuSwallowed.until)
 	}
 	p.catchUp = false
 	out := p.waiting

@@ -36,8 +36,5 @@ func Unreachable(c *Consumer, i int) int {
 	p := c.parts[i]
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !countedAt(p.unreachableUntil, now()) {
-		return 0
-	}
-	return p.unreachable
+	return p.unreachable.at(now())
 }

@@ -95,21 +95,18 @@ type partition struct {
 	// stored status messages among the missing. lastDelAt is when the
 	// epoch's last delivery was taken, by the real clock, and lastDelPull
 	// its anchor (when its pull was made, by the package's clock).
-	// With a finite MaxDeliver, cuSwallowed holds only until
-	// cuSwallowedUntil, and unreachable (below) only until
-	// unreachableUntil: the server may give those messages up (see
-	// statusCountedUntil); zero means for the catch-up, or the epoch.
-	cuSwallowed      int
-	cuSwallowedUntil time.Time
-	lastDelAt        time.Time
-	lastDelPull      time.Time
-	unreachableUntil time.Time
+	// With a finite MaxDeliver, cuSwallowed and unreachable (below) hold
+	// only for a while: the server may give those messages up (see
+	// timedCount).
+	cuSwallowed timedCount
+	lastDelAt   time.Time
+	lastDelPull time.Time
 	// unreachable is, in this epoch, how many of the messages the server
 	// counts as unacknowledged are stored status messages out of its
 	// reach: found by an abandoned catch-up that they never came (see
 	// giveUpLocked), or proved by a 423 (see pinForgotten); later
 	// catch-ups do not wait for them.
-	unreachable int
+	unreachable timedCount
 	fence       uint64        // pinned: the consumer sequence of this epoch's latest first delivery under a new pin (see Epoch)
 	lastDel     uint64        // pinned: this epoch's last delivery, by consumer sequence; 0 before its first
 	own         uint64        // pinned: the stream sequence of this epoch's first first delivery; 0 before it (see resolvedLocked)
@@ -302,7 +299,7 @@ func (p *partition) startEpochLocked(pin string) {
 	p.owned, p.pin = true, pin
 	p.ectx, p.ecancel = context.WithCancel(p.c.life)
 	p.lastDel, p.own = 0, 0
-	p.catchUp, p.unreachable, p.unreachableUntil = false, 0, time.Time{}
+	p.catchUp, p.unreachable = false, timedCount{}
 	p.repin, p.repinDrain = false, time.Time{}
 	clear(p.withheld)
 	if p.group != "" {
