@@ -92,8 +92,9 @@ func (p *partition) pullSingly(t time.Time) {
 // but only with proof: the server, asked now, still pins the pin this epoch
 // took its deliveries under (and, with a finite MaxDeliver, only for one
 // redelivery wait from the pull it came to, after which the server may
-// have given it up: see statusCountedUntil). Without it (a pull without a pin whose first
-// delivery was the stored message, the pin moved since) nothing is counted,
+// have given it up: see statusCountedUntil). Without it (a pull without
+// a pin whose first delivery was the stored message, the pin moved
+// since) nothing is counted,
 // for a real message may be what is missing: the catch-up under the new pin
 // waits (starting over at its bounds) until a redelivery of the status
 // message reaches a pull of a pin this epoch took deliveries under, or the
