@@ -87,7 +87,7 @@ func (s *Scheduler[K]) Stats() Stats {
 		st.Paused += sh.paused
 		st.Paced += sh.paced
 		st.Halts += sh.halts
-		st.Normal.Queued += sh.queued[Normal]
+		st.Normal.Queued += sh.queued[Normal] + sh.runQueued()
 		st.High.Queued += sh.queued[High]
 		for p := range counts {
 			for o := range counts[p] {
