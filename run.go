@@ -2,46 +2,44 @@ package seqsched
 
 // Runs: a backlogged session's worker takes its Normal tasks a run at a
 // time. When advance, in its lock section, puts a Normal task in the
-// worker's hand and more wait behind it, takeRun also takes up to
-// runMax-1 of them off the Normal lane into the session's run; the worker
-// then goes from one to the next with no lock section (runNext), where it
-// took the shard lock once a task, and the producer's lock sections no
-// longer meet its own on every task (BENCHMARKS.md: on two cores, Savina
-// count's time was a third in the lock's contention).
+// worker's hand and more wait behind it, takeRun takes the rest of the
+// Normal lane as the session's run, in O(1); the worker then goes from
+// one task to the next with no lock section (runNext), as far as its turn
+// allows, where it took the shard lock once a task: on two cores the
+// producer's lock sections no longer meet its own on every task (Savina
+// count spent a third of its time in that lock's contention: see
+// docs/perf-log.md, "Core v4 on a quiet machine").
 //
 // A task of a run has not started until the worker runs it, as one in a
 // lane: the worker claims each with a compare-and-swap on runLeft, the
-// count of the run's unclaimed tasks (its last runLeft tasks), and every
-// lock section that needs the lanes as they are (Pause, a halt, a High
-// task's admission, Discard and the give-up) first takes the unclaimed
-// ones back to the front of the Normal lane (takeBack), by swapping
-// runLeft to zero: whoever wins a task's count owns it. The worker's next
-// claim then fails, and it goes on through advance's lock section, which
-// sees the lanes, the pause and the High task. Queued and Stats count the
-// unclaimed tasks as queued (runLeft), and leave the run alone.
+// count of the run's unclaimed tasks (its last runLeft), and every lock
+// section that needs the lanes as they are (Pause, a halt, a High task's
+// admission, Discard and the give-up) first takes the unclaimed ones back
+// to the front of the Normal lane (takeBack), by swapping runLeft to
+// zero: whoever changes the count owns the task it counts. The worker's
+// next claim then fails, and it goes on through advance's lock section,
+// which sees the pause, the High task or the drop; so does a worker whose
+// turn is over, whose lock section takes the rest back itself (endRun).
+// Queued and Stats count the unclaimed tasks as queued (runLeft), and
+// leave the run alone.
 //
-// What the worker defers to its next lock section: the shard's counts of
-// the tasks a run resolved (runCounts), so Stats' outcomes are exact once
-// quiet, as they are documented to be, and may lag while a run goes on.
-// Each task is resolved, and its ctx ended, as the worker goes on to the
-// next one: the session is running, so it can be seen neither idle nor
-// gone.
+// The worker defers one thing to its next lock section: the shard's
+// counts of the tasks it resolved in a run (runCounts), so Stats' outcomes
+// are exact once quiet, as documented, and may lag by a turn's tasks
+// while the session runs. Each task is resolved, and its ctx ended, as
+// the worker goes on to the next one: the session is running, so it can
+// be seen neither idle nor gone.
 //
 // Only a session that nothing but its Normal lane concerns takes a run
-// (see runs), and a run stops before the first task with an option (a
-// halt, a tag, a wait for room): those need the lock section between two
-// tasks.
-
-// runMax is the most tasks the worker takes in one lock section: the
-// task in hand and the run behind it. A turn (WithYieldAfter) bounds it
-// too.
-const runMax = 16
+// (see runs). No task of a run is tagged for Replace: a tag makes the
+// session's per-key control, and a session with one takes no run. A
+// task with HaltOnError may be in one: its halt takes the rest back.
 
 // runs reports whether sess's worker, which has just put a Normal task in
-// hand under the lock, may take a run behind it: what stages asks (no
-// queue bound, slot limit, rate or per-key control, no pause), and no
-// High task, drain, halt on error, turn clock, record to write or failure
-// to report.
+// hand under the lock, may take the rest of the Normal lane as a run:
+// what stages asks (no queue bound, slot limit, rate or per-key control,
+// so no task tagged for Replace; no pause), and no High task, drain, halt
+// on error, turn clock, record to write or failure to report.
 func (s *Scheduler[K]) runs(sess *session[K]) bool {
 	w := &sess.w
 	return sess.normal.n > 0 && sess.high.n == 0 && !w.newTurn && s.stages(sess) && sess.drain == nil &&
@@ -49,34 +47,19 @@ func (s *Scheduler[K]) runs(sess *session[K]) bool {
 		len(w.logs)+len(w.reporting)+len(sess.reports) == 0
 }
 
-// takeRun takes a run off sess's Normal lane for its worker: up to runMax
-// tasks with the one in hand, no more than its turn has left, and none
-// from the first task with an option on. Called with sh.mu held, by the
-// worker.
+// takeRun takes sess's whole Normal lane as its worker's run, in O(1):
+// the worker claims from it no more than its turn has left, and its next
+// lock section takes the rest back (endRun). Called with sh.mu held, by
+// the worker.
 func (s *Scheduler[K]) takeRun(sh *shard[K], sess *session[K]) {
-	w := &sess.w
-	k := min(runMax, w.limit-w.n) - 1 // w.n does not count the task in hand yet
 	q := &sess.normal
-	n := 0
-	var last *task
-	for t := q.head; n < k && t != nil && t.flags == 0; t = t.next {
-		last = t
-		n++
-	}
-	if n == 0 {
-		return
-	}
-	first := q.head
-	q.head = last.next
-	if q.head == nil {
-		q.tail = nil
-	}
-	last.next = nil
-	q.n -= n
-	sh.queued[Normal] -= n
-	sess.run, sess.runLen = first, n
+	n := q.n
+	sess.run, sess.runLast, sess.runLen = q.head, q.tail, n
 	sess.runLeft.Store(int32(n))
-	w.next, w.inRun = first, true
+	*q = fifo{}
+	sh.queued[Normal] -= n
+	w := &sess.w
+	w.next, w.inRun = sess.run, true
 	sh.runs = append(sh.runs, sess)
 	sess.runAt = len(sh.runs)
 }
@@ -120,16 +103,13 @@ func (s *Scheduler[K]) takeBack(sh *shard[K], sess *session[K]) {
 		return
 	}
 	c := sess.runLen - l // claimed: their next fields are the worker's to read, not to change
-	first := sess.run
+	first, last := sess.run, sess.runLast
 	if c > 0 {
-		first = sess.runTask(c).next
-	}
-	last := first
-	for range l - 1 {
-		last = last.next
+		claimed := sess.runTask(c)
+		first, sess.runLast = claimed.next, claimed
 	}
 	q := &sess.normal
-	last.next = q.head // nil before: takeRun cut the run there
+	last.next = q.head // nil before: it was the lane's last when takeRun took it
 	if q.head == nil {
 		q.tail = last
 	}
@@ -165,6 +145,7 @@ func (sess *session[K]) inHand() *task {
 func (s *Scheduler[K]) endRun(sh *shard[K], sess *session[K]) {
 	w := &sess.w
 	if sess.runAt > 0 {
+		s.takeBack(sh, sess) // what the turn left unclaimed
 		// The claimed tasks' links, kept for takeBack's walk, are cleared:
 		// a task in no lane has a nil next (see fifo).
 		for t, i := sess.run, 0; i < sess.runLen; i++ {

@@ -118,7 +118,7 @@ func (s *Scheduler[K]) recycle(sess *session[K]) {
 	sess.key, sess.sh, sess.state, sess.tok, sess.drain = key, nil, stateIdle, false, nil
 	sess.high, sess.normal, sess.highRun, sess.cur, sess.reports = fifo{}, fifo{}, 0, nil, nil
 	sess.staged.Store(false)
-	sess.run, sess.runLen, sess.runAt = nil, 0, 0
+	sess.run, sess.runLast, sess.runLen, sess.runAt = nil, nil, 0, 0
 	sess.runLeft.Store(0)
 	sess.handles, sess.handled, sess.pause, sess.ctl = 0, false, false, nil
 	sess.pred, sess.succ, sess.links = nil, nil, [nLists]links[K]{}

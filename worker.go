@@ -435,11 +435,11 @@ func (s *Scheduler[K]) timeFn(sess *session[K], t *task) {
 func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	w, sh := &sess.w, sess.sh
 	if w.inRun {
-		if sess.claimNext() {
+		if w.n < w.limit && sess.claimNext() { // the turn has room, and the task is not taken back
 			s.runNext(sess) // no lock section: see run.go
 			return sess
 		}
-		w.inRun = false // used up, or taken back: the lock section below sees why
+		w.inRun = false // used up, taken back, or the turn is over: the lock section below sees which
 	}
 	done := w.t
 	turnOver := w.turnOver(s.opts.yieldInterval)
