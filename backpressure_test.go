@@ -271,3 +271,21 @@ func TestQueuedCountsATaskPostedToAnIdleKeyBeforeItsGoroutineTakesIt(t *testing.
 	require.Equal(t, [2]int{0, 0}, [2]int{high, normal}, "h.Queued() once the task ran")
 	require.NoError(t, h.Close(context.Background()))
 }
+
+// While a backlog's t2 runs, Queued counts t3..t20, by key and through a
+// handle, however many tasks the worker has taken off the lane.
+func TestQueuedCountsEveryTaskNotYetStarted(t *testing.T) {
+	s := newScheduler[string](t)
+	h, err := s.Open("k")
+	require.NoError(t, err)
+	b := queueBacklog(t, s, "k", nil, nil)
+	high, normal := s.Queued("k")
+	require.Equal(t, [2]int{0, backlogLen - 2}, [2]int{high, normal}, "Scheduler.Queued")
+	high, normal = h.Queued()
+	require.Equal(t, [2]int{0, backlogLen - 2}, [2]int{high, normal}, "Session.Queued")
+	b.release()
+	awaitAll(t, b.fs...)
+	high, normal = h.Queued()
+	require.Equal(t, [2]int{0, 0}, [2]int{high, normal})
+	require.NoError(t, h.Close(context.Background()))
+}

@@ -105,9 +105,9 @@ func (s *Scheduler[K]) closeSession(ctx context.Context, sh *shard[K], sess *ses
 			if resolved, start = s.drop(sh, p, ErrDiscarded, outcomeDiscarded, resolved); start != nil {
 				starts = append(starts, start)
 			}
-			if p.cur != nil && p.state == stateRunning {
-				p.cut.Store(p.cur)
-				cut = append(cut, p.cur)
+			if t := p.inHand(); t != nil && p.state == stateRunning {
+				p.cut.Store(t)
+				cut = append(cut, t)
 			}
 		}
 	}

@@ -117,7 +117,7 @@ func (h *Session[K]) Queued() (high, normal int) {
 	for p := h.sess; p != nil; p = p.pred {
 		h.s.unstage(sh, p)
 		high += p.high.n
-		normal += p.normal.n
+		normal += p.normal.n + int(p.runLeft.Load())
 	}
 	return high, normal
 }

@@ -871,3 +871,45 @@ func TestHandleAfterShutdownReturnsErrClosed(t *testing.T) {
 	require.ErrorIs(t, h.Post(context.Background(), nil), seqsched.ErrNilFunc)
 	require.ErrorIs(t, h.Post(nil, func(context.Context) error { return nil }), seqsched.ErrNilContext) //nolint:staticcheck // nil ctx on purpose
 }
+
+// A Discard while a backlog's t2 runs cuts t3..t20: each resolves with
+// ErrDiscarded without running, and t2's ctx ends, however many tasks the
+// worker had taken off the lane.
+func TestDiscardCutsEveryTaskNotYetStarted(t *testing.T) {
+	for _, by := range []string{"key", "handle"} {
+		t.Run(by, func(t *testing.T) {
+			s := newScheduler[string](t)
+			h, err := s.Open("k")
+			require.NoError(t, err)
+			b := queueBacklog(t, s, "k", nil, nil)
+			// Discard returns once t2 has: t2 returns when its ctx ends.
+			discarded := make(chan error, 1)
+			go func() {
+				if by == "key" {
+					discarded <- s.Discard(context.Background(), "k")
+				} else {
+					discarded <- h.Discard(context.Background())
+				}
+			}()
+			select {
+			case err = <-discarded:
+			case <-time.After(testTimeout): // a guard against a hang, never a synchronisation
+				t.Errorf("Discard did not return within %v: t2's ctx did not end", testTimeout)
+				b.release() // to see what became of t3..t20
+				err = <-discarded
+			}
+			require.NoError(t, err)
+			for i, f := range b.fs[2:] {
+				_, err := f.Await(context.Background())
+				require.ErrorIs(t, err, seqsched.ErrDiscarded, "t%d's future", i+3)
+			}
+			require.Equal(t, []string{"t1", "t2"}, b.r.get(), "nothing queued runs after Discard began")
+			_, err = b.fs[1].Await(context.Background())
+			require.ErrorIs(t, err, context.Canceled, "t2's ctx ended")
+			st := s.Stats()
+			require.Equal(t, uint64(backlogLen-2), st.Discarded)
+			require.Equal(t, seqsched.Outcomes{Succeeded: 2, Failed: 1, Discarded: backlogLen - 2}, st.Normal.Outcomes)
+			require.Zero(t, st.Sessions, "the session is forgotten")
+		})
+	}
+}

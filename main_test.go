@@ -1,8 +1,8 @@
 // TestMain and the helpers the test files share: newScheduler, one gate,
-// one recorder, one slog handler double (funcHandler), one error handler
-// double (failures), within and seedBytes. The tests are filed by the
-// guarantee they check, one file each; a helper that one file uses lives
-// in that file.
+// one recorder, one backlog, one slog handler double (funcHandler), one
+// error handler double (failures), within and seedBytes. The tests are
+// filed by the guarantee they check, one file each; a helper that one file
+// uses lives in that file.
 
 package seqsched_test
 
@@ -115,6 +115,76 @@ func record[K comparable](t testing.TB, s *seqsched.Scheduler[K], r *recorder, k
 	}, opts...)
 	require.NoError(t, err)
 	return f
+}
+
+// backlogLen is how many tasks a backlog queues: more than a worker that
+// took a run of its session's Normal tasks in one go would take at once.
+const backlogLen = 20
+
+// backlog is a session's worker busy with the second of backlogLen Normal
+// tasks, t1..t20, queued behind a gate: t1 ran, t2 runs and blocks until
+// release, t3..t20 wait. A task starts when its session's goroutine runs
+// it, not when it is admitted or taken: until then Pause holds it, Replace
+// replaces it, Discard cuts it, a High task goes ahead of it and Queued
+// counts it. The tests that use backlog check each of these for t3..t20,
+// the tasks a worker taking a run of tasks in one lock section (issue 47)
+// would hold by the time t2 runs.
+type backlog struct {
+	r       recorder
+	fs      []*seqsched.Future[struct{}] // fs[i] is t(i+1)'s
+	release func()                       // lets t2 return
+}
+
+// queueBacklog queues the backlog on key behind a gate, opens the gate and
+// returns once t2 runs. Task ti records "ti", then returns body(ctx, i)
+// (nil if body is nil; t2 calls body once released). Each ti is submitted
+// with opts(i) if opts is not nil. t2 also returns, with its ctx's error,
+// if its ctx ends.
+func queueBacklog(t testing.TB, s *seqsched.Scheduler[string], key string,
+	body func(ctx context.Context, i int) error, opts func(i int) []seqsched.TaskOption) *backlog {
+	t.Helper()
+	b := &backlog{}
+	hold, g := gate(t, s, key)
+	started, open := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b.release = func() { once.Do(func() { close(open) }) }
+	t.Cleanup(b.release) // before Shutdown's cleanup, should a test fail with t2 blocked
+	for i := 1; i <= backlogLen; i++ {
+		var o []seqsched.TaskOption
+		if opts != nil {
+			o = opts(i)
+		}
+		f, err := s.Go(context.Background(), key, func(ctx context.Context) error {
+			b.r.add("t%d", i)
+			if i == 2 {
+				close(started)
+				select {
+				case <-open:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			if body == nil {
+				return nil
+			}
+			return body(ctx, i)
+		}, o...)
+		require.NoError(t, err)
+		b.fs = append(b.fs, f)
+	}
+	hold()
+	awaitAll(t, g)
+	<-started
+	return b
+}
+
+// names returns "ti" for i in from..to.
+func names(from, to int) []string {
+	var ns []string
+	for i := from; i <= to; i++ {
+		ns = append(ns, fmt.Sprint("t", i))
+	}
+	return ns
 }
 
 // awaitAll waits for every future and fails on the first error.

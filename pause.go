@@ -151,6 +151,7 @@ func (s *Scheduler[K]) pause(sh *shard[K], sess *session[K]) {
 		switch p.state {
 		case stateRunning:
 			s.unstage(sh, p) // not started: its worker parks instead
+			s.takeBack(sh, p)
 		case stateIdle:
 			s.fire(sh, p, evPause)
 		case statePaced:
@@ -201,5 +202,6 @@ func (s *Scheduler[K]) halt(sess *session[K]) {
 	sh.mu.Lock()
 	sess.pause = true
 	sh.halts++
+	s.takeBack(sh, sess)
 	sh.mu.Unlock()
 }

@@ -149,3 +149,26 @@ func TestReplaceReplacesATaskItsGoroutineHasNotTaken(t *testing.T) {
 	require.ErrorIs(t, err, seqsched.ErrReplaced)
 	require.Equal(t, []string{"second"}, r.get())
 }
+
+// A tagged task queued in a backlog is replaced by a later one with its
+// tag while t2 runs: it was queued until its session's goroutine ran it,
+// however many tasks the worker had taken off the lane.
+func TestReplaceTakesThePlaceOfATaskNotYetStarted(t *testing.T) {
+	s := newScheduler[string](t)
+	b := queueBacklog(t, s, "k", nil, func(i int) []seqsched.TaskOption {
+		if i == 5 {
+			return []seqsched.TaskOption{seqsched.Replace("x")}
+		}
+		return nil
+	})
+	newer := record(t, s, &b.r, "k", "newer", seqsched.Replace("x"))
+	b.release()
+	_, err := b.fs[4].Await(context.Background())
+	require.ErrorIs(t, err, seqsched.ErrReplaced, "t5's future")
+	awaitAll(t, append(append(b.fs[:4:4], b.fs[5:]...), newer)...)
+	want := append(append(names(1, 4), "newer"), names(6, backlogLen)...)
+	require.Equal(t, want, b.r.get(), "the newer task runs in t5's place; t5 never ran")
+	st := s.Stats()
+	require.Equal(t, uint64(1), st.Replaced)
+	require.Equal(t, seqsched.Outcomes{Succeeded: backlogLen + 1, Replaced: 1}, st.Normal.Outcomes)
+}

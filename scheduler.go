@@ -456,7 +456,7 @@ func (s *Scheduler[K]) Queued(key K) (high, normal int) {
 	for sess := sh.sessions[key]; sess != nil; sess = sess.pred {
 		s.unstage(sh, sess)
 		high += sess.high.n
-		normal += sess.normal.n
+		normal += sess.normal.n + int(sess.runLeft.Load())
 	}
 	return high, normal
 }

@@ -413,6 +413,18 @@ type session[K comparable] struct {
 	// for the write barrier) on the round trip.
 	staged atomic.Bool
 
+	// The run its worker took off the Normal lane (see run.go): its first
+	// and last task, linked through next, and how many it holds, guarded
+	// by sh.mu;
+	// runLeft, the unclaimed ones at its end, claimed by the worker and
+	// taken back by a lock section, each with one atomic; runAt, its place
+	// in sh.runs plus one, 0 when it has no run.
+	run     *task
+	runLast *task
+	runLen  int
+	runLeft atomic.Int32
+	runAt   int
+
 	handles int  // open handles; a session with handles is never an idle record
 	handled bool // a handle ever held it
 	pause   bool // Pause, or a halt: start no task until Resume (see pause.go)
@@ -478,6 +490,9 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (idle bool
 			sh.idle.remove(sess)
 		}
 		return true
+	}
+	if t.prio == High && sess.runLen > 0 {
+		s.takeBack(sh, sess) // t goes ahead of them: they have not started
 	}
 	was := sess.busy()
 	q.push(t)
@@ -632,6 +647,7 @@ func (s *Scheduler[K]) startClosing(sh *shard[K], sess *session[K]) *drain {
 // goroutine the caller must start, if any: sess, or a successor released.
 func (s *Scheduler[K]) drop(sh *shard[K], sess *session[K], err error, o outcome, resolved []wakeUp) ([]wakeUp, *session[K]) {
 	s.unstage(sh, sess)
+	s.takeBack(sh, sess)
 	was := sess.busy()
 	for {
 		t := sh.pick(sess, 0)

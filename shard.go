@@ -35,6 +35,8 @@ type shard[K comparable] struct {
 	starterOnWay bool
 	starter      func() // runs startFrom for this shard; made once
 
+	runs []*session[K] // sessions whose worker has a run (see run.go), for Stats
+
 	owed int // live tokens the moves of this lock section give back once it is released (see fire)
 
 	busy      int    // sessions with queued or running work (see session.busy)
@@ -116,6 +118,8 @@ func (s *Scheduler[K]) recycle(sess *session[K]) {
 	sess.key, sess.sh, sess.state, sess.tok, sess.drain = key, nil, stateIdle, false, nil
 	sess.high, sess.normal, sess.highRun, sess.cur, sess.reports = fifo{}, fifo{}, 0, nil, nil
 	sess.staged.Store(false)
+	sess.run, sess.runLast, sess.runLen, sess.runAt = nil, nil, 0, 0
+	sess.runLeft.Store(0)
 	sess.handles, sess.handled, sess.pause, sess.ctl = 0, false, false, nil
 	sess.pred, sess.succ, sess.links = nil, nil, [nLists]links[K]{}
 	sess.w = worker[K]{}

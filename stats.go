@@ -71,8 +71,12 @@ func (o *outcomes) public() Outcomes {
 
 // Stats returns a snapshot of the scheduler's counters. Each shard of
 // sessions is read under its lock, so the figures are exact when the
-// scheduler is quiet and approximate while tasks move. Safe for concurrent
-// use, and it never waits for a task.
+// scheduler is quiet and approximate while tasks move: a backlogged
+// session's worker counts the outcomes of the tasks it ran without a lock
+// section in its next one, so they may lag by up to a turn's tasks
+// (WithYieldAfter) while the session runs. Queued tasks are counted as
+// queued until they start. Safe for concurrent use, and it never waits
+// for a task.
 func (s *Scheduler[K]) Stats() Stats {
 	var st Stats
 	if s == nil || s.shards == nil {
@@ -87,7 +91,7 @@ func (s *Scheduler[K]) Stats() Stats {
 		st.Paused += sh.paused
 		st.Paced += sh.paced
 		st.Halts += sh.halts
-		st.Normal.Queued += sh.queued[Normal]
+		st.Normal.Queued += sh.queued[Normal] + sh.runQueued()
 		st.High.Queued += sh.queued[High]
 		for p := range counts {
 			for o := range counts[p] {

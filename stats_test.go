@@ -213,3 +213,28 @@ func TestHistogramBoundsCoverMicrosecondToMinute(t *testing.T) {
 		t.Fatal("HistogramBounds returned the package's own slice")
 	}
 }
+
+// While a backlog's t2 runs, Stats counts t3..t20 queued and one session
+// running, however many tasks the worker has taken off the lane; once
+// quiet, every outcome is counted once.
+func TestStatsCountEveryTaskNotYetStartedAsQueued(t *testing.T) {
+	s := newScheduler[string](t)
+	b := queueBacklog(t, s, "k", nil, nil)
+	st := s.Stats()
+	require.Equal(t, 1, st.Sessions)
+	require.Equal(t, 1, st.Running)
+	require.Equal(t, backlogLen-2, st.Queued)
+	require.Equal(t, backlogLen-2, st.Normal.Queued)
+	require.Zero(t, st.High.Queued)
+	require.Equal(t, uint64(backlogLen+1), st.Submitted)
+
+	b.release()
+	awaitAll(t, b.fs...)
+	st = s.Stats()
+	require.Zero(t, st.Sessions)
+	require.Zero(t, st.Running)
+	require.Zero(t, st.Queued)
+	require.Equal(t, uint64(backlogLen+1), st.Submitted)
+	require.Equal(t, uint64(backlogLen+1), st.Completed)
+	require.Equal(t, seqsched.Outcomes{Succeeded: backlogLen + 1}, st.Normal.Outcomes)
+}

@@ -46,6 +46,14 @@ type worker[K comparable] struct {
 	replaced []wakeUp                      // tasks makeRoom replaced under the lock, to finish without it
 	first    bool                          // stage handed it a task: claim it before advancing
 
+	// In a run (see run.go): the next task to claim, whether the worker is
+	// in one, and the outcomes of the run's tasks it resolved, for the
+	// shard's counts in its next lock section.
+	next      *task
+	inRun     bool
+	ranRun    bool
+	runCounts [nOutcomes]uint64
+
 	logs      []record     // records to write, each taken off before it is written
 	reporting []*task      // failures of dropped posted tasks, to report (see Scheduler.drop)
 	cb        *callbackCtx // the running callback's ctx
@@ -426,6 +434,13 @@ func (s *Scheduler[K]) timeFn(sess *session[K], t *task) {
 // left (retire). It returns the session the goroutine goes on with.
 func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 	w, sh := &sess.w, sess.sh
+	if w.inRun {
+		if w.n < w.limit && sess.claimNext() { // the turn has room, and the task is not taken back
+			s.runNext(sess) // no lock section: see run.go
+			return sess
+		}
+		w.inRun = false // used up, taken back, or the turn is over: the lock section below sees which
+	}
 	done := w.t
 	turnOver := w.turnOver(s.opts.yieldInterval)
 	var (
@@ -440,6 +455,9 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		sh.running--
 		sh.count(done)
 		waiter = done.resolve() // before the session can be seen idle or gone
+	}
+	if w.ranRun || sess.runAt > 0 {
+		s.endRun(sh, sess)
 	}
 	leave := false // the goroutine lets go of sess: parked, paced or retired
 	switch {
@@ -456,6 +474,9 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		next = s.rq.yield(sh, sess)
 	case sess.queued() > 0:
 		s.nextTask(sh, sess) // takes one: pick finds a task in a lane that holds one
+		if s.runs(sess) {
+			s.takeRun(sh, sess)
+		}
 	default:
 		succ, spawned := s.retire(sh, sess)
 		if succ != nil && !spawned {
