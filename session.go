@@ -415,10 +415,9 @@ type session[K comparable] struct {
 
 	// The run its worker took off the Normal lane (see run.go): its first
 	// and last task, linked through next, and how many it holds, guarded
-	// by sh.mu;
-	// runLeft, the unclaimed ones at its end, claimed by the worker and
-	// taken back by a lock section, each with one atomic; runAt, its place
-	// in sh.runs plus one, 0 when it has no run.
+	// by sh.mu; runLeft, the unclaimed ones at its end, claimed by the
+	// worker and taken back by a lock section, each with one atomic;
+	// runAt, its place in sh.runs plus one, 0 when it has no run.
 	run     *task
 	runLast *task
 	runLen  int
