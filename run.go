@@ -82,7 +82,6 @@ func (s *Scheduler[K]) runNext(sess *session[K]) {
 	w.next = t.next // read after the claim: takeBack never writes a claimed task's next
 	w.t, w.stage = t, stageRun
 	w.runCounts[done.outcome]++
-	w.ranRun = true
 	waiter := done.resolve()
 	done.end()
 	if waiter != nil {
@@ -161,10 +160,10 @@ func (s *Scheduler[K]) endRun(sh *shard[K], sess *session[K]) {
 		sh.runs = sh.runs[:last]
 		sess.run, sess.runLen, sess.runAt = nil, 0, 0
 	}
-	for o, n := range w.runCounts {
+	for o, n := range w.runCounts { // the worker counted only while sess had a run
 		sh.counts[Normal][o] += n
 	}
-	w.runCounts, w.ranRun, w.next = [nOutcomes]uint64{}, false, nil
+	w.runCounts, w.next = [nOutcomes]uint64{}, nil
 }
 
 // runQueued is how many tasks wait unclaimed in the runs of sh's

@@ -237,7 +237,8 @@ type job interface {
 // resolve makes t's outcome, which its job recorded, visible: resolved
 // first (callerOf and the ctx's reason read it), then the job's publish;
 // it returns who waits on the future, if anyone, to wake (waiter.wake). A
-// worker resolves under its shard lock and wakes after it. Apart from
+// worker resolves under its shard lock and wakes after it, or, going from
+// one task of a run to the next, with no lock held (run.go). Apart from
 // publish, so that a future's publish is small enough to be inlined in
 // the generic wrapper the interface call goes through.
 func (t *task) resolve() *waiter {

@@ -17,7 +17,8 @@ import (
 // an idle session; the goroutine (work) takes it (nextTask), runs or skips it
 // (runTask), reports a posted task's failure (report), then advance
 // resolves it under the shard lock and takes the next task, yields the
-// turn, or retires the session.
+// turn, or retires the session; in a run (run.go) it resolves it and
+// claims the next with no lock held.
 //
 // The guard: every goroutine the scheduler starts runs work, whose guard
 // catches whatever unwinds through user code it calls (fn, the error
@@ -51,7 +52,6 @@ type worker[K comparable] struct {
 	// shard's counts in its next lock section.
 	next      *task
 	inRun     bool
-	ranRun    bool
 	runCounts [nOutcomes]uint64
 
 	logs      []record     // records to write, each taken off before it is written
@@ -456,7 +456,7 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		sh.count(done)
 		waiter = done.resolve() // before the session can be seen idle or gone
 	}
-	if w.ranRun || sess.runAt > 0 {
+	if sess.runAt > 0 {
 		s.endRun(sh, sess)
 	}
 	leave := false // the goroutine lets go of sess: parked, paced or retired
