@@ -16,9 +16,15 @@ import (
 // list, most recently idle first, and forgets the oldest beyond that, so
 // memory does not grow with the number of keys ever seen.
 type shard[K comparable] struct {
+	// live is a stripe of the live tokens (see Scheduler.afterSeal). A
+	// worker reads every stripe at the end of each turn (tokens), so it
+	// has a cache line of its own: on the lock's line, those reads pulled
+	// the line away from the producer about to take the lock.
+	live atomic.Int64
+	_    [56]byte
+
 	mu       sync.Mutex
-	live     atomic.Int64 // a stripe of the live tokens (see Scheduler.afterSeal)
-	index    uint32       // its place in Scheduler.shards
+	index    uint32 // its place in Scheduler.shards
 	sessions map[K]*session[K]
 
 	idle sessionList[K] // idle records, newest first
