@@ -6,6 +6,7 @@ package seqsched_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -273,19 +274,24 @@ func TestQueuedCountsATaskPostedToAnIdleKeyBeforeItsGoroutineTakesIt(t *testing.
 }
 
 // While a backlog's t2 runs, Queued counts t3..t20, by key and through a
-// handle, however many tasks the worker has taken off the lane.
+// handle, however many tasks the worker has taken off the lane; while its
+// t12 runs, in the worker's second turn, t13..t20.
 func TestQueuedCountsEveryTaskNotYetStarted(t *testing.T) {
-	s := newScheduler[string](t)
-	h, err := s.Open("k")
-	require.NoError(t, err)
-	b := queueBacklog(t, s, "k", nil, nil)
-	high, normal := s.Queued("k")
-	require.Equal(t, [2]int{0, backlogLen - 2}, [2]int{high, normal}, "Scheduler.Queued")
-	high, normal = h.Queued()
-	require.Equal(t, [2]int{0, backlogLen - 2}, [2]int{high, normal}, "Session.Queued")
-	b.release()
-	awaitAll(t, b.fs...)
-	high, normal = h.Queued()
-	require.Equal(t, [2]int{0, 0}, [2]int{high, normal})
-	require.NoError(t, h.Close(context.Background()))
+	for _, at := range backlogGates {
+		t.Run(fmt.Sprint("t", at), func(t *testing.T) {
+			s := newScheduler[string](t)
+			h, err := s.Open("k")
+			require.NoError(t, err)
+			b := queueBacklogAt(t, s, "k", at, nil, nil)
+			high, normal := s.Queued("k")
+			require.Equal(t, [2]int{0, backlogLen - at}, [2]int{high, normal}, "Scheduler.Queued")
+			high, normal = h.Queued()
+			require.Equal(t, [2]int{0, backlogLen - at}, [2]int{high, normal}, "Session.Queued")
+			b.release()
+			awaitAll(t, b.fs...)
+			high, normal = h.Queued()
+			require.Equal(t, [2]int{0, 0}, [2]int{high, normal})
+			require.NoError(t, h.Close(context.Background()))
+		})
+	}
 }

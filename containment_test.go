@@ -711,31 +711,36 @@ func TestAnInterceptorEndingWhileFnUnwindsDecidesTheTasksOutcome(t *testing.T) {
 }
 
 // A panic and a runtime.Goexit in tasks queued behind a running one fail
-// only those tasks: t3 resolves with a *PanicError, t4 with ErrGoexit, and
-// t5..t20 still run, in order, however many tasks the worker had taken off
-// the lane.
+// only those tasks: the two after the running one resolve with a
+// *PanicError and with ErrGoexit, and the rest still run, in order, however
+// many tasks the worker had taken off the lane, in its first turn or its
+// second.
 func TestPanicAndGoexitInABacklogFailOnlyTheirTasks(t *testing.T) {
-	s := newScheduler[string](t)
-	b := queueBacklog(t, s, "k", func(_ context.Context, i int) error {
-		switch i {
-		case 3:
-			panic("planned")
-		case 4:
-			runtime.Goexit()
-		}
-		return nil
-	}, nil)
-	b.release()
-	_, err := b.fs[2].Await(context.Background())
-	var perr *seqsched.PanicError
-	require.ErrorAs(t, err, &perr, "t3's future")
-	require.Equal(t, "planned", perr.Value)
-	_, err = b.fs[3].Await(context.Background())
-	require.ErrorIs(t, err, seqsched.ErrGoexit, "t4's future")
-	awaitAll(t, append(b.fs[:2:2], b.fs[4:]...)...)
-	require.Equal(t, names(1, backlogLen), b.r.get())
-	st := s.Stats()
-	require.Equal(t, uint64(2), st.Panics)
-	require.Equal(t, seqsched.Outcomes{Succeeded: backlogLen - 1, Panicked: 2}, st.Normal.Outcomes)
-	require.Zero(t, st.Sessions)
+	for _, at := range backlogGates {
+		t.Run(fmt.Sprint("t", at), func(t *testing.T) {
+			s := newScheduler[string](t)
+			b := queueBacklogAt(t, s, "k", at, func(_ context.Context, i int) error {
+				switch i {
+				case at + 1:
+					panic("planned")
+				case at + 2:
+					runtime.Goexit()
+				}
+				return nil
+			}, nil)
+			b.release()
+			_, err := b.fs[at].Await(context.Background())
+			var perr *seqsched.PanicError
+			require.ErrorAs(t, err, &perr, "t%d's future", at+1)
+			require.Equal(t, "planned", perr.Value)
+			_, err = b.fs[at+1].Await(context.Background())
+			require.ErrorIs(t, err, seqsched.ErrGoexit, "t%d's future", at+2)
+			awaitAll(t, append(b.fs[:at:at], b.fs[at+2:]...)...)
+			require.Equal(t, names(1, backlogLen), b.r.get())
+			st := s.Stats()
+			require.Equal(t, uint64(2), st.Panics)
+			require.Equal(t, seqsched.Outcomes{Succeeded: backlogLen - 1, Panicked: 2}, st.Normal.Outcomes)
+			require.Zero(t, st.Sessions)
+		})
+	}
 }

@@ -874,42 +874,49 @@ func TestHandleAfterShutdownReturnsErrClosed(t *testing.T) {
 
 // A Discard while a backlog's t2 runs cuts t3..t20: each resolves with
 // ErrDiscarded without running, and t2's ctx ends, however many tasks the
-// worker had taken off the lane.
+// worker had taken off the lane. So does one while its t12 runs, in the
+// worker's second turn, for t13..t20 and t12's ctx.
 func TestDiscardCutsEveryTaskNotYetStarted(t *testing.T) {
-	for _, by := range []string{"key", "handle"} {
-		t.Run(by, func(t *testing.T) {
-			s := newScheduler[string](t)
-			h, err := s.Open("k")
-			require.NoError(t, err)
-			b := queueBacklog(t, s, "k", nil, nil)
-			// Discard returns once t2 has: t2 returns when its ctx ends.
-			discarded := make(chan error, 1)
-			go func() {
-				if by == "key" {
-					discarded <- s.Discard(context.Background(), "k")
-				} else {
-					discarded <- h.Discard(context.Background())
-				}
-			}()
-			select {
-			case err = <-discarded:
-			case <-time.After(testTimeout): // a guard against a hang, never a synchronisation
-				t.Errorf("Discard did not return within %v: t2's ctx did not end", testTimeout)
-				b.release() // to see what became of t3..t20
-				err = <-discarded
-			}
-			require.NoError(t, err)
-			for i, f := range b.fs[2:] {
-				_, err := f.Await(context.Background())
-				require.ErrorIs(t, err, seqsched.ErrDiscarded, "t%d's future", i+3)
-			}
-			require.Equal(t, []string{"t1", "t2"}, b.r.get(), "nothing queued runs after Discard began")
-			_, err = b.fs[1].Await(context.Background())
-			require.ErrorIs(t, err, context.Canceled, "t2's ctx ended")
-			st := s.Stats()
-			require.Equal(t, uint64(backlogLen-2), st.Discarded)
-			require.Equal(t, seqsched.Outcomes{Succeeded: 2, Failed: 1, Discarded: backlogLen - 2}, st.Normal.Outcomes)
-			require.Zero(t, st.Sessions, "the session is forgotten")
-		})
+	for _, at := range backlogGates {
+		for _, by := range []string{"key", "handle"} {
+			t.Run(fmt.Sprintf("t%d/%s", at, by), func(t *testing.T) {
+				testDiscardCutsEveryTaskNotYetStarted(t, at, by)
+			})
+		}
 	}
+}
+
+func testDiscardCutsEveryTaskNotYetStarted(t *testing.T, at int, by string) {
+	s := newScheduler[string](t)
+	h, err := s.Open("k")
+	require.NoError(t, err)
+	b := queueBacklogAt(t, s, "k", at, nil, nil)
+	// Discard returns once t(at) has: it returns when its ctx ends.
+	discarded := make(chan error, 1)
+	go func() {
+		if by == "key" {
+			discarded <- s.Discard(context.Background(), "k")
+		} else {
+			discarded <- h.Discard(context.Background())
+		}
+	}()
+	select {
+	case err = <-discarded:
+	case <-time.After(testTimeout): // a guard against a hang, never a synchronisation
+		t.Errorf("Discard did not return within %v: t%d's ctx did not end", testTimeout, at)
+		b.release() // to see what became of the tasks after it
+		err = <-discarded
+	}
+	require.NoError(t, err)
+	for i, f := range b.fs[at:] {
+		_, err := f.Await(context.Background())
+		require.ErrorIs(t, err, seqsched.ErrDiscarded, "t%d's future", i+at+1)
+	}
+	require.Equal(t, names(1, at), b.r.get(), "nothing queued runs after Discard began")
+	_, err = b.fs[at-1].Await(context.Background())
+	require.ErrorIs(t, err, context.Canceled, "t%d's ctx ended", at)
+	st := s.Stats()
+	require.Equal(t, uint64(backlogLen-at), st.Discarded)
+	require.Equal(t, seqsched.Outcomes{Succeeded: uint64(at), Failed: 1, Discarded: uint64(backlogLen - at)}, st.Normal.Outcomes)
+	require.Zero(t, st.Sessions, "the session is forgotten")
 }

@@ -121,29 +121,44 @@ func record[K comparable](t testing.TB, s *seqsched.Scheduler[K], r *recorder, k
 // took a run of its session's Normal tasks in one go would take at once.
 const backlogLen = 20
 
-// backlog is a session's worker busy with the second of backlogLen Normal
-// tasks, t1..t20, queued behind a gate: t1 ran, t2 runs and blocks until
-// release, t3..t20 wait. A task starts when its session's goroutine runs
-// it, not when it is admitted or taken: until then Pause holds it, Replace
-// replaces it, Discard cuts it, a High task goes ahead of it and Queued
-// counts it. The tests that use backlog check each of these for t3..t20,
-// the tasks a worker taking a run of tasks in one lock section (issue 47)
-// would hold by the time t2 runs.
+// backlog is a session's worker busy with one of backlogLen Normal tasks,
+// t1..t20, queued behind a gate: t1..t(at-1) ran, t(at) runs and blocks
+// until release, the rest wait. A task starts when its session's goroutine
+// runs it, not when it is admitted or taken: until then Pause holds it,
+// Replace replaces it, Discard cuts it, a High task goes ahead of it and
+// Queued counts it. The tests that use backlog check each of these for the
+// tasks after t(at), which a worker that took a run of tasks in one lock
+// section (issue 47) holds by the time t(at) runs.
 type backlog struct {
 	r       recorder
 	fs      []*seqsched.Future[struct{}] // fs[i] is t(i+1)'s
-	release func()                       // lets t2 return
+	at      int                          // the task that runs and blocks
+	release func()                       // lets t(at) return
 }
 
+// backlogGates are the tasks a backlog can block at: t2, in its worker's
+// first turn, and t12, in its second, after the turn's yield (with the
+// default options, a turn is DefaultYieldAfter tasks, the gate's first),
+// which a run outlives.
+var backlogGates = []int{2, seqsched.DefaultYieldAfter + 2}
+
 // queueBacklog queues the backlog on key behind a gate, opens the gate and
-// returns once t2 runs. Task ti records "ti", then returns body(ctx, i)
-// (nil if body is nil; t2 calls body once released). Each ti is submitted
-// with opts(i) if opts is not nil. t2 also returns, with its ctx's error,
-// if its ctx ends.
+// returns once t2 runs (queueBacklogAt with at 2).
 func queueBacklog(t testing.TB, s *seqsched.Scheduler[string], key string,
 	body func(ctx context.Context, i int) error, opts func(i int) []seqsched.TaskOption) *backlog {
 	t.Helper()
-	b := &backlog{}
+	return queueBacklogAt(t, s, key, 2, body, opts)
+}
+
+// queueBacklogAt queues the backlog on key behind a gate, opens the gate
+// and returns once t(at) runs. Task ti records "ti", then returns body(ctx,
+// i) (nil if body is nil; t(at) calls body once released). Each ti is
+// submitted with opts(i) if opts is not nil. t(at) also returns, with its
+// ctx's error, if its ctx ends.
+func queueBacklogAt(t testing.TB, s *seqsched.Scheduler[string], key string, at int,
+	body func(ctx context.Context, i int) error, opts func(i int) []seqsched.TaskOption) *backlog {
+	t.Helper()
+	b := &backlog{at: at}
 	hold, g := gate(t, s, key)
 	started, open := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -156,7 +171,7 @@ func queueBacklog(t testing.TB, s *seqsched.Scheduler[string], key string,
 		}
 		f, err := s.Go(context.Background(), key, func(ctx context.Context) error {
 			b.r.add("t%d", i)
-			if i == 2 {
+			if i == at {
 				close(started)
 				select {
 				case <-open:

@@ -612,42 +612,49 @@ func successorBehindClosing(t *testing.T, s *seqsched.Scheduler[string], r *reco
 }
 
 // A Pause while a backlog's t2 runs holds t3..t20: t2 finishes, nothing
-// else starts, they stay queued, and Resume runs them in order.
+// else starts, they stay queued, and Resume runs them in order. So does
+// one while its t12 runs, in the worker's second turn, for t13..t20.
 func TestPauseHoldsEveryTaskNotYetStarted(t *testing.T) {
-	for _, by := range []string{"key", "handle"} {
-		t.Run(by, func(t *testing.T) {
-			s := newScheduler[string](t)
-			t.Cleanup(func() { _ = s.Resume("k") }) // before Shutdown's cleanup, should a check fail while paused
-			h, err := s.Open("k")
-			require.NoError(t, err)
-			b := queueBacklog(t, s, "k", nil, nil)
-			if by == "key" {
-				require.NoError(t, s.Pause("k"))
-			} else {
-				require.NoError(t, h.Pause())
-			}
-			b.release()
-			awaitAll(t, b.fs[1]) // t2 finishes; its session parks as it resolves
-
-			high, normal := s.Queued("k")
-			require.Equal(t, [2]int{0, backlogLen - 2}, [2]int{high, normal}, "t3..t20 stay queued")
-			require.Equal(t, []string{"t1", "t2"}, b.r.get(), "a paused session must start nothing")
-			for i, f := range b.fs[2:] {
-				require.False(t, resolved(f), "t%d resolved while paused", i+3)
-			}
-			st := s.Stats()
-			require.Equal(t, 1, st.Paused)
-			require.Equal(t, 0, st.Running)
-			require.Equal(t, backlogLen-2, st.Normal.Queued)
-
-			if by == "key" {
-				require.NoError(t, s.Resume("k"))
-			} else {
-				require.NoError(t, h.Resume())
-			}
-			awaitAll(t, b.fs...)
-			require.Equal(t, names(1, backlogLen), b.r.get(), "resumed in order")
-			require.NoError(t, h.Close(context.Background()))
-		})
+	for _, at := range backlogGates {
+		for _, by := range []string{"key", "handle"} {
+			t.Run(fmt.Sprintf("t%d/%s", at, by), func(t *testing.T) {
+				testPauseHoldsEveryTaskNotYetStarted(t, at, by)
+			})
+		}
 	}
+}
+
+func testPauseHoldsEveryTaskNotYetStarted(t *testing.T, at int, by string) {
+	s := newScheduler[string](t)
+	t.Cleanup(func() { _ = s.Resume("k") }) // before Shutdown's cleanup, should a check fail while paused
+	h, err := s.Open("k")
+	require.NoError(t, err)
+	b := queueBacklogAt(t, s, "k", at, nil, nil)
+	if by == "key" {
+		require.NoError(t, s.Pause("k"))
+	} else {
+		require.NoError(t, h.Pause())
+	}
+	b.release()
+	awaitAll(t, b.fs[at-1]) // t(at) finishes; its session parks as it resolves
+
+	high, normal := s.Queued("k")
+	require.Equal(t, [2]int{0, backlogLen - at}, [2]int{high, normal}, "the tasks after t%d stay queued", at)
+	require.Equal(t, names(1, at), b.r.get(), "a paused session must start nothing")
+	for i, f := range b.fs[at:] {
+		require.False(t, resolved(f), "t%d resolved while paused", i+at+1)
+	}
+	st := s.Stats()
+	require.Equal(t, 1, st.Paused)
+	require.Equal(t, 0, st.Running)
+	require.Equal(t, backlogLen-at, st.Normal.Queued)
+
+	if by == "key" {
+		require.NoError(t, s.Resume("k"))
+	} else {
+		require.NoError(t, h.Resume())
+	}
+	awaitAll(t, b.fs...)
+	require.Equal(t, names(1, backlogLen), b.r.get(), "resumed in order")
+	require.NoError(t, h.Close(context.Background()))
 }

@@ -166,15 +166,20 @@ func TestHighBurstOrderFollowsTheRule(t *testing.T) {
 	}
 }
 
-// A High task submitted while a backlog's t2 runs goes ahead of t3..t20:
-// they are queued until their session's goroutine runs them, however many
-// the worker has taken off the lane.
+// A High task submitted while a backlog's t2 runs goes ahead of t3..t20,
+// and one submitted while its t12 runs, in the worker's second turn, goes
+// ahead of t13..t20: they are queued until their session's goroutine runs
+// them, however many the worker has taken off the lane.
 func TestHighGoesAheadOfEveryNormalTaskNotYetStarted(t *testing.T) {
-	s := newScheduler[string](t)
-	b := queueBacklog(t, s, "k", nil, nil)
-	high := record(t, s, &b.r, "k", "high", seqsched.High)
-	b.release()
-	awaitAll(t, append(b.fs, high)...)
-	want := append([]string{"t1", "t2", "high"}, names(3, backlogLen)...)
-	require.Equal(t, want, b.r.get(), "High goes next after the running task")
+	for _, at := range backlogGates {
+		t.Run(fmt.Sprint("t", at), func(t *testing.T) {
+			s := newScheduler[string](t)
+			b := queueBacklogAt(t, s, "k", at, nil, nil)
+			high := record(t, s, &b.r, "k", "high", seqsched.High)
+			b.release()
+			awaitAll(t, append(b.fs, high)...)
+			want := append(append(names(1, at), "high"), names(at+1, backlogLen)...)
+			require.Equal(t, want, b.r.get(), "High goes next after the running task")
+		})
+	}
 }

@@ -18,8 +18,10 @@ package seqsched
 // to the front of the Normal lane (takeBack), by swapping runLeft to
 // zero: whoever changes the count owns the task it counts. The worker's
 // next claim then fails, and it goes on through advance's lock section,
-// which sees the pause, the High task or the drop; so does a worker whose
-// turn is over, whose lock section takes the rest back itself (endRun).
+// which sees the pause, the High task or the drop. A worker whose turn is
+// over keeps its run over the yield (keepRun) when nothing else concerns
+// the session, and its lock section takes the rest back itself otherwise
+// (endRun).
 // Queued and Stats count the unclaimed tasks as queued (runLeft), and
 // leave the run alone.
 //
@@ -81,6 +83,9 @@ func (s *Scheduler[K]) runNext(sess *session[K]) {
 	done, t := w.t, w.next
 	w.next = t.next // read after the claim: takeBack never writes a claimed task's next
 	w.t, w.stage = t, stageRun
+	if done == nil {
+		return // the turn's first claim after a yield: keepRun's lock section resolved the last task
+	}
 	w.runCounts[done.outcome]++
 	waiter := done.resolve()
 	done.end()
@@ -164,6 +169,37 @@ func (s *Scheduler[K]) endRun(sh *shard[K], sess *session[K]) {
 		sh.counts[Normal][o] += n
 	}
 	w.runCounts, w.next = [nOutcomes]uint64{}, nil
+}
+
+// keepRun lets sess keep its run over the yield at the end of its worker's
+// turn, when unclaimed tasks are left and nothing but its Normal lane
+// concerns it (as runs asks): the claimed tasks, all resolved, leave the
+// run, which goes on from its first unclaimed task, and their outcomes are
+// counted. The worker's next turn then claims on with no lock section,
+// where endRun would take the rest back and the next advance take it
+// again. Stats counts the session as running over the yield, as it does
+// from advance's lock section to the task it puts in hand. It reports
+// whether sess kept its run. Called with sh.mu held, by the worker, in
+// advance, with no task in hand.
+func (s *Scheduler[K]) keepRun(sh *shard[K], sess *session[K]) bool {
+	w := &sess.w
+	left := int(sess.runLeft.Load()) // only takeBack, under sh.mu, and this worker change it
+	if left == 0 || sess.high.n > 0 || !s.stages(sess) || sess.drain != nil ||
+		len(w.logs)+len(w.reporting)+len(sess.reports) > 0 {
+		return false
+	}
+	t := sess.run
+	for range sess.runLen - left { // the claimed tasks' links, as endRun
+		next := t.next
+		t.next = nil
+		t = next
+	}
+	sess.run, sess.runLen = t, left // t is w.next, the first unclaimed task
+	for o, n := range w.runCounts {
+		sh.counts[Normal][o] += n
+	}
+	w.runCounts = [nOutcomes]uint64{}
+	return true
 }
 
 // runQueued is how many tasks wait unclaimed in the runs of sh's

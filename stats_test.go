@@ -215,26 +215,31 @@ func TestHistogramBoundsCoverMicrosecondToMinute(t *testing.T) {
 }
 
 // While a backlog's t2 runs, Stats counts t3..t20 queued and one session
-// running, however many tasks the worker has taken off the lane; once
-// quiet, every outcome is counted once.
+// running, however many tasks the worker has taken off the lane; while its
+// t12 runs, in the worker's second turn, t13..t20. Once quiet, every
+// outcome is counted once.
 func TestStatsCountEveryTaskNotYetStartedAsQueued(t *testing.T) {
-	s := newScheduler[string](t)
-	b := queueBacklog(t, s, "k", nil, nil)
-	st := s.Stats()
-	require.Equal(t, 1, st.Sessions)
-	require.Equal(t, 1, st.Running)
-	require.Equal(t, backlogLen-2, st.Queued)
-	require.Equal(t, backlogLen-2, st.Normal.Queued)
-	require.Zero(t, st.High.Queued)
-	require.Equal(t, uint64(backlogLen+1), st.Submitted)
+	for _, at := range backlogGates {
+		t.Run(fmt.Sprint("t", at), func(t *testing.T) {
+			s := newScheduler[string](t)
+			b := queueBacklogAt(t, s, "k", at, nil, nil)
+			st := s.Stats()
+			require.Equal(t, 1, st.Sessions)
+			require.Equal(t, 1, st.Running)
+			require.Equal(t, backlogLen-at, st.Queued)
+			require.Equal(t, backlogLen-at, st.Normal.Queued)
+			require.Zero(t, st.High.Queued)
+			require.Equal(t, uint64(backlogLen+1), st.Submitted)
 
-	b.release()
-	awaitAll(t, b.fs...)
-	st = s.Stats()
-	require.Zero(t, st.Sessions)
-	require.Zero(t, st.Running)
-	require.Zero(t, st.Queued)
-	require.Equal(t, uint64(backlogLen+1), st.Submitted)
-	require.Equal(t, uint64(backlogLen+1), st.Completed)
-	require.Equal(t, seqsched.Outcomes{Succeeded: backlogLen + 1}, st.Normal.Outcomes)
+			b.release()
+			awaitAll(t, b.fs...)
+			st = s.Stats()
+			require.Zero(t, st.Sessions)
+			require.Zero(t, st.Running)
+			require.Zero(t, st.Queued)
+			require.Equal(t, uint64(backlogLen+1), st.Submitted)
+			require.Equal(t, uint64(backlogLen+1), st.Completed)
+			require.Equal(t, seqsched.Outcomes{Succeeded: backlogLen + 1}, st.Normal.Outcomes)
+		})
+	}
 }

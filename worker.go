@@ -455,12 +455,21 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		sh.running--
 		sh.count(done)
 		waiter = done.resolve() // before the session can be seen idle or gone
+	} else if sess.runAt > 0 {
+		sh.running-- // counted over the yield of a run it kept, whose next claim failed
 	}
+	kept := false // sess keeps its run over the turn's yield (see keepRun)
 	if sess.runAt > 0 {
-		s.endRun(sh, sess)
+		if kept = done != nil && turnOver && s.keepRun(sh, sess); !kept {
+			s.endRun(sh, sess)
+		}
 	}
 	leave := false // the goroutine lets go of sess: parked, paced or retired
 	switch {
+	case kept:
+		s.begin(w)
+		w.inRun, yield = true, true
+		sh.running++ // as after nextTask: the session's next task is its worker's to claim
 	case len(sess.reports) > 0:
 		w.reporting, sess.reports = sess.reports, w.reporting[:0]
 	case sess.pause && (sess.drain == nil || sess.queued() > 0):
