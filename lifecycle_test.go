@@ -877,13 +877,7 @@ func TestHandleAfterShutdownReturnsErrClosed(t *testing.T) {
 // worker had taken off the lane. So does one while its t12 runs, in the
 // worker's second turn, for t13..t20 and t12's ctx.
 func TestDiscardCutsEveryTaskNotYetStarted(t *testing.T) {
-	for _, at := range backlogGates {
-		for _, by := range []string{"key", "handle"} {
-			t.Run(fmt.Sprintf("t%d/%s", at, by), func(t *testing.T) {
-				testDiscardCutsEveryTaskNotYetStarted(t, at, by)
-			})
-		}
-	}
+	forBacklogGatesByKeyAndHandle(t, testDiscardCutsEveryTaskNotYetStarted)
 }
 
 func testDiscardCutsEveryTaskNotYetStarted(t *testing.T, at int, by string) {

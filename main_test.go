@@ -142,6 +142,16 @@ type backlog struct {
 // which a run outlives.
 var backlogGates = []int{2, seqsched.DefaultYieldAfter + 2}
 
+// forBacklogGatesByKeyAndHandle runs test as a subtest for each of
+// backlogGates, with the call under test made by key and through a handle.
+func forBacklogGatesByKeyAndHandle(t *testing.T, test func(t *testing.T, at int, by string)) {
+	for _, at := range backlogGates {
+		for _, by := range []string{"key", "handle"} {
+			t.Run(fmt.Sprintf("t%d/%s", at, by), func(t *testing.T) { test(t, at, by) })
+		}
+	}
+}
+
 // queueBacklog queues the backlog on key behind a gate, opens the gate and
 // returns once t2 runs (queueBacklogAt with at 2).
 func queueBacklog(t testing.TB, s *seqsched.Scheduler[string], key string,

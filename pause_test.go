@@ -615,13 +615,7 @@ func successorBehindClosing(t *testing.T, s *seqsched.Scheduler[string], r *reco
 // else starts, they stay queued, and Resume runs them in order. So does
 // one while its t12 runs, in the worker's second turn, for t13..t20.
 func TestPauseHoldsEveryTaskNotYetStarted(t *testing.T) {
-	for _, at := range backlogGates {
-		for _, by := range []string{"key", "handle"} {
-			t.Run(fmt.Sprintf("t%d/%s", at, by), func(t *testing.T) {
-				testPauseHoldsEveryTaskNotYetStarted(t, at, by)
-			})
-		}
-	}
+	forBacklogGatesByKeyAndHandle(t, testPauseHoldsEveryTaskNotYetStarted)
 }
 
 func testPauseHoldsEveryTaskNotYetStarted(t *testing.T, at int, by string) {
