@@ -490,6 +490,10 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (idle bool
 		}
 		return true
 	}
+	if sess.state == stateRunning && t.prio == Normal {
+		q.push(t) // a running session is busy before and after, and nothing else moves
+		return false
+	}
 	if t.prio == High && sess.runLen > 0 {
 		s.takeBack(sh, sess) // t goes ahead of them: they have not started
 	}
