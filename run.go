@@ -39,20 +39,29 @@ package seqsched
 
 // runs reports whether sess's worker, which has just put a Normal task in
 // hand under the lock, may take the rest of the Normal lane as a run:
-// what stages asks (no queue bound, slot limit, rate or per-key control,
-// so no task tagged for Replace; no pause), and no High task, drain, halt
-// on error, turn clock, record to write or failure to report.
+// nothing but that lane concerns sess (onlyNormal), and no halt on error
+// or turn clock is set, and no turn is to begin.
 func (s *Scheduler[K]) runs(sess *session[K]) bool {
 	w := &sess.w
-	return sess.normal.n > 0 && sess.high.n == 0 && !w.newTurn && s.stages(sess) && sess.drain == nil &&
-		!s.opts.haltOnError && s.opts.yieldInterval == 0 && w.t.prio == Normal &&
+	return sess.normal.n > 0 && !w.newTurn && !s.opts.haltOnError && s.opts.yieldInterval == 0 &&
+		w.t.prio == Normal && s.onlyNormal(sess)
+}
+
+// onlyNormal reports whether nothing but its Normal lane concerns sess
+// now: what stages asks (no queue bound, slot limit, rate or per-key
+// control, so no task tagged for Replace; no pause), and no High task,
+// drain, record to write or failure to report. A run is taken (runs) and
+// kept over a yield (keepRun) only then.
+func (s *Scheduler[K]) onlyNormal(sess *session[K]) bool {
+	w := &sess.w
+	return sess.high.n == 0 && s.stages(sess) && sess.drain == nil &&
 		len(w.logs)+len(w.reporting)+len(sess.reports) == 0
 }
 
 // takeRun takes sess's whole Normal lane as its worker's run, in O(1):
-// the worker claims from it no more than its turn has left, and its next
-// lock section takes the rest back (endRun). Called with sh.mu held, by
-// the worker.
+// the worker claims from it no more than its turn has left, and the
+// lock section at the turn's end keeps the rest (keepRun) or takes it
+// back (endRun). Called with sh.mu held, by the worker.
 func (s *Scheduler[K]) takeRun(sh *shard[K], sess *session[K]) {
 	q := &sess.normal
 	n := q.n
@@ -109,7 +118,7 @@ func (s *Scheduler[K]) takeBack(sh *shard[K], sess *session[K]) {
 	c := sess.runLen - l // claimed: their next fields are the worker's to read, not to change
 	first, last := sess.run, sess.runLast
 	if c > 0 {
-		claimed := sess.runTask(c)
+		claimed := sess.nthOfRun(c)
 		first, sess.runLast = claimed.next, claimed
 	}
 	q := &sess.normal
@@ -123,9 +132,9 @@ func (s *Scheduler[K]) takeBack(sh *shard[K], sess *session[K]) {
 	sess.runLen = c
 }
 
-// runTask returns the i-th task of sess's run, from 1. Called with sh.mu
+// nthOfRun returns the i-th task of sess's run, from 1. Called with sh.mu
 // held.
-func (sess *session[K]) runTask(i int) *task {
+func (sess *session[K]) nthOfRun(i int) *task {
 	t := sess.run
 	for range i - 1 {
 		t = t.next
@@ -138,7 +147,7 @@ func (sess *session[K]) runTask(i int) *task {
 // after takeBack (so that no claim moves it on).
 func (sess *session[K]) inHand() *task {
 	if sess.runLen > 0 && sess.runLeft.Load() == 0 {
-		return sess.runTask(sess.runLen)
+		return sess.nthOfRun(sess.runLen)
 	}
 	return sess.cur
 }
@@ -150,13 +159,7 @@ func (s *Scheduler[K]) endRun(sh *shard[K], sess *session[K]) {
 	w := &sess.w
 	if sess.runAt > 0 {
 		s.takeBack(sh, sess) // what the turn left unclaimed
-		// The claimed tasks' links, kept for takeBack's walk, are cleared:
-		// a task in no lane has a nil next (see fifo).
-		for t, i := sess.run, 0; i < sess.runLen; i++ {
-			next := t.next
-			t.next = nil
-			t = next
-		}
+		sess.dropClaimed()
 		i := sess.runAt - 1
 		last := len(sh.runs) - 1
 		sh.runs[i] = sh.runs[last]
@@ -165,10 +168,32 @@ func (s *Scheduler[K]) endRun(sh *shard[K], sess *session[K]) {
 		sh.runs = sh.runs[:last]
 		sess.run, sess.runLen, sess.runAt = nil, 0, 0
 	}
-	for o, n := range w.runCounts { // the worker counted only while sess had a run
+	sh.countRun(w)
+	w.next = nil
+}
+
+// dropClaimed takes the tasks sess's worker claimed, all resolved, off the
+// front of its run, which goes on from the first unclaimed one, if any.
+// Their links, kept for takeBack's walk, are cleared: a task in no lane
+// has a nil next (see fifo). Called with sh.mu held, by the worker.
+func (sess *session[K]) dropClaimed() {
+	left := int(sess.runLeft.Load()) // only takeBack, under sh.mu, and this worker change it
+	t := sess.run
+	for range sess.runLen - left {
+		next := t.next
+		t.next = nil
+		t = next
+	}
+	sess.run, sess.runLen = t, left // t is the worker's next, the first unclaimed task
+}
+
+// countRun adds the outcomes w counted in a run to the shard's. The worker
+// counts only while its session has a run.
+func (sh *shard[K]) countRun(w *worker[K]) {
+	for o, n := range w.runCounts {
 		sh.counts[Normal][o] += n
 	}
-	w.runCounts, w.next = [nOutcomes]uint64{}, nil
+	w.runCounts = [nOutcomes]uint64{}
 }
 
 // keepRun lets sess keep its run over the yield at the end of its worker's
@@ -178,27 +203,15 @@ func (s *Scheduler[K]) endRun(sh *shard[K], sess *session[K]) {
 // counted. The worker's next turn then claims on with no lock section,
 // where endRun would take the rest back and the next advance take it
 // again. Stats counts the session as running over the yield, as it does
-// from advance's lock section to the task it puts in hand. It reports
-// whether sess kept its run. Called with sh.mu held, by the worker, in
-// advance, with no task in hand.
+// from advance's lock section to the task it puts in hand (see advance).
+// It reports whether sess kept its run. Called with sh.mu held, by the
+// worker, in advance, with no task in hand.
 func (s *Scheduler[K]) keepRun(sh *shard[K], sess *session[K]) bool {
-	w := &sess.w
-	left := int(sess.runLeft.Load()) // only takeBack, under sh.mu, and this worker change it
-	if left == 0 || sess.high.n > 0 || !s.stages(sess) || sess.drain != nil ||
-		len(w.logs)+len(w.reporting)+len(sess.reports) > 0 {
+	if sess.runLeft.Load() == 0 || !s.onlyNormal(sess) {
 		return false
 	}
-	t := sess.run
-	for range sess.runLen - left { // the claimed tasks' links, as endRun
-		next := t.next
-		t.next = nil
-		t = next
-	}
-	sess.run, sess.runLen = t, left // t is w.next, the first unclaimed task
-	for o, n := range w.runCounts {
-		sh.counts[Normal][o] += n
-	}
-	w.runCounts = [nOutcomes]uint64{}
+	sess.dropClaimed()
+	sh.countRun(&sess.w)
 	return true
 }
 

@@ -450,13 +450,14 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 		next          = sess
 	)
 	sh.mu.Lock()
+	// sess counts as running (sh.running) while its worker has a task in
+	// hand, and over the yield of a run it kept, with none: the only time
+	// a run is left with no task in hand.
+	running := done != nil || sess.runAt > 0
 	if done != nil {
 		w.t, sess.cur = nil, nil
-		sh.running--
 		sh.count(done)
 		waiter = done.resolve() // before the session can be seen idle or gone
-	} else if sess.runAt > 0 {
-		sh.running-- // counted over the yield of a run it kept, whose next claim failed
 	}
 	kept := false // sess keeps its run over the turn's yield (see keepRun)
 	if sess.runAt > 0 {
@@ -464,12 +465,14 @@ func (s *Scheduler[K]) advance(sess *session[K]) *session[K] {
 			s.endRun(sh, sess)
 		}
 	}
+	if running && !kept {
+		sh.running--
+	}
 	leave := false // the goroutine lets go of sess: parked, paced or retired
 	switch {
 	case kept:
 		s.begin(w)
 		w.inRun, yield = true, true
-		sh.running++ // as after nextTask: the session's next task is its worker's to claim
 	case len(sess.reports) > 0:
 		w.reporting, sess.reports = sess.reports, w.reporting[:0]
 	case sess.pause && (sess.drain == nil || sess.queued() > 0):
