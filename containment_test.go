@@ -481,6 +481,24 @@ func end(how string) {
 	}
 }
 
+// requireEndedBy checks err, the error of a task whose fn (or the user
+// code around it) left by end(how): a *PanicError with the panic's value,
+// or ErrGoexit when the goroutine's last word was a Goexit.
+func requireEndedBy(t *testing.T, err error, how string, msgAndArgs ...any) {
+	t.Helper()
+	var perr *seqsched.PanicError
+	switch how {
+	case "panic":
+		require.ErrorAs(t, err, &perr, msgAndArgs...)
+		require.Equal(t, "callback panicked", perr.Value, msgAndArgs...)
+	case "panic during goexit":
+		require.ErrorAs(t, err, &perr, msgAndArgs...)
+		require.Equal(t, "panicked during goexit", perr.Value, msgAndArgs...)
+	default:
+		require.ErrorIs(t, err, seqsched.ErrGoexit, msgAndArgs...)
+	}
+}
+
 // misbehaving is a callback kind made to leave by one of the endings, the
 // first time it is called: a scheduler option, or (fn, ctx) the task.
 type misbehaving struct {
@@ -602,17 +620,7 @@ func TestEveryEndingOfEveryCallbackLosesNothing(t *testing.T) {
 					_, _ = next.Await(context.Background())
 				})
 				if cb.name == "fn" || cb.name == "interceptor" || cb.name == "submit ctx" {
-					var perr *seqsched.PanicError
-					switch how {
-					case "panic":
-						require.ErrorAs(t, err, &perr)
-						require.Equal(t, "callback panicked", perr.Value)
-					case "panic during goexit":
-						require.ErrorAs(t, err, &perr)
-						require.Equal(t, "panicked during goexit", perr.Value)
-					default:
-						require.ErrorIs(t, err, seqsched.ErrGoexit)
-					}
+					requireEndedBy(t, err, how)
 				} else if f != nil {
 					require.NoError(t, err)
 				}
@@ -710,37 +718,34 @@ func TestAnInterceptorEndingWhileFnUnwindsDecidesTheTasksOutcome(t *testing.T) {
 	}
 }
 
-// A panic and a runtime.Goexit in tasks queued behind a running one fail
-// only those tasks: the two after the running one resolve with a
-// *PanicError and with ErrGoexit, and the rest still run, in order, however
-// many tasks the worker had taken off the lane, in its first turn or its
-// second.
+// Tasks queued behind a running one that panic, call runtime.Goexit, panic
+// while a Goexit unwinds or call Goexit while a panic unwinds fail only
+// themselves: the two after the running one each resolve as end says, and
+// the rest still run, in order, however many tasks the worker had taken off
+// the lane, in its first turn or its second.
 func TestPanicAndGoexitInABacklogFailOnlyTheirTasks(t *testing.T) {
 	for _, at := range backlogGates {
-		t.Run(fmt.Sprint("t", at), func(t *testing.T) {
-			s := newScheduler[string](t)
-			b := queueBacklogAt(t, s, "k", at, func(_ context.Context, i int) error {
-				switch i {
-				case at + 1:
-					panic("planned")
-				case at + 2:
-					runtime.Goexit()
+		for _, how := range endings {
+			t.Run(fmt.Sprintf("t%d/%s", at, how), func(t *testing.T) {
+				s := newScheduler[string](t)
+				b := queueBacklogAt(t, s, "k", at, func(_ context.Context, i int) error {
+					if i == at+1 || i == at+2 {
+						end(how)
+					}
+					return nil
+				}, nil)
+				b.release()
+				for _, i := range []int{at + 1, at + 2} {
+					_, err := b.fs[i-1].Await(context.Background())
+					requireEndedBy(t, err, how, "t%d's future", i)
 				}
-				return nil
-			}, nil)
-			b.release()
-			_, err := b.fs[at].Await(context.Background())
-			var perr *seqsched.PanicError
-			require.ErrorAs(t, err, &perr, "t%d's future", at+1)
-			require.Equal(t, "planned", perr.Value)
-			_, err = b.fs[at+1].Await(context.Background())
-			require.ErrorIs(t, err, seqsched.ErrGoexit, "t%d's future", at+2)
-			awaitAll(t, append(b.fs[:at:at], b.fs[at+2:]...)...)
-			require.Equal(t, names(1, backlogLen), b.r.get())
-			st := s.Stats()
-			require.Equal(t, uint64(2), st.Panics)
-			require.Equal(t, seqsched.Outcomes{Succeeded: backlogLen - 1, Panicked: 2}, st.Normal.Outcomes)
-			require.Zero(t, st.Sessions)
-		})
+				awaitAll(t, append(b.fs[:at:at], b.fs[at+2:]...)...)
+				require.Equal(t, names(1, backlogLen), b.r.get())
+				st := s.Stats()
+				require.Equal(t, uint64(2), st.Panics)
+				require.Equal(t, seqsched.Outcomes{Succeeded: backlogLen - 1, Panicked: 2}, st.Normal.Outcomes)
+				require.Zero(t, st.Sessions)
+			})
+		}
 	}
 }
