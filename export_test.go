@@ -16,6 +16,43 @@ type shardsOption int
 
 func (o shardsOption) apply(opts *options) { opts.shards = int(o) }
 
+// WithIdleRecords sets how many idle records a scheduler keeps over all
+// its shards (at least one per shard), so that tests reach the cap with a
+// few keys.
+func WithIdleRecords(n int) Option { return idleRecordsOption(n) }
+
+type idleRecordsOption int
+
+func (o idleRecordsOption) apply(opts *options) { opts.idleRecords = int(o) }
+
+// IdleRecords returns the keys of s's idle records (idle sessions no
+// handle holds), shard by shard from the idle list's oldest end, and how
+// many sessions its shards' idle lists hold, idle records or not (see
+// keepIdle). It fails if an idle record is off the list, where no cap
+// reaches it, or a forgotten session or one a handle holds is on it.
+func IdleRecords[K comparable](s *Scheduler[K]) (keys []K, listed int, err error) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for sess := sh.idle.tail; sess != nil; sess = sess.links[listIdle].prev {
+			if sess.state == stateGone || sess.handles > 0 {
+				err = fmt.Errorf("%v: a forgotten session, or one a handle holds, on the idle list", sess.key)
+			}
+			if sess.state == stateIdle && sess.handles == 0 {
+				keys = append(keys, sess.key)
+			}
+		}
+		for _, sess := range sh.sessions {
+			if sess.state == stateIdle && sess.handles == 0 && !sess.links[listIdle].in {
+				err = fmt.Errorf("%v: an idle record off the idle list, where no cap reaches it", sess.key)
+			}
+		}
+		listed += sh.idle.n
+		sh.mu.Unlock()
+	}
+	return keys, listed, err
+}
+
 // Live returns s's live tokens: its goroutines, and its sessions waiting
 // for a slot. 0 once Shutdown returned nil.
 func Live[K comparable](s *Scheduler[K]) int64 { return s.tokens() }

@@ -1,12 +1,14 @@
 // Idle cost: New starts no goroutine, a session has a goroutine only while
-// it has work, and idle sessions, idle handles and shut-down schedulers
-// leave nothing behind.
+// it has work, idle sessions, idle handles and shut-down schedulers leave
+// nothing behind, and the idle records kept for reuse stay within their
+// cap.
 
 package seqsched_test
 
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
@@ -163,4 +165,104 @@ func TestThousandSchedulersLeaveNoGoroutine(t *testing.T) {
 		}
 	}
 	goleak.VerifyNone(t, ignore)
+}
+
+// idleCap is the idle records the record tests let a scheduler keep.
+const idleCap = 4
+
+// TestIdleRecordsKeepTheRecentlyIdleWithinTheirCap: a shard keeps at most
+// its cap of idle records, and past it forgets the one idle longest, where
+// a key that went idle again since counts as recent and a key that got
+// work is no record until it is idle again. The idle list is kept lazily
+// (keepIdle): these are the cases where laziness could keep a record past
+// the cap or forget the wrong one.
+func TestIdleRecordsKeepTheRecentlyIdleWithinTheirCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler[int](t, seqsched.WithShards(1), seqsched.WithIdleRecords(idleCap))
+		ctx := context.Background()
+		run := func(keys ...int) {
+			t.Helper()
+			for _, key := range keys {
+				f, err := s.Go(ctx, key, func(context.Context) error { return nil })
+				require.NoError(t, err)
+				awaitAll(t, f)
+			}
+		}
+		records := func(want ...int) {
+			t.Helper()
+			synctest.Wait() // every worker has retired its session and exited
+			keys, listed, err := seqsched.IdleRecords(s)
+			require.NoError(t, err)
+			require.Equal(t, want, keys, "idle records, least recently idle first")
+			require.LessOrEqual(t, listed, idleCap, "sessions on the idle list")
+		}
+
+		run(1, 2, 3, 4, 5)
+		records(2, 3, 4, 5) // 1, idle longest, forgotten
+
+		run(2)
+		run(6)
+		records(4, 5, 6, 2) // 2 went idle again after 3: 3 forgotten, not 2
+
+		gate := make(chan struct{})
+		blocked, err := s.Go(ctx, 4, func(context.Context) error { <-gate; return nil })
+		require.NoError(t, err)
+		records(5, 6, 2) // 4 runs: no record while it has work
+		run(7, 8)
+		records(6, 2, 7, 8) // 4 still runs: 5, the oldest record, forgotten to make room
+		close(gate)
+		awaitAll(t, blocked)
+		records(2, 7, 8, 4) // 4 idle again, the newest: 6 forgotten
+
+		gate = make(chan struct{})
+		blocked, err = s.Go(ctx, 7, func(context.Context) error { <-gate; return nil })
+		require.NoError(t, err)
+		removed := make(chan error, 1)
+		go func() { removed <- s.Remove(ctx, 7) }()
+		synctest.Wait() // Remove waits for 7's drain
+		close(gate)
+		awaitAll(t, blocked)
+		require.NoError(t, <-removed)
+		records(2, 8, 4) // 7, removed while it ran, is forgotten, not kept
+		run(9, 10)
+		records(8, 4, 9, 10)
+	})
+}
+
+// TestIdleRecordsStayWithinTheirCapUnderChurn: keys that come and go at
+// random, some held running across others' turns, never leave a shard more
+// idle records than its cap, nor an idle record that no cap reaches
+// (IdleRecords checks that every idle record is listed).
+func TestIdleRecordsStayWithinTheirCapUnderChurn(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler[int](t, seqsched.WithShards(2), seqsched.WithIdleRecords(2*idleCap))
+		ctx := context.Background()
+		for round := range 300 {
+			gate := make(chan struct{})
+			var fs []*seqsched.Future[struct{}]
+			for range 1 + rng.IntN(6) {
+				body := func(context.Context) error { return nil }
+				if rng.IntN(3) == 0 {
+					body = func(context.Context) error { <-gate; return nil }
+				}
+				f, err := s.Go(ctx, rng.IntN(3*idleCap), body)
+				require.NoError(t, err)
+				fs = append(fs, f)
+			}
+			synctest.Wait()
+			keys, listed, err := seqsched.IdleRecords(s)
+			require.NoError(t, err, "round %d", round)
+			require.LessOrEqual(t, len(keys), 2*idleCap, "round %d: idle records", round)
+			require.LessOrEqual(t, listed, 2*idleCap, "round %d: sessions on the idle lists", round)
+			close(gate)
+			awaitAll(t, fs...)
+		}
+		synctest.Wait()
+		keys, _, err := seqsched.IdleRecords(s)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(keys), 2*idleCap, "idle records once quiet")
+	})
 }

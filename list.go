@@ -24,6 +24,7 @@ const (
 type links[K comparable] struct {
 	prev, next *session[K]
 	in         bool
+	recent     bool // the idle list's: idle again since listed (see keepIdle)
 }
 
 func (l *sessionList[K]) at(sess *session[K]) *links[K] { return &sess.links[l.which] }

@@ -40,6 +40,7 @@ type options struct {
 	rate           any   // func(K) (float64, int), checked against K by newOptions
 	interceptors   []any // func(context.Context, K, func(context.Context) error) error, checked against K by newOptions
 	shards         int   // a power of two; 0: New's own rule. Set only by tests (export_test.go)
+	idleRecords    int   // idle records kept over all shards; 0: idleRecords. Set only by tests (export_test.go)
 }
 
 // Bounds of WithWeight's weights.

@@ -1,6 +1,7 @@
 package seqsched
 
 import (
+	"cmp"
 	"context"
 	"hash/maphash"
 	"reflect"
@@ -74,6 +75,7 @@ type Scheduler[K comparable] struct {
 	slowTasks atomic.Uint64
 
 	checkKeys        bool                            // K can hold a key a map cannot (see keyCheckNeeded)
+	plainKeys        bool                            // set by New when neither checkKeys nor WithHaltOnError is (see needsCheck)
 	errHandler       func(context.Context, K, error) // WithErrorHandler, or nil
 	weight           func(K) int                     // WithWeight, or nil
 	interceptors     []interceptor[K]                // WithInterceptor's, outermost first; nil without
@@ -129,7 +131,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 		seed:    maphash.MakeSeed(),
 		shards:  make([]shard[K], n),
 		mask:    uint64(n - 1),
-		idleCap: max(idleRecords/n, 1),
+		idleCap: max(cmp.Or(o.idleRecords, idleRecords)/n, 1),
 		quiet:   make(chan struct{}),
 	}
 	s.core.givenUp, s.core.cancel = context.WithCancel(context.Background())
@@ -153,6 +155,7 @@ func New[K comparable](opts ...Option) (*Scheduler[K], error) {
 		s.interceptors = append(s.interceptors, f.(func(context.Context, K, func(context.Context) error) error))
 	}
 	s.checkKeys = keyCheckNeeded(reflect.TypeFor[K]())
+	s.plainKeys = !s.checkKeys && !o.haltOnError
 	if o.waitHistogram {
 		s.waitHist = &[2]*histogram.Fine{histogram.NewFine(), histogram.NewFine()}
 	}
@@ -247,9 +250,7 @@ func submit[K comparable, T any](ctx context.Context, s *Scheduler[K], h *Sessio
 	fn func(context.Context) (T, error), fn0 func(context.Context) error, opts []TaskOption) (*Future[T], error) {
 	var sp spec
 	var err error
-	// A handle's task with no options has nothing but ctx to check: the
-	// round trip's common case, without admissible's call.
-	if h == nil || ctx == nil || len(opts) > 0 || s.opts.haltOnError {
+	if s.needsCheck(ctx, h, opts) {
 		if sp, err = s.admissible(ctx, h, key, opts); err != nil {
 			return nil, err
 		}
@@ -274,7 +275,7 @@ func post[K comparable](ctx context.Context, s *Scheduler[K], h *Session[K], key
 		return ErrNilFunc
 	}
 	var sp spec
-	if h == nil || ctx == nil || len(opts) > 0 || s.opts.haltOnError { // as in submit
+	if s.needsCheck(ctx, h, opts) {
 		var err error
 		if sp, err = s.admissible(ctx, h, key, opts); err != nil {
 			return err
@@ -286,6 +287,21 @@ func post[K comparable](ctx context.Context, s *Scheduler[K], h *Session[K], key
 		return s.acceptControlled(ctx, h, key, &p.t, sp.tag)
 	}
 	return s.accept(h, key, &p.t)
+}
+
+// needsCheck reports whether a task needs admissible's call, which most
+// do not: a task with no options and a ctx, through a handle or by a key
+// that needs no check (plainKeys), has nothing else to check, unless
+// WithHaltOnError flags it. It is the round trip's and the stream's common
+// case, kept to a few loads.
+func (s *Scheduler[K]) needsCheck(ctx context.Context, h *Session[K], opts []TaskOption) bool {
+	if ctx == nil || len(opts) > 0 {
+		return true
+	}
+	if h != nil {
+		return s.opts.haltOnError // its key was checked at Open
+	}
+	return s == nil || !s.plainKeys // plainKeys is set by New only
 }
 
 // admissible checks what Submit, Go and Post can check before they

@@ -213,9 +213,7 @@ func (s *Scheduler[K]) fire(sh *shard[K], sess *session[K], on event) {
 		if checkMoves {
 			fastMoveAgrees(sess, on, stateRunning)
 		}
-		if sess.links[listIdle].in {
-			sh.idle.remove(sess)
-		}
+		// It stays on the idle list, if it is on it (see keepIdle).
 		sess.state = stateRunning
 		s.begin(&sess.w)
 		sh.busy++
@@ -241,11 +239,10 @@ func (s *Scheduler[K]) fire(sh *shard[K], sess *session[K], on event) {
 		return
 	}
 	was := sess.busy()
+	if sess.links[listIdle].in { // idle, or running since it was listed (see keepIdle)
+		sh.idle.remove(sess)
+	}
 	switch from {
-	case stateIdle:
-		if sess.links[listIdle].in {
-			sh.idle.remove(sess)
-		}
 	case statePaused:
 		sh.paused--
 	case statePaced:
@@ -484,10 +481,7 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (idle bool
 	if sess.state == stateIdle {
 		// An idle session counts as busy neither before t nor after: the
 		// move that schedules it does.
-		q.push(t)
-		if sess.links[listIdle].in { // here, not in fire, for the same reason
-			sh.idle.remove(sess)
-		}
+		q.push(t) // it stays on the idle list, if it is on it (see keepIdle)
 		return true
 	}
 	if sess.state == stateRunning && t.prio == Normal {
@@ -506,14 +500,37 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (idle bool
 	return false // it runs, waits for a slot, is held or paused: its worker will find t
 }
 
-// keepIdle lists sess, just idle with no handles, as an idle record, and
-// forgets the oldest record if the list is over its cap.
+// keepIdle keeps sess, just idle with no handles, as an idle record, and
+// forgets the least recently idle record if the shard lists more than its
+// cap.
+//
+// The idle list is kept lazily, as the CLOCK algorithm keeps pages: a
+// listed session that gets work stays listed, so that an activation of an
+// idle key makes no list operation, and one that goes idle again while
+// listed is marked recent instead of being moved to the front. When the
+// list is over its cap, its oldest end is swept: a session that got work
+// leaves the list, a recent one goes back to the front unmarked, and the
+// first other one is forgotten. Only an activation's spawn leaves a
+// session listed; every other move (see fire) takes it off the list, so a
+// forgotten session is never listed, and open takes off one a handle pins.
 func (s *Scheduler[K]) keepIdle(sh *shard[K], sess *session[K]) {
+	if lk := &sess.links[listIdle]; lk.in {
+		lk.recent = true
+		return
+	}
 	sh.idle.pushFront(sess)
-	if sh.idle.n > s.idleCap {
+	for sh.idle.n > s.idleCap {
 		old := sh.idle.tail
-		s.fire(sh, old, evForget)
-		s.recycle(old)
+		switch {
+		case old.state != stateIdle: // it got work (a handle takes it off: see open)
+			sh.idle.remove(old)
+		case old.links[listIdle].recent:
+			sh.idle.remove(old)
+			sh.idle.pushFront(old)
+		default:
+			s.fire(sh, old, evForget) // takes it off the list
+			s.recycle(old)
+		}
 	}
 }
 

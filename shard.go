@@ -27,7 +27,7 @@ type shard[K comparable] struct {
 	index    uint32 // its place in Scheduler.shards
 	sessions map[K]*session[K]
 
-	idle sessionList[K] // idle records, newest first
+	idle sessionList[K] // idle records, newest first, and sessions that got work since they were listed (see keepIdle)
 
 	// Without WithMaxConcurrency: sessions that get work while a goroutine
 	// is at work on this shard wait in pending, the start queue, instead
