@@ -45,11 +45,14 @@ type Producer interface {
 	Flush()
 }
 
-// NewProducer returns a producer for impl: impl itself unless it awaits
-// futures.
+// NewProducer returns a producer for impl: impl itself, unless it awaits
+// futures or submits through handles.
 func NewProducer(impl Impl) Producer {
-	if a, ok := impl.(*seqAwait); ok {
-		return &awaitProducer{s: a.s}
+	switch i := impl.(type) {
+	case *seqAwait:
+		return &awaitProducer{s: i.s}
+	case *seqHandle:
+		return &handleProducer{i: i}
 	}
 	return plain{impl}
 }

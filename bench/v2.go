@@ -91,8 +91,10 @@ func newSeqHandle(post bool, opts ...seqsched.Option) *seqHandle {
 	return i
 }
 
-func (i *seqHandle) Go(key int, task Task, high bool) {
-	h := i.get(key)
+func (i *seqHandle) Go(key int, task Task, high bool) { i.submit(i.get(key), task, high) }
+
+// submit is Go through the handle of the task's key.
+func (i *seqHandle) submit(h *seqsched.Session[int], task Task, high bool) {
 	var opts []seqsched.TaskOption
 	if high {
 		opts = highOpt
@@ -105,6 +107,27 @@ func (i *seqHandle) Go(key int, task Task, high bool) {
 }
 
 var highOpt = []seqsched.TaskOption{seqsched.High}
+
+// handleProducer is what one goroutine submits through a handle
+// implementation: it keeps the handle of the key it submitted to last, as
+// a server keeps a connection's handle, so that a stream to one key pays
+// no lookup in the handle table, a cost of the harness's and not of the
+// scheduler's. A producer that changes keys at each task (Many) looks each
+// one up as Go does.
+type handleProducer struct {
+	i   *seqHandle
+	key int
+	h   *seqsched.Session[int]
+}
+
+func (p *handleProducer) Go(key int, task Task, high bool) {
+	if p.h == nil || key != p.key {
+		p.h, p.key = p.i.get(key), key
+	}
+	p.i.submit(p.h, task, high)
+}
+
+func (p *handleProducer) Flush() {}
 
 func (i *seqHandle) Call(key int, task Task) {
 	f, err := i.get(key).Go(bg, task)
