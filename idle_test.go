@@ -230,9 +230,9 @@ func TestIdleRecordsKeepTheRecentlyIdleWithinTheirCap(t *testing.T) {
 }
 
 // TestIdleRecordsStayWithinTheirCapUnderChurn: keys that come and go at
-// random, some held running across others' turns, never leave a shard more
-// idle records than its cap, nor an idle record that no cap reaches
-// (IdleRecords checks that every idle record is listed).
+// random, some held running across others' turns, some paused, never leave
+// a shard more idle records than its cap, nor an idle record that no cap
+// reaches (IdleRecords checks that every idle record is listed).
 func TestIdleRecordsStayWithinTheirCapUnderChurn(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
@@ -243,6 +243,11 @@ func TestIdleRecordsStayWithinTheirCapUnderChurn(t *testing.T) {
 		for round := range 300 {
 			gate := make(chan struct{})
 			var fs []*seqsched.Future[struct{}]
+			paused := -1
+			if rng.IntN(4) == 0 {
+				paused = rng.IntN(3 * idleCap)
+				require.NoError(t, s.Pause(paused))
+			}
 			for range 1 + rng.IntN(6) {
 				body := func(context.Context) error { return nil }
 				if rng.IntN(3) == 0 {
@@ -257,6 +262,9 @@ func TestIdleRecordsStayWithinTheirCapUnderChurn(t *testing.T) {
 			require.NoError(t, err, "round %d", round)
 			require.LessOrEqual(t, len(keys), 2*idleCap, "round %d: idle records", round)
 			require.LessOrEqual(t, listed, 2*idleCap, "round %d: sessions on the idle lists", round)
+			if paused >= 0 {
+				require.NoError(t, s.Resume(paused))
+			}
 			close(gate)
 			awaitAll(t, fs...)
 		}

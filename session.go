@@ -213,8 +213,7 @@ func (s *Scheduler[K]) fire(sh *shard[K], sess *session[K], on event) {
 		if checkMoves {
 			fastMoveAgrees(sess, on, stateRunning)
 		}
-		// It stays on the idle list, if it is on it (see keepIdle).
-		sess.state = stateRunning
+		sess.state = stateRunning // on the idle list, if it was (see keepIdle)
 		s.begin(&sess.w)
 		sh.busy++
 		s.addTokens(sh, 1) // the goroutine's
@@ -239,9 +238,6 @@ func (s *Scheduler[K]) fire(sh *shard[K], sess *session[K], on event) {
 		return
 	}
 	was := sess.busy()
-	if sess.links[listIdle].in { // idle, or running since it was listed (see keepIdle)
-		sh.idle.remove(sess)
-	}
 	switch from {
 	case statePaused:
 		sh.paused--
@@ -267,6 +263,9 @@ func (s *Scheduler[K]) fire(sh *shard[K], sess *session[K], on event) {
 			s.begin(&sess.w)
 		}
 	case stateGone:
+		if sess.links[listIdle].in { // idle or not: the list is kept lazily (see keepIdle)
+			sh.idle.remove(sess)
+		}
 		if sh.sessions[sess.key] == sess { // a predecessor a successor replaced is not
 			delete(sh.sessions, sess.key)
 		}
@@ -510,9 +509,9 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (idle bool
 // listed is marked recent instead of being moved to the front. When the
 // list is over its cap, its oldest end is swept: a session that got work
 // leaves the list, a recent one goes back to the front unmarked, and the
-// first other one is forgotten. Only an activation's spawn leaves a
-// session listed; every other move (see fire) takes it off the list, so a
-// forgotten session is never listed, and open takes off one a handle pins.
+// first other one is forgotten. fire takes a session off the list when it
+// is forgotten, so a forgotten session is never listed, and open takes off
+// one a handle pins.
 func (s *Scheduler[K]) keepIdle(sh *shard[K], sess *session[K]) {
 	if lk := &sess.links[listIdle]; lk.in {
 		lk.recent = true
