@@ -44,9 +44,10 @@ var knownMiss = map[string]string{
 		"the idle list is kept as a clock again; 1.26-1.32x over 3 quiet runs then (met in 2), 1.16-1.36x over 7 " +
 		"before (met in 5), 1.44-1.88x loaded: as for seqsched-hgo, plus the shard's hash and the map's lookup by key",
 	"roundtrip P=2: seqsched-await / floor-goroutine-alloc": "1.13-1.41x over 7 quiet runs (met in 6), 1.45-1.75x loaded: as at GOMAXPROCS=1",
-	"many s=1000 p=2: seqsched-post / naive-chan (v4)": "1.69, 2.67, 1.90x over 3 quiet runs since the idle list " +
-		"is kept as a clock again (2.51, 3.20x on the main before it, alternated), 2.11-2.73x over 7 quiet runs before " +
-		"(met in 2), 2.8-4.3x loaded: one allocation and a session activation per task against a parked goroutine's channel send",
+	"many s=1000 p=2: seqsched-post / naive-chan (v4)": "1.82, 2.00x over 2 quiet runs since the idle list is " +
+		"kept as a clock through every move (1,171 instructions a task against 845 at GOMAXPROCS=1), 2.11-2.73x over 7 " +
+		"quiet runs before (met in 2), 2.8-4.3x loaded: one allocation and a session activation per task against a " +
+		"parked goroutine's channel send",
 }
 
 // TestTargets is the suite's pass/fail summary: the performance targets
