@@ -138,8 +138,7 @@ func RecycleIdle[K comparable](s *Scheduler[K], key K) ([]string, error) {
 	if sess == nil || sess.state != stateIdle || !sess.links[listIdle].in {
 		return nil, fmt.Errorf("%v is not an idle record", key)
 	}
-	sh.unlistIdle(sess)
-	s.fire(sh, sess, evForget)
+	s.fire(sh, sess, evForget) // takes it off the idle list
 	s.recycle(sess)
 	var kept []string
 	v := reflect.ValueOf(sess).Elem()

@@ -263,9 +263,7 @@ func (s *Scheduler[K]) fire(sh *shard[K], sess *session[K], on event) {
 			s.begin(&sess.w)
 		}
 	case stateGone:
-		if sess.links[listIdle].in { // idle or not: the list is kept lazily (see keepIdle)
-			sh.idle.remove(sess)
-		}
+		sh.unlistIdle(sess)
 		if sh.sessions[sess.key] == sess { // a predecessor a successor replaced is not
 			delete(sh.sessions, sess.key)
 		}

@@ -132,8 +132,9 @@ func (s *Scheduler[K]) recycle(sess *session[K]) {
 	s.records.Put(sess)
 }
 
-// unlistIdle takes sess off the idle list, if it is on it: it got work or
-// a handle, or it is being forgotten.
+// unlistIdle takes sess off the idle list, if it is on it, idle or not
+// (the list is kept lazily: see keepIdle): a handle pins it, or it is
+// forgotten.
 func (sh *shard[K]) unlistIdle(sess *session[K]) {
 	if sh.idle.contains(sess) {
 		sh.idle.remove(sess)
