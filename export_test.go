@@ -127,7 +127,7 @@ func Seal[K comparable](s *Scheduler[K]) { s.seal() }
 func Quiet[K comparable](s *Scheduler[K]) <-chan struct{} { return s.quiet }
 
 // RecycleIdle forgets key's session, which must be an idle record, and
-// recycles it, as keepIdle does with its oldest record past the cap. It
+// recycles it, as keepIdle does with the record it evicts past the cap. It
 // returns the fields the recycled record did not zero, besides the three
 // it keeps (base.core, base.spare, start).
 func RecycleIdle[K comparable](s *Scheduler[K], key K) ([]string, error) {

@@ -20,8 +20,9 @@ import "sync/atomic"
 // The states:
 //
 //   - idle: no work and no goroutine; in its shard's map, either as an idle
-//     record (no handles: kept for reuse, bounded, oldest evicted; see
-//     keepIdle) or pinned by its handles.
+//     record (no handles: kept for reuse, bounded, the least recently idle
+//     evicted, as a clock approximates it; see keepIdle) or pinned by its
+//     handles.
 //   - ready: has work and waits for a goroutine: in the slots' ready queue
 //     under WithMaxConcurrency, otherwise in its shard's start queue while
 //     another goroutine is at work on the shard.
@@ -498,8 +499,8 @@ func (s *Scheduler[K]) admit(sh *shard[K], sess *session[K], t *task) (idle bool
 }
 
 // keepIdle keeps sess, just idle with no handles, as an idle record, and
-// forgets the least recently idle record if the shard lists more than its
-// cap.
+// forgets the least recently idle record, as a clock approximates it, if
+// the shard lists more than its cap.
 //
 // The idle list is kept lazily, as the CLOCK algorithm keeps pages: a
 // listed session that gets work stays listed, so that an activation of an
