@@ -28,8 +28,9 @@ func (o idleRecordsOption) apply(opts *options) { opts.idleRecords = int(o) }
 // IdleRecords returns the keys of s's idle records (idle sessions no
 // handle holds), shard by shard from the idle list's oldest end, and how
 // many sessions its shards' idle lists hold, idle records or not (see
-// keepIdle). It fails if an idle record is off the list, where no cap
-// reaches it, or a forgotten session or one a handle holds is on it.
+// keepIdle). It fails if a shard lists more sessions than its cap, if an
+// idle record is off the list, where no cap reaches it, or if a forgotten
+// session or one a handle holds is on it.
 func IdleRecords[K comparable](s *Scheduler[K]) (keys []K, listed int, err error) {
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -46,6 +47,9 @@ func IdleRecords[K comparable](s *Scheduler[K]) (keys []K, listed int, err error
 			if sess.state == stateIdle && sess.handles == 0 && !sess.links[listIdle].in {
 				err = fmt.Errorf("%v: an idle record off the idle list, where no cap reaches it", sess.key)
 			}
+		}
+		if sh.idle.n > s.idleCap {
+			err = fmt.Errorf("shard %d lists %d sessions, over its cap of %d", i, sh.idle.n, s.idleCap)
 		}
 		listed += sh.idle.n
 		sh.mu.Unlock()

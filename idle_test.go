@@ -232,7 +232,8 @@ func TestIdleRecordsKeepTheRecentlyIdleWithinTheirCap(t *testing.T) {
 // TestIdleRecordsStayWithinTheirCapUnderChurn: keys that come and go at
 // random, some held running across others' turns, some paused, never leave
 // a shard more idle records than its cap, nor an idle record that no cap
-// reaches (IdleRecords checks that every idle record is listed).
+// reaches (IdleRecords checks each shard's list against its cap, and that
+// every idle record is listed).
 func TestIdleRecordsStayWithinTheirCapUnderChurn(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
